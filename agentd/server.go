@@ -1,0 +1,241 @@
+package agentd
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/version"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// Modes the daemon runs in.
+const (
+	ModeMachine = "machine" // a user's own machine: runs as the user, unsandboxed
+	ModeSandbox = "sandbox" // inside a container sandbox (uid 1000, read-only root)
+)
+
+// Options configures a Server. Zero fields get defaults in New.
+type Options struct {
+	// Workspace is the directory relative paths resolve against and commands
+	// start in by default. Default: the user's home, or /workspace in sandbox mode.
+	Workspace string
+	// Mode is ModeMachine (default) or ModeSandbox.
+	Mode string
+	// StateDir holds snapshots, the audit log and the socket. Default:
+	// $AGENTD_STATE_DIR, else ~/.local/state/agentd.
+	StateDir string
+	// Shell runs command strings (`Shell -c CMD`). Default: $SHELL, else /bin/sh.
+	Shell string
+	// Env is the base environment of the commands the agent runs. Default:
+	// the user's login environment, resolved once from `$SHELL -l`.
+	Env []string
+	// Token, when set, is the bearer token every call must present in the
+	// "authorization" metadata ("Bearer TOKEN").
+	Token string
+	// Reflection registers the gRPC reflection service (local socket only).
+	Reflection bool
+	// Logger receives the daemon's logs. Default: a no-op logger.
+	Logger *zap.Logger
+	// Version is reported by SystemService.Info. Default: the build's version.
+	Version string
+}
+
+// Server is the agentd gRPC server with every agentd.v1 service registered.
+type Server struct {
+	opts   Options
+	log    *zap.Logger
+	grpc   *grpc.Server
+	health *health.Server
+	procs  *processService
+	files  *fileService
+}
+
+// New builds a Server, filling defaults into opts.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Version == "" {
+		opts.Version = version.Version
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeMachine
+	case ModeMachine, ModeSandbox:
+	default:
+		return nil, fmt.Errorf("mode %q: want %q or %q", opts.Mode, ModeMachine, ModeSandbox)
+	}
+	if opts.Shell == "" {
+		opts.Shell = os.Getenv("SHELL")
+		if opts.Shell == "" {
+			opts.Shell = "/bin/sh"
+		}
+	}
+	if opts.Workspace == "" {
+		ws, err := defaultWorkspace(opts.Mode)
+		if err != nil {
+			return nil, err
+		}
+		opts.Workspace = ws
+	}
+	ws, err := filepath.Abs(opts.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if fi, err := os.Stat(ws); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	opts.Workspace = ws
+	if opts.StateDir == "" {
+		dir, err := DefaultStateDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.StateDir = dir
+	}
+
+	s := &Server{opts: opts, log: opts.Logger}
+	s.files, err = newFileService(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	s.procs, err = newProcessService(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+
+	s.grpc = grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.authUnary),
+		grpc.ChainStreamInterceptor(s.authStream),
+	)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	agentdv1.RegisterFileServiceServer(s.grpc, s.files)
+	agentdv1.RegisterProcessServiceServer(s.grpc, s.procs)
+	agentdv1.RegisterSystemServiceServer(s.grpc, &systemService{s: s})
+	agentdv1.RegisterPythonServiceServer(s.grpc, agentdv1.UnimplementedPythonServiceServer{})
+	agentdv1.RegisterSnapshotServiceServer(s.grpc, agentdv1.UnimplementedSnapshotServiceServer{})
+	agentdv1.RegisterActivityServiceServer(s.grpc, agentdv1.UnimplementedActivityServiceServer{})
+	if opts.Reflection {
+		reflection.Register(s.grpc)
+	}
+	return s, nil
+}
+
+// Options returns the options in force, defaults filled in.
+func (s *Server) Options() Options { return s.opts }
+
+// Serve serves gRPC on lis until ctx is cancelled, then stops gracefully:
+// it stops taking calls, gives running calls up to 5 s, and shuts the
+// services down (running commands get SIGTERM, a grace period, SIGKILL).
+// Serve returns nil after a shutdown caused by ctx.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(lis) }()
+	select {
+	case err := <-errc:
+		s.shutdown()
+		return err
+	case <-ctx.Done():
+	}
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+		<-stopped
+	}
+	<-errc
+	s.shutdown()
+	return nil
+}
+
+func (s *Server) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := s.procs.Close(ctx); err != nil {
+		s.log.Warn("stopping processes", zap.Error(err))
+	}
+}
+
+func (s *Server) authorize(ctx context.Context) error {
+	if s.opts.Token == "" {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		tok, ok := strings.CutPrefix(v, "Bearer ")
+		if ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "missing or wrong bearer token: pass the daemon's token (agentctl --token-file FILE)")
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
+		return handler(ctx, req)
+	}
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.authorize(ss.Context()); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+func defaultWorkspace(mode string) (string, error) {
+	if mode == ModeSandbox {
+		return "/workspace", nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no workspace given and no home directory: %w", err)
+	}
+	return home, nil
+}
+
+// DefaultStateDir is $AGENTD_STATE_DIR, else ~/.local/state/agentd.
+func DefaultStateDir() (string, error) {
+	if d := os.Getenv("AGENTD_STATE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "agentd"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", errors.New("no state directory: set AGENTD_STATE_DIR or HOME")
+	}
+	return filepath.Join(home, ".local", "state", "agentd"), nil
+}

@@ -1,0 +1,107 @@
+package agentd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// systemService serves agentdv1.SystemService.
+type systemService struct {
+	agentdv1.UnimplementedSystemServiceServer
+	s *Server
+
+	pyOnce    sync.Once
+	pyVersion string
+}
+
+var _ agentdv1.SystemServiceServer = (*systemService)(nil)
+
+// capabilities lists what this daemon implements, for SystemService.Info.
+var capabilities = []string{"files", "process", "pty", "system"}
+
+// Info describes the daemon and the machine it runs on.
+func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*agentdv1.InfoResponse, error) {
+	o := y.s.opts
+	resp := &agentdv1.InfoResponse{
+		Version:      o.Version,
+		Mode:         o.Mode,
+		Os:           runtime.GOOS,
+		Arch:         runtime.GOARCH,
+		Uid:          int32(os.Getuid()),
+		Workspace:    o.Workspace,
+		Shell:        o.Shell,
+		Cpus:         int32(runtime.NumCPU()),
+		Capabilities: capabilities,
+	}
+	resp.Hostname, _ = os.Hostname()
+	if u, err := user.Current(); err == nil {
+		resp.User, resp.Home = u.Username, u.HomeDir
+	}
+	if resp.Home == "" {
+		resp.Home, _ = os.UserHomeDir()
+	}
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		resp.OsVersion = unix.ByteSliceToString(uts.Release[:])
+	}
+	resp.MemoryBytes, resp.MemoryAvailableBytes = memInfo()
+	var st unix.Statfs_t
+	if unix.Statfs(o.Workspace, &st) == nil {
+		resp.DiskFreeBytes = int64(st.Bavail) * int64(st.Bsize)
+	}
+	resp.PythonVersion = y.pythonVersion(ctx)
+	return resp, nil
+}
+
+// pythonVersion asks python3 once, bounded in time; empty when there is none.
+func (y *systemService) pythonVersion(ctx context.Context) string {
+	y.pyOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "python3", "--version").CombinedOutput()
+		if err != nil {
+			return
+		}
+		y.pyVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "Python ")
+	})
+	return y.pyVersion
+}
+
+// memInfo reads total and available memory from /proc/meminfo (Linux); zero elsewhere.
+func memInfo() (total, available int64) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "MemTotal:":
+			total = kb * 1024
+		case "MemAvailable:":
+			available = kb * 1024
+		}
+	}
+	return total, available
+}

@@ -1,0 +1,98 @@
+// Package listen parses the daemon's address syntax (unix:///path,
+// tcp://host:port) and opens listeners and dial targets for it.
+package listen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Addr is a parsed address: Network is "unix" or "tcp".
+type Addr struct {
+	Network string
+	Address string // socket path, or host:port
+}
+
+// String returns the address in URL form.
+func (a Addr) String() string { return a.Network + "://" + a.Address }
+
+// Parse parses "unix:///path/agentd.sock", "unix:relative.sock",
+// "tcp://127.0.0.1:7777" or a bare path (taken as a unix socket).
+func Parse(s string) (Addr, error) {
+	switch {
+	case s == "":
+		return Addr{}, errors.New("empty address: want unix:///path/agentd.sock or tcp://127.0.0.1:PORT")
+	case strings.ContainsRune(s, 0):
+		return Addr{}, errors.New("address contains a NUL byte")
+	case strings.HasPrefix(s, "unix://"):
+		p := strings.TrimPrefix(s, "unix://")
+		if p == "" {
+			return Addr{}, fmt.Errorf("address %q has no socket path: want unix:///path/agentd.sock", s)
+		}
+		return Addr{"unix", p}, nil
+	case strings.HasPrefix(s, "unix:"):
+		return Addr{"unix", strings.TrimPrefix(s, "unix:")}, nil
+	case strings.HasPrefix(s, "tcp://"):
+		hp := strings.TrimPrefix(s, "tcp://")
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return Addr{}, fmt.Errorf("address %q: %v: want tcp://HOST:PORT", s, err)
+		}
+		return Addr{"tcp", hp}, nil
+	case strings.Contains(s, "://"):
+		return Addr{}, fmt.Errorf("address %q: unknown scheme; want unix:// or tcp://", s)
+	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, "."):
+		return Addr{"unix", s}, nil
+	}
+	return Addr{}, fmt.Errorf("address %q: want unix:///path/agentd.sock or tcp://HOST:PORT", s)
+}
+
+// IsLoopback reports whether a tcp address is on a loopback interface (or a
+// unix socket, which is always local).
+func (a Addr) IsLoopback() bool {
+	if a.Network == "unix" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(a.Address)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// Listen opens a listener. A unix socket is created with mode 0600; a stale
+// socket file left by a dead daemon is replaced, but a live one is not.
+func Listen(a Addr) (net.Listener, error) {
+	if a.Network != "unix" {
+		return net.Listen(a.Network, a.Address)
+	}
+	if _, err := os.Lstat(a.Address); err == nil {
+		c, err := net.DialTimeout("unix", a.Address, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another agentd is already serving on this socket", a.Address)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%s exists and is not a socket agentd can reuse: %w", a.Address, err)
+		}
+		if err := os.Remove(a.Address); err != nil {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", a.Address)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
