@@ -3,7 +3,6 @@ package agentd
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -106,7 +106,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	opts.Workspace = ws
 	if opts.StateDir == "" {
-		dir, err := DefaultStateDir()
+		dir, err := config.StateDir()
 		if err != nil {
 			return nil, err
 		}
@@ -223,19 +223,4 @@ func defaultWorkspace(mode string) (string, error) {
 		return "", fmt.Errorf("no workspace given and no home directory: %w", err)
 	}
 	return home, nil
-}
-
-// DefaultStateDir is $AGENTD_STATE_DIR, else ~/.local/state/agentd.
-func DefaultStateDir() (string, error) {
-	if d := os.Getenv("AGENTD_STATE_DIR"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "agentd"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", errors.New("no state directory: set AGENTD_STATE_DIR or HOME")
-	}
-	return filepath.Join(home, ".local", "state", "agentd"), nil
 }

@@ -1,0 +1,215 @@
+// Package ctl is agentctl: the command-line client for every agentd RPC,
+// aimed either directly at a daemon (--addr unix:///… or tcp://…) or at a
+// machine through the hub (--hub URL --machine ID). cmd/agentctl only calls
+// Main.
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/devdepot-ai/agentd/internal/version"
+)
+
+// Exit codes of agentctl itself. exec, sh and attach exit with the remote
+// command's code instead, and use ExitFailed for their own failures.
+const (
+	ExitOK      = 0
+	ExitError   = 1   // the operation failed
+	ExitUsage   = 2   // the command line is wrong
+	ExitTimeout = 124 // exec: the command timed out
+	ExitFailed  = 125 // exec: agentctl itself failed (like docker run)
+)
+
+// IO is where a command reads and writes; Main's caller supplies the real ones.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// Signals delivers the interrupts agentctl receives (SIGINT, SIGTERM);
+	// exec forwards them to the remote process. Nil: none.
+	Signals <-chan os.Signal
+	// Winch delivers terminal window size changes (SIGWINCH). Nil: none.
+	Winch <-chan os.Signal
+}
+
+// exitError ends Main with a specific exit code. A nil err prints nothing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usagef is a command-line mistake (exit 2).
+func usagef(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// app holds the global flags and the streams of one invocation.
+type app struct {
+	io     IO
+	target targetFlags
+	json   bool
+	// failCode is the exit code for agentctl's own failures in this command:
+	// ExitError, or ExitFailed for exec-like commands.
+	failCode int
+}
+
+// Main runs agentctl with args (without the program name) and returns the
+// exit code.
+func Main(ctx context.Context, args []string, stdio IO) int {
+	a := &app{io: stdio, failCode: ExitError}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdio.In)
+	root.SetOut(stdio.Out)
+	root.SetErr(stdio.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stdio.Err, "agentctl: %v\n", ee.err)
+			if ee.code == ExitUsage {
+				fmt.Fprintln(stdio.Err, "Run 'agentctl --help' for usage.")
+			}
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stdio.Err, "agentctl: %s\n", describe(err))
+	if isUsage(err) {
+		fmt.Fprintln(stdio.Err, "Run 'agentctl --help' for usage.")
+		if a.failCode == ExitFailed {
+			return ExitFailed
+		}
+		return ExitUsage
+	}
+	return a.failCode
+}
+
+// isUsage recognises cobra's own argument errors.
+func isUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires ", "invalid argument", "flag needs", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// describe turns an RPC error into one line for a person: the status
+// message, with the code's name when it adds something.
+func describe(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return "target unavailable: " + st.Message()
+	case codes.Unimplemented:
+		return "not supported by this agentd: " + st.Message()
+	case codes.Unauthenticated, codes.PermissionDenied, codes.DeadlineExceeded:
+		return strings.ToLower(strings.ReplaceAll(st.Code().String(), "Exceeded", " exceeded")) + ": " + st.Message()
+	}
+	return st.Message()
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentctl",
+		Short: "Drive an agentd: run commands, read and edit files, inspect the machine",
+		Long: `agentctl talks to an agentd — directly over its socket, or to a paired machine
+through the hub — and runs the same operations an AI agent runs.
+
+Target (first match wins):
+  --addr unix:///path/agentd.sock | tcp://host:port   direct to a daemon ($AGENTCTL_ADDR)
+  --hub URL --machine ID                              through the hub ($AGENTD_HUB, $AGENTD_MACHINE),
+                                                      API token in $AGENTD_TOKEN
+  default: the local daemon's socket, $AGENTD_STATE_DIR/agentd.sock
+           (~/.local/state/agentd/agentd.sock)`,
+		Example: `  agentctl --addr unix:///tmp/agentd.sock sh 'ls -la | head'
+  agentctl exec --timeout 10s -- go test ./...
+  echo 'hello' | agentctl write notes/hello.txt
+  agentctl edit notes/hello.txt --old hello --new goodbye
+  agentctl grep -i 'todo' src --glob '*.go'
+  agentctl --json info`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           version.Version,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetVersionTemplate(version.String("agentctl") + "\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: ExitUsage, err: err}
+	})
+	pf := root.PersistentFlags()
+	a.target.register(pf)
+	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON (one document; one per line for streams)")
+
+	root.AddGroup(&cobra.Group{ID: "proc", Title: "Commands:"}, &cobra.Group{ID: "files", Title: "Files:"}, &cobra.Group{ID: "sys", Title: "Environment:"})
+	for _, c := range []*cobra.Command{a.execCmd(), a.shCmd(), a.psCmd(), a.attachCmd(), a.killCmd()} {
+		c.GroupID = "proc"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.readCmd(), a.linesCmd(), a.writeCmd(), a.editCmd(), a.lsCmd(), a.statCmd(),
+		a.rmCmd(), a.mvCmd(), a.mkdirCmd(), a.grepCmd(), a.globCmd()} {
+		c.GroupID = "files"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{a.infoCmd(), a.versionCmd()} {
+		c.GroupID = "sys"
+		root.AddCommand(c)
+	}
+	return root
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print agentctl's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(a.io.Out, version.String("agentctl"))
+		},
+	}
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+
+// printJSON writes m as one line of JSON.
+func (a *app) printJSON(m proto.Message) error {
+	b, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = a.io.Out.Write(b)
+	return err
+}
+
+// stdinFile returns the real stdin file when In is one.
+func (a *app) stdinFile() (*os.File, bool) {
+	f, ok := a.io.In.(*os.File)
+	return f, ok
+}

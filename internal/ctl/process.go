@@ -1,0 +1,575 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// execFlags are the options shared by exec and sh.
+type execFlags struct {
+	cwd     string
+	env     []string
+	timeout time.Duration
+	grace   time.Duration
+	tty     bool
+	stdin   bool
+	detach  bool
+	tag     string
+}
+
+func (f *execFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.cwd, "cwd", "", "working directory (default: the daemon's workspace)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the whole process group after this long, e.g. 30s (default: no timeout)")
+	fl.DurationVar(&f.grace, "grace", 0, "time between SIGTERM and SIGKILL on timeout (default 5s)")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "run in a pty; with a terminal, interactive (raw mode, window size follows)")
+	fl.BoolVarP(&f.stdin, "stdin", "i", false, "forward agentctl's stdin to the command")
+	fl.BoolVarP(&f.detach, "detach", "d", false, "start and print the process id; do not wait (see ps, attach, kill)")
+	fl.StringVar(&f.tag, "tag", "", "label shown by ps")
+}
+
+func (f *execFlags) request() (*agentdv1.StartRequest, error) {
+	req := &agentdv1.StartRequest{Cwd: f.cwd, Tag: f.tag, OpenStdin: f.stdin || f.tty}
+	if len(f.env) > 0 {
+		req.Env = map[string]string{}
+		for _, kv := range f.env {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, usagef("--env %q: want KEY=VALUE", kv)
+			}
+			req.Env[k] = v
+		}
+	}
+	if f.timeout < 0 || f.grace < 0 {
+		return nil, usagef("--timeout and --grace must not be negative")
+	}
+	if f.timeout > 0 {
+		req.Timeout = durationpb.New(f.timeout)
+	}
+	if f.grace > 0 {
+		req.KillGrace = durationpb.New(f.grace)
+	}
+	return req, nil
+}
+
+func (a *app) execCmd() *cobra.Command {
+	var f execFlags
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- CMD [ARG...]",
+		Short: "Run a program and stream its output; exit with its exit code",
+		Long: `Run a program on the target, directly (no shell), in its own process group.
+
+stdout and stderr arrive on agentctl's stdout and stderr as they are written.
+agentctl exits with the command's exit code; 124 when --timeout killed it;
+128+N when signal N killed it; 125 when agentctl itself failed.
+
+Ctrl-C sends SIGINT to the remote process group and keeps streaming; a second
+Ctrl-C detaches and leaves the command running (see 'agentctl attach').`,
+		Example: `  agentctl exec -- ls -la /tmp
+  agentctl exec --cwd src --timeout 5m -- go test ./...
+  agentctl exec --env GOFLAGS=-count=1 -- go test ./...
+  agentctl exec -t -- htop                      # interactive, in a pty
+  cat data.csv | agentctl exec -i -- wc -l      # forward stdin
+  agentctl exec -d --tag build -- make all      # start in the background`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			req.Argv = args
+			return a.runProcess(cmd.Context(), req, &f)
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	f.register(cmd)
+	a.exitLike(cmd)
+	return cmd
+}
+
+func (a *app) shCmd() *cobra.Command {
+	var f execFlags
+	cmd := &cobra.Command{
+		Use:   "sh [flags] 'COMMAND STRING'",
+		Short: "Run a command line through the target's shell ($SHELL -c)",
+		Long: `Run a command line through the target user's shell ($SHELL -c, default /bin/sh),
+so pipes, globs, redirections and variables work. Exit codes as for exec.`,
+		Example: `  agentctl sh 'ls *.go | wc -l'
+  agentctl sh --timeout 1m 'make test 2>&1 | tail -20'
+  agentctl sh --cwd /tmp 'echo $HOME > where.txt'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			req.Command = strings.Join(args, " ")
+			return a.runProcess(cmd.Context(), req, &f)
+		},
+	}
+	f.register(cmd)
+	a.exitLike(cmd)
+	return cmd
+}
+
+// exitLike makes agentctl's own failures in cmd exit 125, like docker run.
+func (a *app) exitLike(cmd *cobra.Command) {
+	cmd.PreRun = func(*cobra.Command, []string) { a.failCode = ExitFailed }
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: ExitFailed, err: err}
+	})
+}
+
+// exitCode is the exit code agentctl reports for a finished process.
+func exitCode(e *agentdv1.Exited) int {
+	switch {
+	case e.GetTimedOut():
+		return ExitTimeout
+	case e.GetSignalNumber() > 0:
+		return 128 + int(e.GetSignalNumber())
+	}
+	return int(e.GetExitCode())
+}
+
+func (a *app) runProcess(ctx context.Context, req *agentdv1.StartRequest, f *execFlags) error {
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	procs := agentdv1.NewProcessServiceClient(c)
+
+	var restore func()
+	if f.tty {
+		req.Pty = &agentdv1.PtySize{Rows: 24, Cols: 80}
+		if in, ok := a.stdinFile(); ok && term.IsTerminal(int(in.Fd())) {
+			if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+				req.Pty = &agentdv1.PtySize{Rows: uint32(h), Cols: uint32(w)}
+			}
+			if !f.detach {
+				if st, err := term.MakeRaw(int(in.Fd())); err == nil {
+					restore = func() { _ = term.Restore(int(in.Fd()), st) }
+					defer restore()
+				}
+			}
+		}
+	}
+
+	sctx, cancel := context.WithCancel(c.ctx(ctx))
+	defer cancel()
+	stream, err := procs.Start(sctx, req)
+	if err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	started := first.GetEvent().GetStarted()
+	if started == nil {
+		return errors.New("daemon did not report the process start")
+	}
+	if f.detach {
+		if a.json {
+			return a.printJSON(started)
+		}
+		fmt.Fprintln(a.io.Out, started.GetId())
+		return nil
+	}
+	if req.OpenStdin {
+		go a.forwardStdin(c.ctx(ctx), procs, started.GetId())
+	}
+	if f.tty && restore != nil {
+		stopResize := a.followWindowSize(c.ctx(ctx), procs, started.GetId())
+		defer stopResize()
+	}
+	return a.follow(ctx, c, procs, started, func() (*agentdv1.ProcessEvent, error) {
+		m, err := stream.Recv()
+		return m.GetEvent(), err
+	})
+}
+
+// forwardStdin copies agentctl's stdin to the process, then closes its stdin.
+func (a *app) forwardStdin(ctx context.Context, procs agentdv1.ProcessServiceClient, id string) {
+	in, err := procs.Input(ctx)
+	if err != nil {
+		return
+	}
+	if err := in.Send(&agentdv1.InputRequest{Id: id}); err != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := a.io.In.Read(buf)
+		if n > 0 {
+			if in.Send(&agentdv1.InputRequest{Data: buf[:n]}) != nil {
+				return
+			}
+		}
+		if rerr != nil {
+			_ = in.Send(&agentdv1.InputRequest{Eof: true})
+			_, _ = in.CloseAndRecv()
+			return
+		}
+	}
+}
+
+// streamWriter writes a process's output once, in order, across reattaches.
+type streamWriter struct {
+	next map[agentdv1.OutputStream]int64
+}
+
+func (w *streamWriter) write(a *app, o *agentdv1.Output) error {
+	data, off := o.GetData(), o.GetOffset()
+	next := w.next[o.GetStream()]
+	if end := off + int64(len(data)); end <= next {
+		return nil // already written before a reattach
+	} else if off < next {
+		data = data[next-off:]
+	}
+	w.next[o.GetStream()] = off + int64(len(o.GetData()))
+	dst := a.io.Out
+	if o.GetStream() == agentdv1.OutputStream_OUTPUT_STREAM_STDERR {
+		dst = a.io.Err
+	}
+	_, err := dst.Write(data)
+	return err
+}
+
+// follow prints a process's events until it exits, reattaching when the
+// connection drops, and turns the exit into agentctl's exit code. Signals
+// from a.io.Signals are forwarded to the process group: the first interrupt
+// is sent on, a second one detaches.
+func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessServiceClient, started *agentdv1.Started,
+	recv func() (*agentdv1.ProcessEvent, error)) error {
+	id := started.GetId()
+	if a.json {
+		if err := a.printJSON(&agentdv1.ProcessEvent{Event: &agentdv1.ProcessEvent_Started{Started: started}}); err != nil {
+			return err
+		}
+	}
+	w := &streamWriter{next: map[agentdv1.OutputStream]int64{}}
+	events := make(chan eventOrErr, 1)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pump := func(recv func() (*agentdv1.ProcessEvent, error)) {
+		for {
+			ev, err := recv()
+			select {
+			case events <- eventOrErr{ev, err}:
+			case <-fctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pump(recv)
+
+	interrupts := 0
+	var reconnectSince time.Time
+	for {
+		select {
+		case sig := <-a.io.Signals:
+			interrupts++
+			if interrupts > 1 {
+				fmt.Fprintf(a.io.Err, "\nagentctl: detached; %s is still running: agentctl attach %s\n", id, id)
+				return &exitError{code: ExitFailed}
+			}
+			name := "INT"
+			if s, ok := sig.(syscall.Signal); ok && s == syscall.SIGTERM {
+				name = "TERM"
+			}
+			if _, err := procs.Signal(c.ctx(ctx), &agentdv1.SignalRequest{Id: id, Signal: name}); err != nil {
+				fmt.Fprintf(a.io.Err, "agentctl: could not signal %s: %s\n", id, describe(err))
+			}
+		case e := <-events:
+			if e.err != nil {
+				if e.err == io.EOF {
+					return fmt.Errorf("stream of %s ended before the process exited; agentctl attach %s", id, id)
+				}
+				if status.Code(e.err) != codes.Unavailable || ctx.Err() != nil {
+					return e.err
+				}
+				// The connection dropped (daemon restart, tunnel loss): the
+				// command keeps running, so reattach where we left off.
+				if reconnectSince.IsZero() {
+					reconnectSince = time.Now()
+					fmt.Fprintf(a.io.Err, "agentctl: connection lost (%s); reattaching to %s…\n", describe(e.err), id)
+				}
+				if time.Since(reconnectSince) > time.Minute {
+					return fmt.Errorf("gave up reattaching to %s after 1m: %s; later: agentctl attach %s", id, describe(e.err), id)
+				}
+				select {
+				case <-time.After(500 * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				req := &agentdv1.AttachRequest{Id: id}
+				req.FromOffset = w.next[agentdv1.OutputStream_OUTPUT_STREAM_STDOUT] + w.next[agentdv1.OutputStream_OUTPUT_STREAM_PTY]
+				errOff := w.next[agentdv1.OutputStream_OUTPUT_STREAM_STDERR]
+				req.StderrFromOffset = &errOff
+				st, err := procs.Attach(c.ctx(fctx), req)
+				if err != nil {
+					go func() {
+						select {
+						case events <- eventOrErr{nil, err}:
+						case <-fctx.Done():
+						}
+					}()
+					continue
+				}
+				go pump(func() (*agentdv1.ProcessEvent, error) {
+					m, err := st.Recv()
+					return m.GetEvent(), err
+				})
+				continue
+			}
+			reconnectSince = time.Time{}
+			ev := e.ev
+			if a.json {
+				if ev.GetStarted() != nil {
+					continue
+				}
+				if err := a.printJSON(ev); err != nil {
+					return err
+				}
+				if x := ev.GetExited(); x != nil {
+					return exitWith(exitCode(x))
+				}
+				continue
+			}
+			switch {
+			case ev.GetOutput() != nil:
+				if err := w.write(a, ev.GetOutput()); err != nil {
+					return err
+				}
+			case ev.GetGap() != nil:
+				g := ev.GetGap()
+				if g.GetOffset()+g.GetBytes() > w.next[g.GetStream()] {
+					fmt.Fprintf(a.io.Err, "\n[agentctl: %d bytes of %s not retained]\n", g.GetBytes(), streamName(g.GetStream()))
+					w.next[g.GetStream()] = g.GetOffset() + g.GetBytes()
+				}
+			case ev.GetExited() != nil:
+				return exitWith(exitCode(ev.GetExited()))
+			}
+		}
+	}
+}
+
+type eventOrErr struct {
+	ev  *agentdv1.ProcessEvent
+	err error
+}
+
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+func streamName(s agentdv1.OutputStream) string {
+	switch s {
+	case agentdv1.OutputStream_OUTPUT_STREAM_STDERR:
+		return "stderr"
+	case agentdv1.OutputStream_OUTPUT_STREAM_PTY:
+		return "pty output"
+	}
+	return "stdout"
+}
+
+func (a *app) attachCmd() *cobra.Command {
+	var from int64
+	cmd := &cobra.Command{
+		Use:   "attach ID",
+		Short: "Replay a process's output from an offset and follow it; exit with its exit code",
+		Long: `Replay the retained output of a process (by default from the start) and follow
+it live until it exits. agentctl then exits with the process's exit code, as
+exec does. Output dropped from retention (the middle of a very long output)
+is reported as a gap on stderr.`,
+		Example: `  agentctl attach p-1a2b3c4d5e
+  agentctl attach p-1a2b3c4d5e --from 1048576`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from < 0 {
+				return &exitError{code: ExitFailed, err: errors.New("--from must not be negative")}
+			}
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			procs := agentdv1.NewProcessServiceClient(c)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			st, err := procs.Attach(c.ctx(ctx), &agentdv1.AttachRequest{Id: args[0], FromOffset: from})
+			if err != nil {
+				return err
+			}
+			m, err := st.Recv()
+			if err != nil {
+				return err
+			}
+			started := m.GetEvent().GetStarted()
+			if started == nil {
+				return errors.New("daemon did not send the process's start first")
+			}
+			return a.follow(cmd.Context(), c, procs, started, func() (*agentdv1.ProcessEvent, error) {
+				m, err := st.Recv()
+				return m.GetEvent(), err
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&from, "from", 0, "byte offset to replay from (stdout and stderr)")
+	a.exitLike(cmd)
+	return cmd
+}
+
+func (a *app) psCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ps",
+		Short: "List running and recently finished processes, oldest first",
+		Long: `One process per line: id, state (running, exited N, killed SIG, timed out),
+pid, start time and the command line, oldest first. Finished processes stay
+listed (and attachable) for at least 10 minutes.`,
+		Example: `  agentctl ps
+  agentctl --json ps`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			resp, err := agentdv1.NewProcessServiceClient(c).List(c.ctx(cmd.Context()), &agentdv1.ProcessServiceListRequest{})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(resp)
+			}
+			tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+			for _, p := range resp.GetProcesses() {
+				line := p.GetCommand()
+				if line == "" {
+					line = shellJoin(p.GetArgv())
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", p.GetId(), processState(p), p.GetPid(),
+					p.GetStartTime().AsTime().Local().Format(time.DateTime), line)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// processState is ps's state column.
+func processState(p *agentdv1.ProcessInfo) string {
+	if p.GetState() == agentdv1.ProcessState_PROCESS_STATE_RUNNING {
+		return "running"
+	}
+	x := p.GetExited()
+	switch {
+	case x.GetTimedOut():
+		return "timed out"
+	case x.GetSignal() != "":
+		return "killed " + x.GetSignal()
+	}
+	return fmt.Sprintf("exited %d", x.GetExitCode())
+}
+
+// shellJoin quotes argv the way a person would type it.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, s := range argv {
+		if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`|&;<>()*?[]{}!#~") {
+			q[i] = s
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+func (a *app) killCmd() *cobra.Command {
+	var sig string
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "kill ID",
+		Short: "Signal a process's whole group (TERM, then KILL after the grace period)",
+		Long: `Send a signal to every process in the process's group. TERM (the default) is
+followed by KILL after the grace period (default 5s) if anything is still
+alive; KILL is immediate; other signals (INT, HUP, USR1, …) are sent as is.`,
+		Example: `  agentctl kill p-1a2b3c4d5e
+  agentctl kill p-1a2b3c4d5e --signal KILL
+  agentctl kill p-1a2b3c4d5e --signal INT`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if grace < 0 {
+				return usagef("--grace must not be negative")
+			}
+			c, err := a.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			req := &agentdv1.SignalRequest{Id: args[0], Signal: sig}
+			if grace > 0 {
+				req.Grace = durationpb.New(grace)
+			}
+			resp, err := agentdv1.NewProcessServiceClient(c).Signal(c.ctx(cmd.Context()), req)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(resp)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&sig, "signal", "s", "TERM", "signal name or number: TERM, KILL, INT, HUP, …")
+	cmd.Flags().DurationVar(&grace, "grace", 0, "with TERM: time before KILL follows (default: the process's, 5s)")
+	return cmd
+}
+
+// followWindowSize sends the terminal's size to the process's pty whenever
+// it changes (SIGWINCH). The returned func stops it.
+func (a *app) followWindowSize(ctx context.Context, procs agentdv1.ProcessServiceClient, id string) func() {
+	in, ok := a.stdinFile()
+	if !ok || a.io.Winch == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.io.Winch:
+				if w, h, err := term.GetSize(int(in.Fd())); err == nil {
+					_, _ = procs.Resize(ctx, &agentdv1.ResizeRequest{Id: id, Size: &agentdv1.PtySize{Rows: uint32(h), Cols: uint32(w)}})
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+

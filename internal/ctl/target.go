@@ -1,0 +1,145 @@
+package ctl
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/devdepot-ai/agentd/internal/config"
+	"github.com/devdepot-ai/agentd/internal/listen"
+)
+
+// targetFlags say which daemon to talk to.
+type targetFlags struct {
+	addr      string
+	hub       string
+	machine   string
+	tokenFile string
+}
+
+func (t *targetFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&t.addr, "addr", os.Getenv("AGENTCTL_ADDR"), "daemon address: unix:///path/agentd.sock or tcp://host:port ($AGENTCTL_ADDR)")
+	f.StringVar(&t.hub, "hub", os.Getenv("AGENTD_HUB"), "hub URL, http://… or https://… ($AGENTD_HUB)")
+	f.StringVar(&t.machine, "machine", os.Getenv("AGENTD_MACHINE"), "machine id, with --hub ($AGENTD_MACHINE)")
+	f.StringVar(&t.tokenFile, "token-file", "", "file with the bearer token (default: $AGENTD_TOKEN)")
+}
+
+// token returns the bearer token from --token-file or $AGENTD_TOKEN.
+func (t *targetFlags) token() (string, error) {
+	if t.tokenFile != "" {
+		b, err := os.ReadFile(t.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return os.Getenv("AGENTD_TOKEN"), nil
+}
+
+// conn is an open connection to the target plus the metadata every call carries.
+type conn struct {
+	*grpc.ClientConn
+	md metadata.MD
+}
+
+// ctx returns ctx with the target's metadata attached.
+func (c *conn) ctx(ctx context.Context) context.Context {
+	if len(c.md) == 0 {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, c.md)
+}
+
+// dial opens a connection to the target the flags name.
+func (a *app) dial() (*conn, error) {
+	t := &a.target
+	tok, err := t.token()
+	if err != nil {
+		return nil, err
+	}
+	md := metadata.MD{}
+	if tok != "" {
+		md.Set("authorization", "Bearer "+tok)
+	}
+	if t.addr == "" && t.hub != "" {
+		return dialHub(t, md, tok)
+	}
+	addr := t.addr
+	if addr == "" {
+		sock, err := config.SocketPath()
+		if err != nil {
+			return nil, err
+		}
+		addr = "unix://" + sock
+	}
+	la, err := listen.Parse(addr)
+	if err != nil {
+		return nil, usagef("--addr: %v", err)
+	}
+	target := la.Address
+	if la.Network == "unix" {
+		p, err := filepath.Abs(la.Address)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(p); err != nil {
+			if t.addr == "" {
+				return nil, fmt.Errorf("no agentd socket at %s: start one with 'agentd serve --listen unix://%s', or name a target with --addr or --hub", p, p)
+			}
+			return nil, fmt.Errorf("no agentd socket at %s (is agentd serve running?)", p)
+		}
+		target = "unix://" + p
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &conn{ClientConn: cc, md: md}, nil
+}
+
+func dialHub(t *targetFlags, md metadata.MD, tok string) (*conn, error) {
+	if t.machine == "" {
+		return nil, usagef("--hub needs --machine ID (or $AGENTD_MACHINE); list machines with 'agentctl machines'")
+	}
+	if tok == "" {
+		return nil, errors.New("--hub needs an API token in $AGENTD_TOKEN (or --token-file); an admin creates one with 'agentctl admin token create'")
+	}
+	u, err := url.Parse(t.hub)
+	if err != nil || u.Host == "" {
+		return nil, usagef("--hub %q: want http://host:port or https://host", t.hub)
+	}
+	var creds credentials.TransportCredentials
+	switch u.Scheme {
+	case "http":
+		creds = insecure.NewCredentials()
+	case "https":
+		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	default:
+		return nil, usagef("--hub %q: scheme must be http or https", t.hub)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			host += ":443"
+		} else {
+			host += ":80"
+		}
+	}
+	cc, err := grpc.NewClient(host, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, err
+	}
+	md.Set("agentd-machine", t.machine)
+	return &conn{ClientConn: cc, md: md}, nil
+}
