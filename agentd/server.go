@@ -65,6 +65,8 @@ type Server struct {
 	health *health.Server
 	procs  *processService
 	files  *fileService
+	python *pythonService
+	snaps  *snapshotService
 }
 
 // New builds a Server, filling defaults into opts.
@@ -122,6 +124,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.python, err = newPythonService(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	s.snaps, err = newSnapshotService(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 
 	s.grpc = grpc.NewServer(
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -133,8 +143,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	agentdv1.RegisterFileServiceServer(s.grpc, s.files)
 	agentdv1.RegisterProcessServiceServer(s.grpc, s.procs)
 	agentdv1.RegisterSystemServiceServer(s.grpc, &systemService{s: s})
-	agentdv1.RegisterPythonServiceServer(s.grpc, agentdv1.UnimplementedPythonServiceServer{})
-	agentdv1.RegisterSnapshotServiceServer(s.grpc, agentdv1.UnimplementedSnapshotServiceServer{})
+	agentdv1.RegisterPythonServiceServer(s.grpc, s.python)
+	agentdv1.RegisterSnapshotServiceServer(s.grpc, s.snaps)
 	agentdv1.RegisterActivityServiceServer(s.grpc, agentdv1.UnimplementedActivityServiceServer{})
 	if opts.Reflection {
 		reflection.Register(s.grpc)
@@ -178,6 +188,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 func (s *Server) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	if err := s.python.Close(ctx); err != nil {
+		s.log.Warn("stopping python sessions", zap.Error(err))
+	}
 	if err := s.procs.Close(ctx); err != nil {
 		s.log.Warn("stopping processes", zap.Error(err))
 	}
