@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -59,14 +60,15 @@ type Options struct {
 
 // Server is the agentd gRPC server with every agentd.v1 service registered.
 type Server struct {
-	opts   Options
-	log    *zap.Logger
-	grpc   *grpc.Server
-	health *health.Server
-	procs  *processService
-	files  *fileService
-	python *pythonService
-	snaps  *snapshotService
+	opts     Options
+	log      *zap.Logger
+	grpc     *grpc.Server
+	health   *health.Server
+	procs    *processService
+	files    *fileService
+	python   *pythonService
+	snaps    *snapshotService
+	activity *activity.Log
 }
 
 // New builds a Server, filling defaults into opts.
@@ -115,7 +117,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.StateDir = dir
 	}
 
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.activity, err = activity.Open(activity.Options{Dir: opts.StateDir})
+	if err != nil {
+		return nil, err
+	}
 	s.files, err = newFileService(ctx, s)
 	if err != nil {
 		return nil, err
@@ -145,7 +154,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	agentdv1.RegisterSystemServiceServer(s.grpc, &systemService{s: s})
 	agentdv1.RegisterPythonServiceServer(s.grpc, s.python)
 	agentdv1.RegisterSnapshotServiceServer(s.grpc, s.snaps)
-	agentdv1.RegisterActivityServiceServer(s.grpc, agentdv1.UnimplementedActivityServiceServer{})
+	agentdv1.RegisterActivityServiceServer(s.grpc, &activityService{log: s.activity})
 	if opts.Reflection {
 		reflection.Register(s.grpc)
 	}
@@ -193,6 +202,9 @@ func (s *Server) shutdown() {
 	}
 	if err := s.procs.Close(ctx); err != nil {
 		s.log.Warn("stopping processes", zap.Error(err))
+	}
+	if err := s.activity.Close(); err != nil {
+		s.log.Warn("closing the audit log", zap.Error(err))
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )

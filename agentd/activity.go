@@ -1,0 +1,86 @@
+package agentd
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/devdepot-ai/agentd/internal/activity"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// Metadata keys the hub forwards with every call.
+const (
+	mdActor        = "agentd-actor"
+	mdConversation = "agentd-conversation"
+)
+
+// record adds an activity record for an operation done for the caller in
+// ctx: who asked comes from the call's metadata.
+func (s *Server) record(ctx context.Context, r activity.Record) activity.Record {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		r.Actor = firstMD(md, mdActor)
+		r.Conversation = firstMD(md, mdConversation)
+	}
+	return s.activity.Add(r)
+}
+
+func firstMD(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return strings.ToValidUTF8(v[0], "?")
+	}
+	return ""
+}
+
+// activityService serves agentdv1.ActivityService.
+type activityService struct {
+	agentdv1.UnimplementedActivityServiceServer
+	log *activity.Log
+}
+
+var _ agentdv1.ActivityServiceServer = (*activityService)(nil)
+
+// Watch replays retained records after since_seq and follows new ones.
+func (a *activityService) Watch(req *agentdv1.WatchRequest, stream agentdv1.ActivityService_WatchServer) error {
+	err := a.log.Watch(stream.Context(), req.GetSinceSeq(), !req.GetNoFollow(), func(r activity.Record) error {
+		return stream.Send(&agentdv1.WatchResponse{Record: recordToProto(r)})
+	})
+	if err != nil && stream.Context().Err() != nil {
+		return nil // the watcher went away
+	}
+	return statusError(err)
+}
+
+func recordToProto(r activity.Record) *agentdv1.ActivityRecord {
+	p := &agentdv1.ActivityRecord{
+		Seq:          r.Seq,
+		Time:         timestamppb.New(r.Time),
+		Actor:        r.Actor,
+		Conversation: r.Conversation,
+		Kind:         r.Kind,
+		Summary:      strings.ToValidUTF8(r.Summary, "\uFFFD"),
+		Command:      strings.ToValidUTF8(r.Command, "\uFFFD"),
+		Cwd:          strings.ToValidUTF8(r.Cwd, "\uFFFD"),
+		Path:         strings.ToValidUTF8(r.Path, "\uFFFD"),
+		Bytes:        r.Bytes,
+		Output:       r.Output,
+		Error:        strings.ToValidUTF8(r.Error, "\uFFFD"),
+		ExitCode:     int32(r.ExitCode),
+		ObjectId:     r.ObjectID,
+	}
+	if r.Duration > 0 {
+		p.Duration = durationpb.New(r.Duration)
+	}
+	switch r.Outcome {
+	case activity.Started:
+		p.Outcome = agentdv1.Outcome_OUTCOME_STARTED
+	case activity.OK:
+		p.Outcome = agentdv1.Outcome_OUTCOME_OK
+	case activity.Failed:
+		p.Outcome = agentdv1.Outcome_OUTCOME_ERROR
+	}
+	return p
+}

@@ -1,0 +1,301 @@
+// Package activity records every operation the daemon performs: a bounded
+// in-memory ring that watchers follow live (ActivityService.Watch), and an
+// append-only, rotated JSON-lines audit log in the state directory that the
+// machine's owner can read (agentd log).
+package activity
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Outcome says how an operation ended.
+type Outcome string
+
+// Outcomes.
+const (
+	Started Outcome = "started" // a process start; its end is a later record
+	OK      Outcome = "ok"
+	Failed  Outcome = "error"
+)
+
+// Record is one operation.
+type Record struct {
+	Seq          uint64        `json:"seq"`
+	Time         time.Time     `json:"time"`
+	Actor        string        `json:"actor,omitempty"`
+	Conversation string        `json:"conversation,omitempty"`
+	Kind         string        `json:"kind"`
+	Summary      string        `json:"summary"`
+	Command      string        `json:"command,omitempty"`
+	Cwd          string        `json:"cwd,omitempty"`
+	Path         string        `json:"path,omitempty"`
+	Bytes        int64         `json:"bytes,omitempty"`
+	Output       []byte        `json:"output,omitempty"`
+	Outcome      Outcome       `json:"outcome"`
+	Error        string        `json:"error,omitempty"`
+	ExitCode     int           `json:"exit_code,omitempty"`
+	Duration     time.Duration `json:"duration,omitempty"`
+	ObjectID     string        `json:"object_id,omitempty"`
+}
+
+// MaxOutput bounds Record.Output: longer output keeps its head and tail.
+const MaxOutput = 8 << 10
+
+// Options configures a Log. Zero fields get defaults.
+type Options struct {
+	// Dir holds the audit log files (audit.jsonl, audit.jsonl.1, …). Empty: no file, memory only.
+	Dir string
+	// RingSize is how many records Watch can replay (default 10,000).
+	RingSize int
+	// MaxFileBytes rotates the audit log past this size (default 16 MiB).
+	MaxFileBytes int64
+	// KeepFiles is how many rotated files to keep (default 5).
+	KeepFiles int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// FileName is the current audit log's name inside Options.Dir.
+const FileName = "audit.jsonl"
+
+// Log is the activity log. It is safe for concurrent use.
+type Log struct {
+	opts Options
+
+	mu      sync.Mutex
+	ring    []Record // ring[i%len] holds seq start+i
+	count   int      // records in ring
+	nextSeq uint64
+	changed chan struct{} // closed and replaced on every record
+	file    *os.File
+	size    int64
+	werr    error // last write error, reported once
+}
+
+// Open opens (creating) the audit log in opts.Dir and continues its
+// sequence numbers.
+func Open(opts Options) (*Log, error) {
+	if opts.RingSize <= 0 {
+		opts.RingSize = 10000
+	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = 16 << 20
+	}
+	if opts.KeepFiles <= 0 {
+		opts.KeepFiles = 5
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	l := &Log{opts: opts, ring: make([]Record, opts.RingSize), nextSeq: 1, changed: make(chan struct{})}
+	if opts.Dir == "" {
+		return l, nil
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	path := filepath.Join(opts.Dir, FileName)
+	last, err := lastSeq(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	l.nextSeq = last + 1
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	l.file, l.size = f, fi.Size()
+	return l, nil
+}
+
+// lastSeq reads the sequence number of the last record in the audit log,
+// looking into the newest rotated file when the current one is empty.
+func lastSeq(path string) (uint64, error) {
+	for _, p := range []string{path, path + ".1"} {
+		f, err := os.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		var last uint64
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			var r struct {
+				Seq uint64 `json:"seq"`
+			}
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Seq > last {
+				last = r.Seq
+			}
+		}
+		f.Close()
+		if last > 0 {
+			return last, nil
+		}
+	}
+	return 0, nil
+}
+
+// Add assigns r its sequence number and time, keeps it for watchers and
+// appends it to the audit log. A failing audit file does not fail the
+// operation: the error is returned by the next Err call.
+func (l *Log) Add(r Record) Record {
+	r.Output = bound(r.Output)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.Seq = l.nextSeq
+	l.nextSeq++
+	if r.Time.IsZero() {
+		r.Time = l.opts.Now()
+	}
+	l.ring[int(r.Seq%uint64(len(l.ring)))] = r
+	if l.count < len(l.ring) {
+		l.count++
+	}
+	if l.file != nil {
+		l.write(r)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return r
+}
+
+func (l *Log) write(r Record) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		l.werr = err
+		return
+	}
+	b = append(b, '\n')
+	if l.size+int64(len(b)) > l.opts.MaxFileBytes && l.size > 0 {
+		if err := l.rotate(); err != nil {
+			l.werr = err
+			return
+		}
+	}
+	n, err := l.file.Write(b)
+	l.size += int64(n)
+	if err != nil {
+		l.werr = err
+	}
+}
+
+func (l *Log) rotate() error {
+	path := filepath.Join(l.opts.Dir, FileName)
+	if err := l.file.Close(); err != nil {
+		return err
+	}
+	for i := l.opts.KeepFiles - 1; i >= 1; i-- {
+		_ = os.Rename(fmt.Sprintf("%s.%d", path, i), fmt.Sprintf("%s.%d", path, i+1))
+	}
+	_ = os.Remove(fmt.Sprintf("%s.%d", path, l.opts.KeepFiles+1))
+	if err := os.Rename(path, path+".1"); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	l.file, l.size = f, 0
+	return nil
+}
+
+// Err returns (and clears) the last audit-file write error.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.werr
+	l.werr = nil
+	return err
+}
+
+// Watch calls emit for every retained record with Seq > since, then, when
+// follow is set, for every new record until ctx is done. Records that left
+// the ring before they could be sent are skipped.
+func (l *Log) Watch(ctx context.Context, since uint64, follow bool, emit func(Record) error) error {
+	for {
+		l.mu.Lock()
+		first := l.nextSeq - uint64(l.count)
+		if since+1 > first {
+			first = since + 1
+		}
+		var batch []Record
+		for seq := first; seq < l.nextSeq; seq++ {
+			batch = append(batch, l.ring[int(seq%uint64(len(l.ring)))])
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		for _, r := range batch {
+			if err := emit(r); err != nil {
+				return err
+			}
+			since = r.Seq
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Close closes the audit file.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return nil
+	}
+	err := l.file.Close()
+	l.file = nil
+	return err
+}
+
+// bound keeps the head and tail of output longer than MaxOutput.
+func bound(out []byte) []byte {
+	if len(out) <= MaxOutput {
+		return out
+	}
+	const marker = "\n…[output cut]…\n"
+	half := (MaxOutput - len(marker)) / 2
+	b := make([]byte, 0, MaxOutput)
+	b = append(b, out[:half]...)
+	b = append(b, marker...)
+	return append(b, out[len(out)-half:]...)
+}
+
+// ReadFile decodes the audit log records in r, one JSON object a line;
+// lines that do not decode are skipped.
+func ReadFile(r io.Reader, emit func(Record) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var rec Record
+		if json.Unmarshal(sc.Bytes(), &rec) != nil {
+			continue
+		}
+		if err := emit(rec); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}

@@ -1,0 +1,168 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAddWatchAndResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		l.Add(Record{Kind: "file.write", Summary: "wrote", Path: "/x", Bytes: int64(i), Outcome: OK})
+	}
+	var got []uint64
+	if err := l.Watch(t.Context(), 1, false, func(r Record) error { got = append(got, r.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{2, 3}, got); diff != "" {
+		t.Errorf("Watch since 1 (-want +got):\n%s", diff)
+	}
+	if err := l.Watch(t.Context(), 99, false, func(Record) error { t.Error("emitted beyond the end"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopening continues the numbering from the file.
+	l2, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if r := l2.Add(Record{Kind: "process.start", Outcome: Started}); r.Seq != 4 {
+		t.Errorf("seq after reopen = %d, want 4", r.Seq)
+	}
+	f, err := os.Open(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var seqs []uint64
+	if err := ReadFile(f, func(r Record) error { seqs = append(seqs, r.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{1, 2, 3, 4}, seqs); diff != "" {
+		t.Errorf("audit file (-want +got):\n%s", diff)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, FileName)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("audit log mode = %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestWatchFollowsLive(t *testing.T) {
+	t.Parallel()
+	l, err := Open(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan Record)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Watch(ctx, 0, true, func(r Record) error { got <- r; return nil })
+	}()
+	for i := 1; i <= 3; i++ {
+		l.Add(Record{Kind: "k", Summary: "s"})
+		if r := <-got; r.Seq != uint64(i) {
+			t.Fatalf("live record seq = %d, want %d", r.Seq, i)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch after cancel = %v", err)
+	}
+}
+
+func TestRingDropsOldest(t *testing.T) {
+	t.Parallel()
+	l, _ := Open(Options{RingSize: 4})
+	for range 10 {
+		l.Add(Record{Kind: "k"})
+	}
+	var got []uint64
+	_ = l.Watch(t.Context(), 0, false, func(r Record) error { got = append(got, r.Seq); return nil })
+	if diff := cmp.Diff([]uint64{7, 8, 9, 10}, got); diff != "" {
+		t.Errorf("ring (-want +got):\n%s", diff)
+	}
+}
+
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, MaxFileBytes: 1000, KeepFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		l.Add(Record{Kind: "file.write", Summary: strings.Repeat("x", 100)})
+	}
+	l.Close()
+	names, _ := filepath.Glob(filepath.Join(dir, "audit.jsonl*"))
+	if len(names) != 3 {
+		t.Errorf("files after rotation = %v, want audit.jsonl, .1 and .2", names)
+	}
+	l2, _ := Open(Options{Dir: dir})
+	defer l2.Close()
+	if r := l2.Add(Record{}); r.Seq != 101 {
+		t.Errorf("seq after rotation and reopen = %d, want 101", r.Seq)
+	}
+}
+
+func TestOutputBoundedAndLine(t *testing.T) {
+	t.Parallel()
+	l, _ := Open(Options{Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+	r := l.Add(Record{Kind: "process.exit", Summary: "ran `make`", Output: make([]byte, 1<<20), Outcome: OK, ExitCode: 2, Actor: "alice"})
+	if len(r.Output) > MaxOutput {
+		t.Errorf("output kept %d bytes, want ≤ %d", len(r.Output), MaxOutput)
+	}
+	line := r.Line()
+	for _, want := range []string{"#1", "alice", "ran `make`", "exit 2"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("Line() = %q, missing %q", line, want)
+		}
+	}
+}
+
+func TestTailFollowsAcrossRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := Open(Options{Dir: dir, MaxFileBytes: 600, KeepFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Add(Record{Kind: "k", Summary: "before"})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	got := make(chan uint64, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- Tail(ctx, dir, true, 5*time.Millisecond, func(r Record) error { got <- r.Seq; return nil })
+	}()
+	if s := <-got; s != 1 {
+		t.Fatalf("first tailed seq = %d", s)
+	}
+	for i := 2; i <= 20; i++ { // enough to rotate several times
+		l.Add(Record{Kind: "k", Summary: strings.Repeat("y", 100)})
+		if s := <-got; s != uint64(i) {
+			t.Fatalf("tailed seq = %d, want %d", s, i)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Tail: %v", err)
+	}
+}

@@ -1,0 +1,51 @@
+package activity
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Line renders r for a person, one line: time, actor, what, outcome.
+//
+//	2026-12-02 11:47:03  #12  alice  ran `go test ./...` in /home/u/src  → exit 0 (1.2s)
+func (r Record) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  #%d  ", r.Time.Local().Format(time.DateTime), r.Seq)
+	actor := r.Actor
+	if actor == "" {
+		actor = "local"
+	}
+	b.WriteString(actor)
+	if r.Conversation != "" {
+		fmt.Fprintf(&b, " (%s)", r.Conversation)
+	}
+	b.WriteString("  ")
+	b.WriteString(r.Summary)
+	switch r.Outcome {
+	case Failed:
+		fmt.Fprintf(&b, "  → error: %s", oneLine(r.Error))
+	case Started:
+		if r.ObjectID != "" {
+			fmt.Fprintf(&b, "  → started %s", r.ObjectID)
+		}
+	case OK:
+		if strings.HasPrefix(r.Kind, "process.") && r.Kind != "process.start" {
+			fmt.Fprintf(&b, "  → exit %d", r.ExitCode)
+		} else {
+			b.WriteString("  → ok")
+		}
+	}
+	if r.Duration > 0 {
+		fmt.Fprintf(&b, " (%s)", r.Duration.Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
