@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/devdepot-ai/agentd/internal/inventory"
+
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -30,7 +32,7 @@ type systemService struct {
 var _ agentdv1.SystemServiceServer = (*systemService)(nil)
 
 // capabilities lists what this daemon implements, for SystemService.Info.
-var capabilities = []string{"files", "process", "pty", "system"}
+var capabilities = []string{"files", "process", "pty", "system", "inventory", "activity"}
 
 // Info describes the daemon and the machine it runs on.
 func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*agentdv1.InfoResponse, error) {
@@ -104,4 +106,32 @@ func memInfo() (total, available int64) {
 		}
 	}
 	return total, available
+}
+
+// Inventory lists the tools on PATH and the Python packages, minus the base.
+func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRequest) (*agentdv1.InventoryResponse, error) {
+	inv, err := inventory.Take(ctx, inventory.Options{Env: y.s.opts.Env, NoVersions: req.GetNoVersions()})
+	if err != nil {
+		return nil, statusError(err)
+	}
+	if b := req.GetBase(); b != nil {
+		var base inventory.Inventory
+		for _, t := range b.GetTools() {
+			base.Tools = append(base.Tools, inventory.Tool{Name: t.GetName(), Version: t.GetVersion()})
+		}
+		for _, p := range b.GetPythonPackages() {
+			base.Packages = append(base.Packages, inventory.Package{Name: p.GetName(), Version: p.GetVersion()})
+		}
+		inv = inv.Minus(base)
+	}
+	resp := &agentdv1.InventoryResponse{}
+	for _, t := range inv.Tools {
+		resp.Tools = append(resp.Tools, &agentdv1.Tool{
+			Name: strings.ToValidUTF8(t.Name, "\uFFFD"), Path: strings.ToValidUTF8(t.Path, "\uFFFD"), Version: t.Version,
+		})
+	}
+	for _, p := range inv.Packages {
+		resp.PythonPackages = append(resp.PythonPackages, &agentdv1.PythonPackage{Name: p.Name, Version: p.Version})
+	}
+	return resp, nil
 }
