@@ -1,0 +1,151 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// frame is a message the proxy forwards without decoding it.
+type frame struct{ payload []byte }
+
+// rawCodec passes frames through as bytes and everything else (the hub's
+// own services) through protobuf, so one server can serve both. It takes
+// the name "proto" so that ordinary clients' content type matches.
+type rawCodec struct{}
+
+var _ encoding.Codec = rawCodec{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if f, ok := v.(*frame); ok {
+		return f.payload, nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "hub codec: cannot marshal %T", v)
+	}
+	return proto.Marshal(m)
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	if f, ok := v.(*frame); ok {
+		f.payload = append(f.payload[:0], data...)
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "hub codec: cannot unmarshal into %T", v)
+	}
+	return proto.Unmarshal(data, m)
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// Route is where a call goes: the machine's connection and the metadata to
+// send along (who asked, which conversation).
+type Route struct {
+	Conn *grpc.ClientConn
+	MD   metadata.MD
+}
+
+// Router authenticates and authorises a call to method and finds its
+// machine; its errors are returned to the caller as they are (status errors).
+type Router func(ctx context.Context, method string) (Route, error)
+
+// proxyHandler returns a grpc.StreamHandler, for grpc.UnknownServiceHandler,
+// that forwards every agentd.v1 call to the machine the router names,
+// without decoding it: unary and streaming calls alike, headers and
+// trailers included.
+func proxyHandler(route Router) grpc.StreamHandler {
+	return func(_ any, ss grpc.ServerStream) error {
+		method, ok := grpc.MethodFromServerStream(ss)
+		if !ok {
+			return status.Error(codes.Internal, "no method in stream")
+		}
+		if !strings.HasPrefix(method, "/agentd.v1.") {
+			return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+		}
+		r, err := route(ss.Context(), method)
+		if err != nil {
+			return err
+		}
+		return forward(ss, r, method)
+	}
+}
+
+var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+func forward(ss grpc.ServerStream, r Route, method string) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	ctx = metadata.NewOutgoingContext(ctx, r.MD)
+	cs, err := r.Conn.NewStream(ctx, streamDesc, method, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		return err
+	}
+
+	// Caller -> machine, until the caller half-closes or fails.
+	upErr := make(chan error, 1)
+	go func() {
+		f := &frame{}
+		for {
+			if err := ss.RecvMsg(f); err != nil {
+				if errors.Is(err, io.EOF) {
+					upErr <- cs.CloseSend()
+				} else {
+					upErr <- err
+				}
+				return
+			}
+			if err := cs.SendMsg(f); err != nil {
+				// The machine's side ended; its status arrives through RecvMsg.
+				upErr <- nil
+				return
+			}
+		}
+	}()
+
+	// Machine -> caller, until the machine ends the call.
+	f := &frame{}
+	headerSent := false
+	for {
+		err := cs.RecvMsg(f)
+		if !headerSent {
+			if md, herr := cs.Header(); herr == nil && len(md) > 0 {
+				_ = ss.SendHeader(md)
+			}
+			headerSent = true
+		}
+		if errors.Is(err, io.EOF) {
+			ss.SetTrailer(cs.Trailer())
+			return nil
+		}
+		if err != nil {
+			ss.SetTrailer(cs.Trailer())
+			if ss.Context().Err() != nil {
+				return status.FromContextError(ss.Context().Err()).Err()
+			}
+			return err
+		}
+		if err := ss.SendMsg(f); err != nil {
+			return err
+		}
+		select {
+		case err := <-upErr:
+			if err != nil {
+				cancel()
+				return status.Errorf(codes.Canceled, "caller stream failed: %v", err)
+			}
+			upErr = nil // done sending; keep relaying the machine's answers
+		default:
+		}
+	}
+}
