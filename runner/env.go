@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// secretPrefix starts the names of the daemon's own variables (its token,
+// config and state directories, …). They never reach a child.
+const secretPrefix = "AGENTD_"
+
+// dropFromBase lists variables of the daemon's environment that describe
+// the daemon itself rather than the user: the service manager's sockets and
+// the shell's bookkeeping. Children do not inherit them.
+var dropFromBase = []string{
+	"_", "PWD", "OLDPWD",
+	"NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
+}
+
+// cleanEnv returns env without AGENTD_* and daemon-only variables, without
+// malformed entries, and with only the last entry of a repeated name.
+func cleanEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	index := make(map[string]int, len(env))
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.HasPrefix(k, secretPrefix) || slices.Contains(dropFromBase, k) || strings.IndexByte(kv, 0) >= 0 {
+			continue
+		}
+		if i, seen := index[k]; seen {
+			out[i] = kv
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// mergeEnv returns base with the variables of over set (new names appended
+// in sorted order, for a deterministic environment).
+func mergeEnv(base []string, over map[string]string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := over[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	keys := make([]string, 0, len(over))
+	for k := range over {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+over[k])
+	}
+	return out
+}
+
+// lookupEnv returns the value of name in env.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+const loginEnvMarker = "__agentd_login_env__"
+
+// LoginEnv returns the environment a login shell sets up for the user, by
+// running `shell -l -c 'env -0'` with stdin from /dev/null (5 s at most).
+// The daemon calls it once at start so that commands see the PATH and the
+// variables the user has in a terminal, not the service manager's bare
+// environment; on error it should fall back to os.Environ().
+//
+// Whatever the shell's startup files print before the environment is
+// skipped. AGENTD_* variables are not removed here: the Manager drops them
+// from any base environment it is given.
+func LoginEnv(ctx context.Context, shell string) ([]string, error) {
+	if shell == "" {
+		return nil, errors.New("login env: no shell given")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, shell, "-l", "-c", "echo "+loginEnvMarker+"; exec env -0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = cleanEnv(os.Environ())
+	if home, err := os.UserHomeDir(); err == nil {
+		cmd.Dir = home
+	}
+	cmd.Cancel = func() error {
+		// The whole group: a profile may have started helpers.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("login env from %s -l: %w (%s)", shell, err, lastLine(msg))
+		}
+		return nil, fmt.Errorf("login env from %s -l: %w", shell, err)
+	}
+	_, rest, ok := bytes.Cut(out, []byte(loginEnvMarker+"\n"))
+	if !ok {
+		return nil, fmt.Errorf("login env from %s -l: unexpected output", shell)
+	}
+	var env []string
+	for kv := range bytes.SplitSeq(rest, []byte{0}) {
+		if bytes.IndexByte(kv, '=') > 0 {
+			env = append(env, string(kv))
+		}
+	}
+	if len(env) == 0 {
+		return nil, fmt.Errorf("login env from %s -l: empty environment", shell)
+	}
+	return env, nil
+}
+
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,26 @@
+package runner
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// processGone reports whether pid has exited (or exits within a moment:
+// a killed process closes its files, which ends our reads, a little before
+// it becomes a zombie).
+func processGone(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errors.Is(err, unix.ESRCH)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 2000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && n == 1
+	}
+}

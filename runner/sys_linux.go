@@ -1,0 +1,41 @@
+package runner
+
+import (
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitLeader blocks until the process pid has exited, without reaping it.
+// While the leader is an unreaped zombie its pid, which is also the id of
+// its process group, cannot be reused, so the group can still be signalled
+// safely.
+func waitLeader(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// cloexecInherited marks every file descriptor above stderr close-on-exec.
+// Go opens its own files close-on-exec, but descriptors the daemon
+// inherited from whatever started it are not, and would leak into every
+// command.
+func cloexecInherited() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}

@@ -1,0 +1,12 @@
+//go:build unix && !linux
+
+package runner
+
+import "errors"
+
+// waitLeader is not available here: the waiter reaps the leader first and
+// signals what is left of its group after.
+func waitLeader(pid int) error { return errors.ErrUnsupported }
+
+// cloexecInherited does nothing here.
+func cloexecInherited() {}
