@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -38,14 +37,6 @@ var _ agentdv1.ProcessServiceServer = (*processService)(nil)
 func newProcessService(ctx context.Context, s *Server) (*processService, error) {
 	log := s.log.Named("process")
 	env := s.opts.Env
-	if env == nil {
-		var err error
-		env, err = runner.LoginEnv(ctx, s.opts.Shell)
-		if err != nil {
-			log.Warn("no login environment; commands get the daemon's", zap.Error(err))
-			env = os.Environ()
-		}
-	}
 	m := runner.New(runner.Options{
 		Logger: s.log,
 		Env:    env,

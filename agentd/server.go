@@ -23,6 +23,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
+	"github.com/devdepot-ai/agentd/runner"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -120,6 +121,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	if opts.Env == nil {
+		env, err := runner.LoginEnv(ctx, opts.Shell)
+		if err != nil {
+			opts.Logger.Warn("no login environment; commands get the daemon's", zap.Error(err))
+			env = os.Environ()
+		}
+		opts.Env = env
+	}
+	opts.Env = runner.CleanEnv(opts.Env)
 	s := &Server{opts: opts, log: opts.Logger}
 	s.activity, err = activity.Open(activity.Options{Dir: opts.StateDir})
 	if err != nil {
@@ -183,6 +193,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.grpc.GracefulStop()
 		close(stopped)
 	}()
+	// Stop the commands while the server drains: their streams end when
+	// they exit, which lets GracefulStop finish.
+	s.shutdown()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
@@ -190,7 +203,6 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		<-stopped
 	}
 	<-errc
-	s.shutdown()
 	return nil
 }
 

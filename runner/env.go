@@ -25,9 +25,9 @@ var dropFromBase = []string{
 	"NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
 }
 
-// cleanEnv returns env without AGENTD_* and daemon-only variables, without
+// CleanEnv returns env without AGENTD_* and daemon-only variables, without
 // malformed entries, and with only the last entry of a repeated name.
-func cleanEnv(env []string) []string {
+func CleanEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	index := make(map[string]int, len(env))
 	for _, kv := range env {
@@ -96,7 +96,7 @@ func LoginEnv(ctx context.Context, shell string) ([]string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, shell, "-l", "-c", "echo "+loginEnvMarker+"; exec env -0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = cleanEnv(os.Environ())
+	cmd.Env = CleanEnv(os.Environ())
 	if home, err := os.UserHomeDir(); err == nil {
 		cmd.Dir = home
 	}

@@ -104,7 +104,7 @@ func New(opts Options) *Manager {
 	return &Manager{
 		opts:  opts,
 		log:   opts.Logger.Named("runner"),
-		env:   cleanEnv(opts.Env),
+		env:   CleanEnv(opts.Env),
 		procs: make(map[string]*Process),
 	}
 }

@@ -681,8 +681,8 @@ func TestLoginEnv(t *testing.T) {
 	if _, ok := lookupEnv(env, "PATH"); !ok {
 		t.Error("login env has no PATH")
 	}
-	if slices.Contains(cleanEnv(env), "AGENTD_LEAK=1") {
-		t.Error("cleanEnv kept AGENTD_LEAK")
+	if slices.Contains(CleanEnv(env), "AGENTD_LEAK=1") {
+		t.Error("CleanEnv kept AGENTD_LEAK")
 	}
 	if _, err := LoginEnv(t.Context(), "/nonexistent/shell"); err == nil {
 		t.Error("LoginEnv with a missing shell succeeded")
