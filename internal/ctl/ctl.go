@@ -44,8 +44,9 @@ type IO struct {
 
 // exitError ends Main with a specific exit code. A nil err prints nothing.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	usage bool // a command-line mistake: exit 2, or 125 for exec-like commands
 }
 
 func (e *exitError) Error() string {
@@ -59,7 +60,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // usagef is a command-line mistake (exit 2).
 func usagef(format string, args ...any) error {
-	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...), usage: true}
 }
 
 // app holds the global flags and the streams of one invocation.
@@ -89,9 +90,12 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if errors.As(err, &ee) {
 		if ee.err != nil {
 			fmt.Fprintf(stdio.Err, "agentctl: %v\n", ee.err)
-			if ee.code == ExitUsage {
+			if ee.usage {
 				fmt.Fprintln(stdio.Err, "Run 'agentctl --help' for usage.")
 			}
+		}
+		if ee.usage && a.failCode == ExitFailed {
+			return ExitFailed // exec's own failures are all 125, like docker run
 		}
 		return ee.code
 	}
@@ -161,7 +165,7 @@ Target (first match wins):
 	}
 	root.SetVersionTemplate(version.String("agentctl") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: ExitUsage, err: err}
+		return &exitError{code: ExitUsage, err: err, usage: true}
 	})
 	pf := root.PersistentFlags()
 	a.target.register(pf)
