@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// AppendActivity stores the machine's records; duplicates are skipped.
+func (s *SQLite) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
+	var maxSeq uint64
+	for _, r := range recs {
+		switch {
+		case r.Seq == 0 || r.Seq > math.MaxInt64:
+			return fmt.Errorf("append activity: %w: sequence number %d", ErrInvalid, r.Seq)
+		case r.Time.IsZero():
+			return fmt.Errorf("append activity: %w: record %d has no time", ErrInvalid, r.Seq)
+		case !json.Valid(r.Record):
+			return fmt.Errorf("append activity: %w: record %d is not JSON", ErrInvalid, r.Seq)
+		}
+		maxSeq = max(maxSeq, r.Seq)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var orgID string
+		err := tx.QueryRowContext(ctx, `SELECT org_id FROM machines WHERE id = ?`, machineID).Scan(&orgID)
+		if err != nil {
+			return fmt.Errorf("machine %s: %w", machineID, notFound(err))
+		}
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (org_id, machine_id, seq, at, record)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, r := range recs {
+			if _, err := stmt.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record)); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq < ?`,
+			int64(maxSeq), machineID, int64(maxSeq))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append activity: %w", err)
+	}
+	return nil
+}
+
+// LastSeq returns the highest sequence number appended for the machine.
+func (s *SQLite) LastSeq(ctx context.Context, machineID string) (uint64, error) {
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("last activity of machine %s: %w", machineID, notFound(err))
+	}
+	return uint64(seq), nil
+}
+
+func scanActivity(r scanner) (Activity, error) {
+	var (
+		a      Activity
+		seq    int64
+		at     int64
+		record string
+	)
+	if err := r.Scan(&a.ID, &a.OrgID, &a.MachineID, &seq, &at, &record); err != nil {
+		return Activity{}, err
+	}
+	a.Seq, a.Time, a.Record = uint64(seq), fromMicros(at), json.RawMessage(record)
+	return a, nil
+}
+
+// ListActivity returns the records q selects, oldest first.
+func (s *SQLite) ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error) {
+	if q.OrgID == "" {
+		return nil, fmt.Errorf("list activity: %w: no org", ErrInvalid)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultActivityLimit
+	}
+	limit = min(limit, MaxActivityLimit)
+	query := `SELECT id, org_id, machine_id, seq, at, record FROM activity WHERE org_id = ? AND id > ?`
+	args := []any{q.OrgID, q.AfterID}
+	if q.MachineID != "" {
+		query += ` AND machine_id = ?`
+		args = append(args, q.MachineID)
+	}
+	if q.Newest {
+		query += ` ORDER BY id DESC LIMIT ?`
+	} else {
+		query += ` ORDER BY id LIMIT ?`
+	}
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	as, err := collect(rows, err, scanActivity)
+	if err != nil {
+		return nil, fmt.Errorf("list activity: %w", err)
+	}
+	if q.Newest {
+		slices.Reverse(as)
+	}
+	return as, nil
+}
+
+// PruneActivity applies the retention limits.
+func (s *SQLite) PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error) {
+	if keepPerOrg < 0 {
+		return 0, fmt.Errorf("prune activity: %w: keep %d", ErrInvalid, keepPerOrg)
+	}
+	var total int64
+	del := func(query string, args ...any) error {
+		res, err := s.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		total += n
+		return err
+	}
+	if !before.IsZero() {
+		if err := del(`DELETE FROM activity WHERE at < ?`, micros(before)); err != nil {
+			return total, fmt.Errorf("prune activity: %w", err)
+		}
+	}
+	if keepPerOrg > 0 {
+		orgs, err := s.ListOrgs(ctx)
+		if err != nil {
+			return total, fmt.Errorf("prune activity: %w", err)
+		}
+		// One statement per org keeps each write transaction short.
+		for _, o := range orgs {
+			err := del(`DELETE FROM activity WHERE org_id = ? AND id <= (
+				SELECT id FROM activity WHERE org_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+				o.ID, o.ID, keepPerOrg)
+			if err != nil {
+				return total, fmt.Errorf("prune activity of org %s: %w", o.Name, err)
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,263 @@
+// Package store keeps the control plane's state: orgs, API tokens, pairing
+// codes, machines, the org's activity and the server secret.
+//
+// Store is the interface the hub consumes. OpenSQLite returns the embedded
+// default implementation (modernc.org/sqlite, pure Go); a Postgres
+// implementation for several hub replicas fills the same interface and passes
+// the same conformance suite (package storetest).
+//
+// The interface is written for any SQL engine: IDs are opaque strings made in
+// Go, the times it records are values the caller passes in (the store reads
+// no clock for them, so every implementation and every test sees the same
+// times; the hub's clock decides what "expired" means), and the
+// decisions that must be atomic — redeeming a pairing code, counting a wrong
+// guess against one, appending activity and advancing the machine's sequence
+// number — are single methods that run in one transaction.
+//
+// Times come back in UTC with microsecond precision (what Postgres
+// timestamptz keeps); a zero time.Time means "never" (not used, not revoked).
+//
+// Errors are the sentinels below, wrapped with context; match them with
+// errors.Is.
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors returned by every Store implementation.
+var (
+	// ErrNotFound: no such row, or the row belongs to another org.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the write would break a uniqueness rule (an org name
+	// taken, a public key already registered, a live token name reused).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the store cannot hold the value (an empty name, an
+	// unknown role, a malformed key or record).
+	ErrInvalid = errors.New("invalid")
+	// ErrPrecondition: the row exists but is not in the state the operation
+	// needs — a pairing code already used, expired or locked.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrRevoked: the API token was revoked.
+	ErrRevoked = errors.New("revoked")
+)
+
+// Store is the hub's state. Implementations are safe for concurrent use.
+type Store interface {
+	Orgs
+	Tokens
+	PairingCodes
+	Machines
+	ActivityLog
+
+	// ServerSecret returns the hub's 32-byte random secret, created when the
+	// store was first initialised. Pairing codes are stored as HMACs keyed
+	// with it.
+	ServerSecret(ctx context.Context) ([]byte, error)
+
+	// Close releases the store.
+	Close() error
+}
+
+// Orgs stores organisations.
+type Orgs interface {
+	// CreateOrg creates an org; ErrConflict if the name is taken.
+	CreateOrg(ctx context.Context, name string, at time.Time) (Org, error)
+	// Org returns the org with that ID.
+	Org(ctx context.Context, id string) (Org, error)
+	// OrgByName returns the org with that name.
+	OrgByName(ctx context.Context, name string) (Org, error)
+	// ListOrgs returns every org, oldest first.
+	ListOrgs(ctx context.Context) ([]Org, error)
+}
+
+// Tokens stores API tokens. Only their SHA-256 is stored (see HashToken).
+type Tokens interface {
+	// CreateToken stores t and assigns its ID. ErrConflict if the org has a
+	// live token with the same name or the hash is stored already;
+	// ErrNotFound if the org is unknown.
+	CreateToken(ctx context.Context, t Token) (Token, error)
+	// TokenByHash returns the live token with that hash: ErrNotFound if
+	// there is none, ErrRevoked if it was revoked. It is the only lookup
+	// meant for authentication.
+	TokenByHash(ctx context.Context, hash TokenHash) (Token, error)
+	// ListTokens returns the org's tokens, revoked ones included, oldest first.
+	ListTokens(ctx context.Context, orgID string) ([]Token, error)
+	// TouchToken records that the token was used at `at`. Callers should
+	// throttle it (one write per token per minute is plenty).
+	TouchToken(ctx context.Context, id string, at time.Time) error
+	// RevokeToken revokes one of the org's tokens. Revoking twice keeps the
+	// first time.
+	RevokeToken(ctx context.Context, orgID, id string, at time.Time) error
+}
+
+// PairingCodes stores pairing codes as HMACs; the code itself is never
+// stored. Package pairing owns the policy (format, TTL, lockout).
+type PairingCodes interface {
+	// CreatePairingCode stores c and assigns its ID. ErrConflict if the
+	// selector is taken (draw another code); ErrNotFound if the org is unknown.
+	CreatePairingCode(ctx context.Context, c PairingCode) (PairingCode, error)
+	// PairingCodeBySelector returns the code with that selector.
+	PairingCodeBySelector(ctx context.Context, selector []byte) (PairingCode, error)
+	// ListPairingCodes returns the org's codes (used and expired ones until
+	// they are deleted), oldest first.
+	ListPairingCodes(ctx context.Context, orgID string) ([]PairingCode, error)
+	// FailPairingCode counts a wrong guess against a live code and locks it
+	// when the count reaches lockAfter. ErrPrecondition if the code is not
+	// live at `at` (used, expired or locked already): nothing changes.
+	FailPairingCode(ctx context.Context, id string, lockAfter int, at time.Time) (PairingCode, error)
+	// RedeemPairingCode, in one transaction, marks the live code used (by
+	// m's new ID, from remoteAddr) and creates m in the code's org. Exactly
+	// one of several concurrent calls for the same code succeeds; the others
+	// get ErrPrecondition. ErrConflict (nothing changed, the code stays
+	// usable) if m's public key is already registered.
+	RedeemPairingCode(ctx context.Context, id, remoteAddr string, at time.Time, m Machine) (Machine, error)
+	// DeletePairingCodes deletes every code that expired before `before`,
+	// used or not, and returns how many.
+	DeletePairingCodes(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Machines stores paired machines.
+type Machines interface {
+	// CreateMachine registers m in m.OrgID without a pairing code (a
+	// sandbox the hub starts itself). The ID is assigned. ErrConflict if the
+	// public key is registered already.
+	CreateMachine(ctx context.Context, m Machine) (Machine, error)
+	// Machine returns the machine with that ID, revoked or not: a caller
+	// authenticating it must check RevokedAt, one serving an org must check
+	// OrgID.
+	Machine(ctx context.Context, id string) (Machine, error)
+	// ListMachines returns the org's machines, oldest first.
+	ListMachines(ctx context.Context, orgID string) ([]Machine, error)
+	// MachineSeen records that the machine's tunnel was up at `at` (the
+	// stored time never moves back) and its agentd version, when version is
+	// not empty.
+	MachineSeen(ctx context.Context, id string, at time.Time, version string) error
+	// RevokeMachine revokes one of the org's machines. Revoking twice keeps
+	// the first time.
+	RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error
+}
+
+// ActivityLog stores the operations machines report, per org, with bounded
+// retention.
+type ActivityLog interface {
+	// AppendActivity stores the machine's records in its org. Records with
+	// a sequence number already stored for the machine are skipped, so a
+	// resumed watch that overlaps is harmless.
+	AppendActivity(ctx context.Context, machineID string, recs []Activity) error
+	// LastSeq returns the highest sequence number ever appended for the
+	// machine (0: none). Pruning does not lower it, so a resumed watch never
+	// replays what was pruned.
+	LastSeq(ctx context.Context, machineID string) (uint64, error)
+	// ListActivity returns the records q selects in ID (arrival) order.
+	ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error)
+	// PruneActivity deletes records beyond the newest keepPerOrg of each org
+	// (0: no count limit) and records older than before (zero: no age
+	// limit), and returns how many.
+	PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error)
+}
+
+// Org is an organisation: the unit that owns tokens, machines and activity.
+type Org struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Role is what an API token may do.
+type Role string
+
+// Roles.
+const (
+	RoleAdmin  Role = "admin"  // everything, including tokens, codes and revoking machines
+	RoleMember Role = "member" // use the org's machines and read its activity
+)
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleAdmin || r == RoleMember }
+
+// TokenHash is the SHA-256 of an API token, the form in which it is stored.
+type TokenHash [32]byte
+
+// Token is an API token's stored form.
+type Token struct {
+	ID    string
+	OrgID string
+	// Name says who uses the token ("ci", "chat-backend"); it is the actor
+	// recorded in activity. Unique among the org's live tokens.
+	Name       string
+	Role       Role
+	Hash       TokenHash
+	CreatedAt  time.Time
+	LastUsedAt time.Time // zero: never used
+	RevokedAt  time.Time // zero: live
+}
+
+// PairingCode is a pairing code's stored form. A code is XXXX-XXXX; its
+// first half selects the row (Selector), the whole code proves it (MAC).
+type PairingCode struct {
+	ID             string
+	OrgID          string
+	Selector       []byte // HMAC of the code's first half: the lookup key, unique
+	MAC            []byte // HMAC of the whole normalised code
+	CreatedBy      string // name of the token that created it
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	UsedAt         time.Time // zero: not used
+	UsedBy         string    // ID of the machine it paired
+	UsedFrom       string    // remote address that redeemed it
+	FailedAttempts int       // wrong guesses counted against it
+	LockedAt       time.Time // zero: not locked
+}
+
+// Live reports whether the code can still be redeemed at now.
+func (c PairingCode) Live(now time.Time) bool {
+	return c.UsedAt.IsZero() && c.LockedAt.IsZero() && now.Before(c.ExpiresAt)
+}
+
+// Machine is a paired machine (or a sandbox). Whether it is online is not
+// stored: the hub knows from its live tunnels.
+type Machine struct {
+	ID         string // "m-" and 12 random characters
+	OrgID      string
+	Name       string // shown to people; defaults to the hostname
+	Hostname   string
+	OS         string // GOOS
+	Arch       string // GOARCH
+	Version    string // agentd version
+	PublicKey  ed25519.PublicKey
+	CreatedAt  time.Time
+	LastSeenAt time.Time // zero: never connected
+	RevokedAt  time.Time // zero: not revoked
+}
+
+// Activity is one operation a machine reported.
+type Activity struct {
+	ID        int64  // assigned by the store, increasing in arrival order; a cursor
+	OrgID     string // set by the store from the machine
+	MachineID string // set by the store
+	Seq       uint64 // the machine's sequence number
+	Time      time.Time
+	Record    json.RawMessage // the record as JSON
+}
+
+// ActivityQuery selects activity records.
+type ActivityQuery struct {
+	OrgID     string // required
+	MachineID string // optional: only this machine's records
+	AfterID   int64  // only records with ID > AfterID
+	Limit     int    // at most this many (default 100, at most 1000)
+	// Newest selects the newest Limit records instead of the oldest; they
+	// still come back oldest first.
+	Newest bool
+}
+
+// Limits of ActivityQuery.Limit.
+const (
+	DefaultActivityLimit = 100
+	MaxActivityLimit     = 1000
+)
