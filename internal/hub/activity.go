@@ -1,0 +1,178 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// activityHub collects every machine's activity while its tunnel is up
+// (ActivityService.Watch on the machine, resumed from the last stored
+// sequence number), stores it, and serves it to the org's watchers.
+type activityHub struct {
+	hubv1.UnimplementedActivityServiceServer
+	s *Server
+
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc // machine -> its collector
+	changed chan struct{}                 // closed and replaced on every stored batch
+	wg      sync.WaitGroup
+}
+
+func newActivityHub(s *Server) *activityHub {
+	return &activityHub{s: s, cancels: map[string]context.CancelFunc{}, changed: make(chan struct{})}
+}
+
+func (h *activityHub) machineUp(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cancel, ok := h.cancels[id]; ok {
+		cancel()
+	}
+	ctx, cancel := context.WithCancel(h.s.ctx)
+	h.cancels[id] = cancel
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.collect(ctx, id)
+	}()
+}
+
+func (h *activityHub) machineDown(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cancel, ok := h.cancels[id]; ok {
+		cancel()
+		delete(h.cancels, id)
+	}
+}
+
+func (h *activityHub) wait() { h.wg.Wait() }
+
+func (h *activityHub) notify() {
+	h.mu.Lock()
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// collect follows one machine's activity until its tunnel goes away.
+func (h *activityHub) collect(ctx context.Context, id string) {
+	log := h.s.log.With(zap.String("machine", id))
+	cc, ok := h.s.registry.Get(id)
+	if !ok {
+		return
+	}
+	if info, err := agentdv1.NewSystemServiceClient(cc).Info(ctx, &agentdv1.InfoRequest{}); err == nil {
+		_ = h.s.store.MachineSeen(ctx, id, h.s.opts.Now(), info.GetVersion())
+	}
+	since, err := h.s.store.LastSeq(ctx, id)
+	if err != nil {
+		log.Warn("activity: last sequence", zap.Error(err))
+		return
+	}
+	st, err := agentdv1.NewActivityServiceClient(cc).Watch(ctx, &agentdv1.WatchRequest{SinceSeq: since})
+	if err != nil {
+		return
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, io.EOF) && status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
+				log.Info("activity watch ended", zap.Error(err))
+			}
+			return
+		}
+		r := m.GetRecord()
+		b, err := protojson.Marshal(r)
+		if err != nil {
+			continue
+		}
+		if err := h.s.store.AppendActivity(ctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b}}); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("activity: store", zap.Error(err))
+			}
+			continue
+		}
+		h.notify()
+	}
+}
+
+// Watch replays the caller's org's stored activity and follows it live.
+func (h *activityHub) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityService_WatchServer) error {
+	ctx := stream.Context()
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "no caller")
+	}
+	names := map[string]string{}
+	if id := req.GetMachineId(); id != "" {
+		m, err := h.s.store.Machine(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
+			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, c.org.Name)
+		}
+		if err != nil {
+			return storeError(err, "machine "+id)
+		}
+		names[id] = m.Name
+	}
+	q := store.ActivityQuery{OrgID: c.org.ID, MachineID: req.GetMachineId(), AfterID: req.GetSinceId(), Limit: store.MaxActivityLimit}
+	if q.AfterID == 0 {
+		q.Newest, q.Limit = true, int(req.GetTail())
+		if q.Limit <= 0 {
+			q.Limit = 20
+		}
+		q.Limit = min(q.Limit, store.MaxActivityLimit)
+	}
+	for {
+		h.mu.Lock()
+		changed := h.changed
+		h.mu.Unlock()
+		recs, err := h.s.store.ListActivity(ctx, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return storeError(err, "activity")
+		}
+		for _, a := range recs {
+			rec := &agentdv1.ActivityRecord{}
+			if err := protojson.Unmarshal(a.Record, rec); err != nil {
+				continue
+			}
+			name, ok := names[a.MachineID]
+			if !ok {
+				if m, err := h.s.store.Machine(ctx, a.MachineID); err == nil {
+					name = m.Name
+				}
+				names[a.MachineID] = name
+			}
+			if err := stream.Send(&hubv1.WatchResponse{Id: a.ID, MachineId: a.MachineID, MachineName: name, Record: rec}); err != nil {
+				return nil
+			}
+			q.AfterID = a.ID
+		}
+		q.Newest, q.Limit = false, store.MaxActivityLimit
+		if len(recs) == store.MaxActivityLimit {
+			continue // more stored already
+		}
+		if req.GetNoFollow() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/devdepot-ai/agentd/internal/hub/pairing"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// adminService serves hubv1.AdminService.
+type adminService struct {
+	hubv1.UnimplementedAdminServiceServer
+	s *Server
+}
+
+var _ hubv1.AdminServiceServer = (*adminService)(nil)
+
+var orgNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// storeError maps a store error to a status.
+func storeError(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s not found", what)
+	case errors.Is(err, store.ErrConflict):
+		return status.Errorf(codes.AlreadyExists, "%s: %v", what, err)
+	case errors.Is(err, store.ErrInvalid):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+	case errors.Is(err, store.ErrPrecondition):
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
+
+// org resolves the org a request names ("" = the caller's). Naming another
+// org needs the owner; to anyone else it does not exist.
+func (a *adminService) org(ctx context.Context, name string) (*caller, store.Org, error) {
+	c, _ := callerFrom(ctx)
+	if name == "" || name == c.org.Name {
+		return c, c.org, nil
+	}
+	if !c.owner {
+		return c, store.Org{}, status.Errorf(codes.NotFound, "org %s not found", name)
+	}
+	o, err := a.s.store.OrgByName(ctx, name)
+	if err != nil {
+		return c, store.Org{}, storeError(err, "org "+name)
+	}
+	return c, o, nil
+}
+
+func needAdmin(c *caller) error {
+	if c.token.Role != store.RoleAdmin {
+		return status.Errorf(codes.PermissionDenied, "token %s is a member token; this needs an admin token", c.token.Name)
+	}
+	return nil
+}
+
+func orgProto(o store.Org) *hubv1.Org {
+	return &hubv1.Org{Id: o.ID, Name: o.Name, Created: timestamppb.New(o.CreatedAt)}
+}
+
+func (a *adminService) CreateOrg(ctx context.Context, req *hubv1.CreateOrgRequest) (*hubv1.CreateOrgResponse, error) {
+	c, _ := callerFrom(ctx)
+	if !c.owner {
+		return nil, status.Error(codes.PermissionDenied, "creating orgs needs the hub owner's token (from agenthub init)")
+	}
+	if !orgNameRE.MatchString(req.GetName()) {
+		return nil, status.Errorf(codes.InvalidArgument, "org name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.GetName())
+	}
+	o, err := a.s.store.CreateOrg(ctx, req.GetName(), a.s.opts.Now())
+	if err != nil {
+		return nil, storeError(err, "org "+req.GetName())
+	}
+	return &hubv1.CreateOrgResponse{Org: orgProto(o)}, nil
+}
+
+func (a *adminService) ListOrgs(ctx context.Context, _ *hubv1.ListOrgsRequest) (*hubv1.ListOrgsResponse, error) {
+	c, _ := callerFrom(ctx)
+	if !c.owner {
+		return &hubv1.ListOrgsResponse{Orgs: []*hubv1.Org{orgProto(c.org)}}, nil
+	}
+	orgs, err := a.s.store.ListOrgs(ctx)
+	if err != nil {
+		return nil, storeError(err, "orgs")
+	}
+	resp := &hubv1.ListOrgsResponse{}
+	for _, o := range orgs {
+		resp.Orgs = append(resp.Orgs, orgProto(o))
+	}
+	slices.SortFunc(resp.Orgs, func(x, y *hubv1.Org) int { return strings.Compare(x.Name, y.Name) })
+	return resp, nil
+}
+
+func roleProto(r store.Role) hubv1.Role {
+	if r == store.RoleAdmin {
+		return hubv1.Role_ROLE_ADMIN
+	}
+	return hubv1.Role_ROLE_MEMBER
+}
+
+func tokenProto(t store.Token, org string) *hubv1.Token {
+	p := &hubv1.Token{Id: t.ID, Org: org, Name: t.Name, Role: roleProto(t.Role), Created: timestamppb.New(t.CreatedAt), Revoked: !t.RevokedAt.IsZero()}
+	if !t.LastUsedAt.IsZero() {
+		p.LastUsed = timestamppb.New(t.LastUsedAt)
+	}
+	return p
+}
+
+func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRequest) (*hubv1.CreateTokenResponse, error) {
+	c, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	role := store.RoleMember
+	switch req.GetRole() {
+	case hubv1.Role_ROLE_UNSPECIFIED, hubv1.Role_ROLE_MEMBER:
+	case hubv1.Role_ROLE_ADMIN:
+		role = store.RoleAdmin
+	default:
+		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (the owner token comes from agenthub init)")
+	}
+	name := req.GetName()
+	if name == "" {
+		name = fmt.Sprintf("%s-%d", role, a.s.opts.Now().Unix())
+	}
+	if len(name) > 64 || !utf8Printable(name) {
+		return nil, status.Errorf(codes.InvalidArgument, "token name %q: at most 64 printable characters", name)
+	}
+	secret, hash := store.NewToken()
+	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Hash: hash, CreatedAt: a.s.opts.Now()})
+	if err != nil {
+		return nil, storeError(err, "token "+name)
+	}
+	return &hubv1.CreateTokenResponse{Token: tokenProto(t, org.Name), Secret: secret}, nil
+}
+
+func utf8Printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *adminService) ListTokens(ctx context.Context, req *hubv1.ListTokensRequest) (*hubv1.ListTokensResponse, error) {
+	c, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	ts, err := a.s.store.ListTokens(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "tokens")
+	}
+	resp := &hubv1.ListTokensResponse{}
+	for _, t := range ts {
+		resp.Tokens = append(resp.Tokens, tokenProto(t, org.Name))
+	}
+	return resp, nil
+}
+
+func (a *adminService) RevokeToken(ctx context.Context, req *hubv1.RevokeTokenRequest) (*hubv1.RevokeTokenResponse, error) {
+	c, _ := callerFrom(ctx)
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	if err := a.s.store.RevokeToken(ctx, c.org.ID, req.GetId(), a.s.opts.Now()); err != nil {
+		return nil, storeError(err, "token "+req.GetId())
+	}
+	return &hubv1.RevokeTokenResponse{}, nil
+}
+
+func (a *adminService) CreatePairingCode(ctx context.Context, req *hubv1.CreatePairingCodeRequest) (*hubv1.CreatePairingCodeResponse, error) {
+	c, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	ttl := req.GetTtl().AsDuration()
+	if req.GetTtl() != nil && ttl <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "ttl must be positive")
+	}
+	code, exp, err := a.s.pairing.CreateCode(ctx, org.ID, ttl, c.token.Name)
+	if err != nil {
+		var pe *pairing.Error
+		if errors.As(err, &pe) {
+			return nil, status.Error(codes.InvalidArgument, pe.Msg)
+		}
+		return nil, storeError(err, "pairing code")
+	}
+	return &hubv1.CreatePairingCodeResponse{Code: code, Expires: timestamppb.New(exp), Org: org.Name}, nil
+}
+
+func (a *adminService) ListMachines(ctx context.Context, req *hubv1.ListMachinesRequest) (*hubv1.ListMachinesResponse, error) {
+	_, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	ms, err := a.s.store.ListMachines(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "machines")
+	}
+	resp := &hubv1.ListMachinesResponse{}
+	for _, m := range ms {
+		resp.Machines = append(resp.Machines, a.s.machineProto(m, org.Name))
+	}
+	slices.SortFunc(resp.Machines, func(x, y *hubv1.Machine) int { return strings.Compare(x.Name+x.Id, y.Name+y.Id) })
+	return resp, nil
+}
+
+func (s *Server) machineProto(m store.Machine, org string) *hubv1.Machine {
+	p := &hubv1.Machine{Id: m.ID, Org: org, Name: m.Name, Hostname: m.Hostname, Os: m.OS, Arch: m.Arch,
+		AgentdVersion: m.Version, Created: timestamppb.New(m.CreatedAt), Status: hubv1.MachineStatus_MACHINE_STATUS_OFFLINE}
+	switch _, online := s.registry.Get(m.ID); {
+	case !m.RevokedAt.IsZero():
+		p.Status = hubv1.MachineStatus_MACHINE_STATUS_REVOKED
+	case online:
+		p.Status = hubv1.MachineStatus_MACHINE_STATUS_ONLINE
+		p.LastSeen = timestamppb.New(s.opts.Now())
+	}
+	if p.LastSeen == nil && !m.LastSeenAt.IsZero() {
+		p.LastSeen = timestamppb.New(m.LastSeenAt)
+	}
+	return p
+}
+
+func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachineRequest) (*hubv1.RevokeMachineResponse, error) {
+	c, _ := callerFrom(ctx)
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	if err := a.s.store.RevokeMachine(ctx, c.org.ID, req.GetId(), a.s.opts.Now()); err != nil {
+		return nil, storeError(err, "machine "+req.GetId())
+	}
+	a.s.registry.Close(req.GetId()) // the live tunnel ends now
+	return &hubv1.RevokeMachineResponse{}, nil
+}
+

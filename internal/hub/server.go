@@ -1,0 +1,305 @@
+package hub
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/hub/pairing"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	"github.com/devdepot-ai/agentd/transport"
+)
+
+// Options configures a Server. Zero fields get defaults in New.
+type Options struct {
+	// Store holds orgs, tokens, codes, machines and activity. Required.
+	Store store.Store
+	// PublicHost is the host[:port] daemons dial, which their tunnel
+	// signatures name. Default: each request's Host header.
+	PublicHost string
+	// Logger receives the hub's logs. Default: a no-op logger.
+	Logger *zap.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// ActivityKeepPerOrg bounds stored activity per org (default 100,000).
+	ActivityKeepPerOrg int
+	// Heartbeat is how often live tunnels are re-checked against
+	// revocation and their last-seen time stored (default 30 s).
+	Heartbeat time.Duration
+}
+
+// Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
+// (the hub's own services and every agentd.v1 call, routed) on one port.
+type Server struct {
+	opts     Options
+	log      *zap.Logger
+	store    store.Store
+	auth     *authenticator
+	pairing  *pairing.Service
+	registry *transport.Registry
+	acceptor *transport.Acceptor
+	grpc     *grpc.Server
+	health   *health.Server
+	activity *activityHub
+	mux      *http.ServeMux
+
+	calls, pairs atomic.Int64
+
+	ctx    context.Context // lives until Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds a Server on opts.Store.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("hub: no store")
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ActivityKeepPerOrg <= 0 {
+		opts.ActivityKeepPerOrg = 100000
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 30 * time.Second
+	}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store}
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
+	var err error
+	s.pairing, err = pairing.New(ctx, pairing.Options{Store: opts.Store, Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
+	s.activity = newActivityHub(s)
+	s.registry = transport.NewRegistry(transport.RegistryOptions{
+		Logger: s.log,
+		OnUp:   s.activity.machineUp,
+		OnDown: s.machineDown,
+	})
+	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
+		Authenticate: s.authenticateMachine,
+		OnTunnel:     s.registry.Add,
+		Host:         opts.PublicHost,
+		Logger:       s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.grpc = grpc.NewServer(
+		grpc.ForceServerCodec(rawCodec{}),
+		grpc.UnknownServiceHandler(proxyHandler(s.route)),
+		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
+		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
+	)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
+	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
+
+	s.mux = http.NewServeMux()
+	s.mux.Handle("GET /v1/tunnel", s.acceptor)
+	s.mux.HandleFunc("POST /v1/pair", s.handlePair)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+
+	s.wg.Add(1)
+	go s.heartbeat()
+	return s, nil
+}
+
+// Handler serves HTTP and, for HTTP/2 requests of content type
+// application/grpc, gRPC.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			s.grpc.ServeHTTP(w, r)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve serves on lis (TLS when tlsConfig is set; plaintext HTTP/1.1 and
+// HTTP/2 otherwise) until ctx is cancelled, then shuts down: tunnels are
+// closed with a going-away status so daemons reconnect to the next hub.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetHTTP2(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+	if tlsConfig != nil {
+		hs.TLSConfig = tlsConfig.Clone()
+		lis = tls.NewListener(lis, hs.TLSConfig)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.health.Shutdown()
+	_ = s.acceptor.Close()
+	s.registry.CloseAll()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	s.grpc.Stop()
+	<-errc
+	s.Close()
+	return nil
+}
+
+// Close stops the hub's background work. Serve calls it.
+func (s *Server) Close() {
+	s.cancel()
+	_ = s.acceptor.Close()
+	s.registry.CloseAll()
+	s.wg.Wait()
+	s.activity.wait()
+}
+
+// authenticateMachine tells the tunnel acceptor a machine's key and org.
+func (s *Server) authenticateMachine(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
+	m, err := s.store.Machine(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", transport.ErrUnknownMachine
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	org, err := s.store.Org(ctx, m.OrgID)
+	if err != nil {
+		return nil, "", err
+	}
+	if !m.RevokedAt.IsZero() {
+		return m.PublicKey, org.Name, transport.ErrRevoked
+	}
+	return m.PublicKey, org.Name, nil
+}
+
+func (s *Server) machineDown(id string) {
+	if err := s.store.MachineSeen(context.WithoutCancel(s.ctx), id, s.opts.Now(), ""); err != nil {
+		s.log.Warn("recording last seen", zap.String("machine", id), zap.Error(err))
+	}
+	s.activity.machineDown(id)
+}
+
+// heartbeat stores last-seen times of live tunnels and closes those whose
+// machine was revoked (by another replica, or directly in the store).
+func (s *Server) heartbeat() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := s.opts.Now()
+		for _, ti := range s.registry.Tunnels() {
+			m, err := s.store.Machine(s.ctx, ti.MachineID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && !m.RevokedAt.IsZero()) {
+				s.registry.Close(ti.MachineID)
+				continue
+			}
+			_ = s.store.MachineSeen(s.ctx, ti.MachineID, now, "")
+		}
+		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("pruning activity", zap.Error(err))
+		}
+	}
+}
+
+// route authorises an agentd.v1 call and finds the machine's tunnel.
+func (s *Server) route(ctx context.Context, method string) (Route, error) {
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return Route{}, status.Error(codes.Unauthenticated, "no caller")
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	id := firstMD(md, "agentd-machine")
+	if id == "" {
+		return Route{}, status.Error(codes.InvalidArgument, "no machine named: set the agentd-machine metadata (agentctl --machine ID); list machines with 'agentctl machines'")
+	}
+	m, err := s.store.Machine(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
+		return Route{}, status.Errorf(codes.NotFound, "machine %s not found in org %s; list machines with 'agentctl machines'", id, c.org.Name)
+	}
+	if err != nil {
+		return Route{}, status.Errorf(codes.Unavailable, "machine lookup: %v", err)
+	}
+	if !m.RevokedAt.IsZero() {
+		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
+	}
+	cc, ok := s.registry.Get(id)
+	if !ok {
+		seen := "never"
+		if !m.LastSeenAt.IsZero() {
+			seen = m.LastSeenAt.Format(time.RFC3339) + ", " + s.opts.Now().Sub(m.LastSeenAt).Round(time.Second).String() + " ago"
+		}
+		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
+	}
+	out := metadata.Pairs("agentd-actor", c.token.Name)
+	if conv := firstMD(md, "agentd-conversation"); conv != "" {
+		out.Set("agentd-conversation", conv)
+	}
+	return Route{Conn: cc, MD: out}, nil
+}
+
+func firstMD(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (s *Server) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	s.calls.Add(1)
+	return h(ctx, req)
+}
+
+func (s *Server) countStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	s.calls.Add(1)
+	return h(srv, ss)
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.registry.Len())
+	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
+	fmt.Fprintf(w, "# HELP agenthub_pair_requests_total Pairing requests received.\n# TYPE agenthub_pair_requests_total counter\nagenthub_pair_requests_total %d\n", s.pairs.Load())
+}
