@@ -2,18 +2,121 @@ package agentd
 
 import (
 	"context"
+	"os"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/runner/pyrun"
 )
 
-// pythonService serves agentdv1.PythonService. (stub: being implemented)
+// pythonService serves agentdv1.PythonService: it converts between proto
+// messages and runner/pyrun, which does the work.
 type pythonService struct {
 	agentdv1.UnimplementedPythonServiceServer
+	m *pyrun.Manager
 }
 
-func newPythonService(ctx context.Context, s *Server) (*pythonService, error) {
-	return &pythonService{}, nil
+var _ agentdv1.PythonServiceServer = (*pythonService)(nil)
+
+func newPythonService(_ context.Context, s *Server) (*pythonService, error) {
+	env := s.opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	m := pyrun.New(pyrun.Options{
+		Python:    s.opts.Python, // a bare name is looked up on the PATH of env at each start
+		Env:       env,
+		Workspace: s.opts.Workspace,
+		Logger:    s.log.Named("python"),
+	})
+	return &pythonService{m: m}, nil
 }
 
-// Close ends every session's interpreter.
-func (p *pythonService) Close(ctx context.Context) error { return nil }
+// Close ends every session's interpreter and waits for the runs in progress.
+func (p *pythonService) Close(ctx context.Context) error { return p.m.Shutdown(ctx) }
+
+// Packages lists the Python distributions installed for the interpreter.
+func (p *pythonService) Packages(ctx context.Context) ([]pyrun.Package, error) {
+	return p.m.Packages(ctx)
+}
+
+// Run runs code and streams its events, done last.
+func (p *pythonService) Run(req *agentdv1.RunRequest, stream agentdv1.PythonService_RunServer) error {
+	spec := pyrun.RunSpec{
+		Code:    req.GetCode(),
+		Session: req.GetSession(),
+		Cwd:     req.GetCwd(),
+		Env:     req.GetEnv(),
+	}
+	if t := req.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return invalidf("timeout: %v", err)
+		}
+		if spec.Timeout = t.AsDuration(); spec.Timeout < 0 {
+			return invalidf("timeout %s is negative", spec.Timeout)
+		}
+	}
+	err := p.m.Run(stream.Context(), spec, func(ev pyrun.Event) error {
+		return stream.Send(runResponse(ev))
+	})
+	return statusError(err)
+}
+
+// runResponse converts a run's event to its message.
+func runResponse(ev pyrun.Event) *agentdv1.RunResponse {
+	switch e := ev.(type) {
+	case pyrun.Output:
+		st := agentdv1.PythonStream_PYTHON_STREAM_STDOUT
+		if e.Stream == pyrun.Stderr {
+			st = agentdv1.PythonStream_PYTHON_STREAM_STDERR
+		}
+		return &agentdv1.RunResponse{Event: &agentdv1.RunResponse_Output{Output: &agentdv1.PythonOutput{Stream: st, Data: e.Data}}}
+	case pyrun.Result:
+		return &agentdv1.RunResponse{Event: &agentdv1.RunResponse_Result{Result: &agentdv1.PythonResult{Repr: e.Repr}}}
+	case pyrun.Error:
+		return &agentdv1.RunResponse{Event: &agentdv1.RunResponse_Error{Error: &agentdv1.PythonError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}}}
+	case pyrun.Done:
+		return &agentdv1.RunResponse{Event: &agentdv1.RunResponse_Done{Done: &agentdv1.PythonDone{
+			Duration:     durationpb.New(e.Duration),
+			TimedOut:     e.TimedOut,
+			Failed:       e.Failed,
+			SessionAlive: e.SessionAlive,
+		}}}
+	}
+	return &agentdv1.RunResponse{}
+}
+
+// ResetSession restarts a session's interpreter, clearing its globals.
+func (p *pythonService) ResetSession(ctx context.Context, req *agentdv1.ResetSessionRequest) (*agentdv1.ResetSessionResponse, error) {
+	if err := p.m.Reset(ctx, req.GetSession()); err != nil {
+		return nil, statusError(err)
+	}
+	return &agentdv1.ResetSessionResponse{}, nil
+}
+
+// CloseSession ends a session and its interpreter.
+func (p *pythonService) CloseSession(_ context.Context, req *agentdv1.CloseSessionRequest) (*agentdv1.CloseSessionResponse, error) {
+	if err := p.m.Close(req.GetSession()); err != nil {
+		return nil, statusError(err)
+	}
+	return &agentdv1.CloseSessionResponse{}, nil
+}
+
+// ListSessions lists the live sessions, sorted by name.
+func (p *pythonService) ListSessions(context.Context, *agentdv1.ListSessionsRequest) (*agentdv1.ListSessionsResponse, error) {
+	list := p.m.List()
+	resp := &agentdv1.ListSessionsResponse{Sessions: make([]*agentdv1.PythonSession, 0, len(list))}
+	for _, s := range list {
+		resp.Sessions = append(resp.Sessions, &agentdv1.PythonSession{
+			Name:     s.Name,
+			Pid:      int32(s.Pid),
+			Created:  timestamppb.New(s.Created),
+			LastUsed: timestamppb.New(s.LastUsed),
+			Runs:     s.Runs,
+			Busy:     s.Busy,
+		})
+	}
+	return resp, nil
+}

@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"context"
+	"errors"
 	"crypto/subtle"
 	"fmt"
 	"net"
@@ -48,6 +49,9 @@ type Options struct {
 	// Env is the base environment of the commands the agent runs. Default:
 	// the user's login environment, resolved once from `$SHELL -l`.
 	Env []string
+	// Python is the interpreter for PythonService: a path, or a name looked
+	// up on Env's PATH. Default "python3".
+	Python string
 	// Token, when set, is the bearer token every call must present in the
 	// "authorization" metadata ("Bearer TOKEN").
 	Token string
@@ -57,7 +61,14 @@ type Options struct {
 	Logger *zap.Logger
 	// Version is reported by SystemService.Info. Default: the build's version.
 	Version string
+	// Tunnel, when set, is the tunnel to the hub that SystemService.Info
+	// reports on (set by Run).
+	Tunnel *tunnelInfo
 }
+
+// maxRecvMsg bounds one request message: Python code may be 10 MiB, and
+// the services' own checks should be what refuses more.
+const maxRecvMsg = 11 << 20
 
 // Server is the agentd gRPC server with every agentd.v1 service registered.
 type Server struct {
@@ -70,6 +81,7 @@ type Server struct {
 	python   *pythonService
 	snaps    *snapshotService
 	activity *activity.Log
+	started  time.Time
 }
 
 // New builds a Server, filling defaults into opts.
@@ -92,6 +104,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if opts.Shell == "" {
 			opts.Shell = "/bin/sh"
 		}
+	}
+	if opts.Python == "" {
+		opts.Python = "python3"
 	}
 	if opts.Workspace == "" {
 		ws, err := defaultWorkspace(opts.Mode)
@@ -130,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Env = env
 	}
 	opts.Env = runner.CleanEnv(opts.Env)
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now()}
 	s.activity, err = activity.Open(activity.Options{Dir: opts.StateDir})
 	if err != nil {
 		return nil, err
@@ -153,6 +168,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxRecvMsg),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.authUnary),
 		grpc.ChainStreamInterceptor(s.authStream),
@@ -174,17 +190,22 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 // Options returns the options in force, defaults filled in.
 func (s *Server) Options() Options { return s.opts }
 
-// Serve serves gRPC on lis until ctx is cancelled, then stops gracefully:
-// it stops taking calls, gives running calls up to 5 s, and shuts the
-// services down (running commands get SIGTERM, a grace period, SIGKILL).
-// Serve returns nil after a shutdown caused by ctx.
-func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.grpc.Serve(lis) }()
+// Serve serves gRPC on every listener (a local socket, a tunnel, …) until
+// ctx is cancelled, then stops gracefully: it stops taking calls, stops the
+// running commands (SIGTERM, a grace period, SIGKILL) and gives calls up to
+// 5 s to end. Serve returns nil after a shutdown caused by ctx; if a listener
+// fails first, everything stops and its error is returned.
+func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
+	if len(listeners) == 0 {
+		return errors.New("serve: no listener")
+	}
+	errc := make(chan error, len(listeners))
+	for _, lis := range listeners {
+		go func() { errc <- s.grpc.Serve(lis) }()
+	}
+	var failed error
 	select {
-	case err := <-errc:
-		s.shutdown()
-		return err
+	case failed = <-errc:
 	case <-ctx.Done():
 	}
 	s.health.Shutdown()
@@ -202,8 +223,17 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.grpc.Stop()
 		<-stopped
 	}
-	<-errc
-	return nil
+	for range len(listeners) - boolInt(failed != nil) {
+		<-errc
+	}
+	return failed
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (s *Server) shutdown() {

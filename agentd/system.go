@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/inventory"
 
@@ -32,7 +33,7 @@ type systemService struct {
 var _ agentdv1.SystemServiceServer = (*systemService)(nil)
 
 // capabilities lists what this daemon implements, for SystemService.Info.
-var capabilities = []string{"files", "process", "pty", "system", "inventory", "activity"}
+var capabilities = []string{"files", "process", "pty", "python", "system", "inventory", "activity"}
 
 // Info describes the daemon and the machine it runs on.
 func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*agentdv1.InfoResponse, error) {
@@ -65,6 +66,22 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 		resp.DiskFreeBytes = int64(st.Bavail) * int64(st.Bsize)
 	}
 	resp.PythonVersion = y.pythonVersion(ctx)
+	resp.Started = timestamppb.New(y.s.started)
+	if t := o.Tunnel; t != nil {
+		st := t.t.Status()
+		ts := &agentdv1.TunnelStatus{Hub: st.Hub, MachineId: st.MachineID, State: string(st.State), Org: t.org,
+			Since: timestamppb.New(st.Since)}
+		if !st.ConnectedSince.IsZero() {
+			ts.ConnectedSince = timestamppb.New(st.ConnectedSince)
+		}
+		if !st.NextAttempt.IsZero() {
+			ts.NextAttempt = timestamppb.New(st.NextAttempt)
+		}
+		if st.Err != nil {
+			ts.LastError = st.Err.Error()
+		}
+		resp.Tunnel = ts
+	}
 	return resp, nil
 }
 
@@ -110,7 +127,7 @@ func memInfo() (total, available int64) {
 
 // Inventory lists the tools on PATH and the Python packages, minus the base.
 func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRequest) (*agentdv1.InventoryResponse, error) {
-	inv, err := inventory.Take(ctx, inventory.Options{Env: y.s.opts.Env, NoVersions: req.GetNoVersions()})
+	inv, err := inventory.Take(ctx, inventory.Options{Env: y.s.opts.Env, Python: y.s.opts.Python, NoVersions: req.GetNoVersions()})
 	if err != nil {
 		return nil, statusError(err)
 	}

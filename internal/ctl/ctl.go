@@ -172,7 +172,7 @@ Target (first match wins):
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON (one document; one per line for streams)")
 
 	root.AddGroup(&cobra.Group{ID: "proc", Title: "Commands:"}, &cobra.Group{ID: "files", Title: "Files:"}, &cobra.Group{ID: "sys", Title: "Environment:"})
-	for _, c := range []*cobra.Command{a.execCmd(), a.shCmd(), a.psCmd(), a.attachCmd(), a.killCmd()} {
+	for _, c := range []*cobra.Command{a.execCmd(), a.shCmd(), a.psCmd(), a.attachCmd(), a.killCmd(), a.pythonCmd()} {
 		c.GroupID = "proc"
 		root.AddCommand(c)
 	}

@@ -46,18 +46,27 @@ def _cut_head(s, limit):
     return "[%d characters cut] ...%s" % (len(s) - limit, s[-limit:])
 
 
+def _dup_high(fd):
+    """A close-on-exec duplicate of fd, numbered 100 or more if it can be."""
+    try:
+        import fcntl
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+    except (ImportError, OSError):
+        return os.dup(fd)
+
+
 class Driver:
     def __init__(self):
-        # Move the control pipes to fresh non-inheritable descriptors, so
+        # Move the control pipes to high non-inheritable descriptors, so
         # that the code's own files get the usual numbers and programs it
         # execs do not hold the pipes.
-        self.cin = os.dup(3)
-        self.cout = os.dup(4)
+        self.cin = _dup_high(3)
+        self.cout = _dup_high(4)
         os.close(3)
         os.close(4)
         # Keep the original stdout/stderr pipes, to repair fds 1 and 2 if
         # the code closes or replaces them.
-        self.saved = {1: os.dup(1), 2: os.dup(2)}
+        self.saved = {1: _dup_high(1), 2: _dup_high(2)}
         self.pid = os.getpid()
         self.running = False
         self.seq = 0
@@ -122,6 +131,19 @@ class Driver:
             except OSError:
                 pass
             try:
+                # What the code wrote while the fd was closed failed, but
+                # stays in the stream's buffer: send it to /dev/null, then
+                # put the pipe back.
+                null = os.open(os.devnull, os.O_WRONLY)
+                if null != fd:  # fd was closed: open() may have taken its number
+                    os.dup2(null, fd)
+                    os.close(null)
+                for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                    try:
+                        if f is not None and f.fileno() == fd:
+                            f.flush()
+                    except Exception:
+                        pass
                 os.dup2(saved, fd)
             except OSError:
                 pass
@@ -186,10 +208,14 @@ class Driver:
             self.report(e)
             return True
         g = self.globals
+        r = None
         try:
             self.running = True
             self.call(body, g)
-            value = self.call(tail, g) if tail is not None else None
+            if tail is not None:
+                value = self.call(tail, g)
+                if value is not None:
+                    r = repr(value)  # the code's __repr__: interruptible too
             self.running = False
         except SystemExit as e:
             self.running = False
@@ -198,13 +224,8 @@ class Driver:
             self.running = False
             self.report(e)
             return True
-        if value is None:
+        if r is None:
             return False
-        try:
-            r = repr(value)
-        except BaseException as e:
-            self.report(e)
-            return True
         self.flush()
         self.send({"ev": "result", "repr": _cut(r, REPR_LIMIT)})
         return False

@@ -438,7 +438,7 @@ func (m *Manager) Packages(ctx context.Context) ([]Package, error) {
 			}
 			return out, nil
 		case <-s.leaderExited:
-			return nil, errs.New(errs.Unavailable, "python packages: the interpreter %s before answering", describeExit(nil))
+			return nil, errs.New(errs.Unavailable, "python packages: the interpreter ended before answering")
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -511,21 +511,25 @@ func (m *Manager) janitor() {
 // interpreter ended between runs.
 func (m *Manager) expire() {
 	now := m.opts.Now()
-	var victims []*session
+	type victim struct {
+		s    *session
+		idle time.Duration
+	}
+	var victims []victim
 	m.mu.Lock()
 	for name, s := range m.sessions {
 		if s.busy || s.pid == 0 {
 			continue
 		}
-		if now.Sub(s.lastUsed) >= m.opts.IdleTimeout || s.dead() {
+		if idle := now.Sub(s.lastUsed); idle >= m.opts.IdleTimeout || s.dead() {
 			delete(m.sessions, name)
-			victims = append(victims, s)
+			victims = append(victims, victim{s, idle})
 		}
 	}
 	m.mu.Unlock()
-	for _, s := range victims {
-		s.log.Info("python session expired", zap.Duration("idle", now.Sub(s.lastUsed)))
-		m.forget(s)
+	for _, v := range victims {
+		v.s.log.Info("python session ended after being idle", zap.Duration("idle", v.idle))
+		m.forget(v.s)
 	}
 }
 

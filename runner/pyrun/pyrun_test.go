@@ -1,8 +1,10 @@
 package pyrun
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -388,6 +390,12 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("fresh session (-got +want):\n%s", diff)
 	}
 
+	// The code's __repr__ of the trailing value is interruptible too.
+	got = run(t, m, RunSpec{Code: "class Slow:\n    def __repr__(self):\n        while True: pass\nSlow()", Timeout: 100 * time.Millisecond})
+	if !got.Done.TimedOut || len(got.Errors) != 1 || got.Errors[0].Name != "KeyboardInterrupt" || len(got.Results) != 0 {
+		t.Errorf("slow repr: Done %+v, errors %+v; want a KeyboardInterrupt", got.Done, got.Errors)
+	}
+
 	// One-off runs time out too.
 	got = run(t, m, RunSpec{Code: "while True: pass", Timeout: 100 * time.Millisecond})
 	if !got.Done.TimedOut || len(got.Errors) != 1 || got.Errors[0].Name != "KeyboardInterrupt" {
@@ -452,7 +460,7 @@ func TestInterpreterExits(t *testing.T) {
 		{"segfault", "import ctypes\nctypes.string_at(0)", true, "InterpreterExited", "", false},
 		{"sys.exit in session", "import sys\nsys.exit(2)", true, "SystemExit", "", true},
 		{"close stdout", "import os\nprint('a')\nos.close(1)\nprint('b')", true, "OSError", "a\n", true},
-		{"close control pipes", "import os\nfor fd in range(3, 64):\n    try: os.close(fd)\n    except OSError: pass", true, "", "", false},
+		{"close control pipes", "import os\nf = open(os.devnull)\nassert f.fileno() == 3, f.fileno()\nos.closerange(3, 1 << 16)", true, "", "", false},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -618,4 +626,82 @@ func TestPackages(t *testing.T) {
 		}
 	}
 	t.Logf("%d packages", len(pkgs))
+}
+
+func TestSessionNames(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"nb": true, "a.b-c_D9": true, strings.Repeat("x", 64): true,
+		"": false, strings.Repeat("x", 65): false, "a b": false, "a/b": false, "é": false, "a\x00": false,
+	} {
+		if got := ValidSessionName(name); got != want {
+			t.Errorf("ValidSessionName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestCleanEnv(t *testing.T) {
+	t.Parallel()
+	got := cleanEnv([]string{"A=1", "AGENTD_TOKEN=x", "noequals", "=v", "B=2", "A=3", "AGENTD_CONFIG_DIR=/c", "C=a\x00b"})
+	if diff := cmp.Diff([]string{"A=3", "B=2"}, got); diff != "" {
+		t.Errorf("cleanEnv (-got +want):\n%s", diff)
+	}
+	got = mergeEnv([]string{"A=1", "B=2"}, map[string]string{"B": "3", "Z": "4", "C": "5"})
+	if diff := cmp.Diff([]string{"A=1", "B=3", "C=5", "Z=4"}, got); diff != "" {
+		t.Errorf("mergeEnv (-got +want):\n%s", diff)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "python3")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notexec"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	if got, err := lookPath("python3", []string{"PATH=" + empty + ":" + dir}); err != nil || got != exe {
+		t.Errorf("lookPath = %q, %v; want %q", got, err, exe)
+	}
+	_, err := lookPath("python3", []string{"PATH=" + empty})
+	wantKind(t, err, errs.Precondition, "python3 not found on PATH")
+	_, err = lookPath("notexec", []string{"PATH=" + dir})
+	wantKind(t, err, errs.Precondition, "notexec not found on PATH")
+	_, err = lookPath("python3", nil)
+	wantKind(t, err, errs.Precondition, "python3 not found on PATH")
+	if got, err := lookPath(exe, nil); err != nil || got != exe {
+		t.Errorf("lookPath(path) = %q, %v", got, err)
+	}
+	_, err = lookPath(filepath.Join(dir, "notexec"), nil)
+	wantKind(t, err, errs.Precondition, "not found or not executable")
+}
+
+func TestFrames(t *testing.T) {
+	t.Parallel()
+	frame := appendFrame(nil, []byte(`{"ev":"result","repr":"42"}`))
+	frame = appendFrame(frame, []byte(`{"ev":"done","failed":true}`))
+	r := bytes.NewReader(frame)
+	m, err := readReply(r)
+	if err != nil || m.Ev != "result" || m.Repr != "42" {
+		t.Errorf("first frame = %+v, %v", m, err)
+	}
+	m, err = readReply(r)
+	if err != nil || m.Ev != "done" || !m.Failed {
+		t.Errorf("second frame = %+v, %v", m, err)
+	}
+	if _, err := readReply(r); err != io.EOF {
+		t.Errorf("at the end: %v, want EOF", err)
+	}
+	for name, b := range map[string][]byte{
+		"truncated": appendFrame(nil, []byte(`{"ev":"x"}`))[:8],
+		"too large": {0xff, 0xff, 0xff, 0xff},
+		"not json":  appendFrame(nil, []byte("{nope")),
+	} {
+		if _, err := readReply(bytes.NewReader(b)); err == nil || err == io.EOF {
+			t.Errorf("%s: err = %v, want an error", name, err)
+		}
+	}
 }

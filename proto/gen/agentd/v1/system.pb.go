@@ -9,6 +9,7 @@ package agentdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -95,8 +96,12 @@ type InfoResponse struct {
 	OsVersion string `protobuf:"bytes,16,opt,name=os_version,json=osVersion,proto3" json:"os_version,omitempty"`
 	// Available memory in bytes.
 	MemoryAvailableBytes int64 `protobuf:"varint,17,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// When the daemon started.
+	Started *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=started,proto3" json:"started,omitempty"`
+	// The tunnel to the hub, when the daemon runs paired (agentd run).
+	Tunnel        *TunnelStatus `protobuf:"bytes,19,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -248,6 +253,129 @@ func (x *InfoResponse) GetMemoryAvailableBytes() int64 {
 	return 0
 }
 
+func (x *InfoResponse) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetTunnel() *TunnelStatus {
+	if x != nil {
+		return x.Tunnel
+	}
+	return nil
+}
+
+// TunnelStatus describes the daemon's tunnel to its hub.
+type TunnelStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub URL.
+	Hub string `protobuf:"bytes,1,opt,name=hub,proto3" json:"hub,omitempty"`
+	// This machine's id at the hub.
+	MachineId string `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	// "connecting", "connected", "waiting", "rejected" or "closed".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// When the state began.
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// When the current tunnel came up (connected only).
+	ConnectedSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=connected_since,json=connectedSince,proto3" json:"connected_since,omitempty"`
+	// Why the last attempt failed or the last tunnel ended.
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When the next attempt starts (waiting or rejected).
+	NextAttempt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=next_attempt,json=nextAttempt,proto3" json:"next_attempt,omitempty"`
+	// Org the machine was paired into.
+	Org           string `protobuf:"bytes,8,opt,name=org,proto3" json:"org,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelStatus) Reset() {
+	*x = TunnelStatus{}
+	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelStatus) ProtoMessage() {}
+
+func (x *TunnelStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelStatus.ProtoReflect.Descriptor instead.
+func (*TunnelStatus) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TunnelStatus) GetHub() string {
+	if x != nil {
+		return x.Hub
+	}
+	return ""
+}
+
+func (x *TunnelStatus) GetMachineId() string {
+	if x != nil {
+		return x.MachineId
+	}
+	return ""
+}
+
+func (x *TunnelStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TunnelStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *TunnelStatus) GetConnectedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConnectedSince
+	}
+	return nil
+}
+
+func (x *TunnelStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *TunnelStatus) GetNextAttempt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttempt
+	}
+	return nil
+}
+
+func (x *TunnelStatus) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
 // Tool is a command-line program on PATH.
 type Tool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -263,7 +391,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	mi := &file_agentd_v1_system_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +403,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	mi := &file_agentd_v1_system_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +416,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Tool) GetName() string {
@@ -325,7 +453,7 @@ type PythonPackage struct {
 
 func (x *PythonPackage) Reset() {
 	*x = PythonPackage{}
-	mi := &file_agentd_v1_system_proto_msgTypes[3]
+	mi := &file_agentd_v1_system_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +465,7 @@ func (x *PythonPackage) String() string {
 func (*PythonPackage) ProtoMessage() {}
 
 func (x *PythonPackage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[3]
+	mi := &file_agentd_v1_system_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +478,7 @@ func (x *PythonPackage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonPackage.ProtoReflect.Descriptor instead.
 func (*PythonPackage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PythonPackage) GetName() string {
@@ -380,7 +508,7 @@ type InventoryRequest struct {
 
 func (x *InventoryRequest) Reset() {
 	*x = InventoryRequest{}
-	mi := &file_agentd_v1_system_proto_msgTypes[4]
+	mi := &file_agentd_v1_system_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +520,7 @@ func (x *InventoryRequest) String() string {
 func (*InventoryRequest) ProtoMessage() {}
 
 func (x *InventoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[4]
+	mi := &file_agentd_v1_system_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +533,7 @@ func (x *InventoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryRequest.ProtoReflect.Descriptor instead.
 func (*InventoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InventoryRequest) GetBase() *InventoryResponse {
@@ -435,7 +563,7 @@ type InventoryResponse struct {
 
 func (x *InventoryResponse) Reset() {
 	*x = InventoryResponse{}
-	mi := &file_agentd_v1_system_proto_msgTypes[5]
+	mi := &file_agentd_v1_system_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +575,7 @@ func (x *InventoryResponse) String() string {
 func (*InventoryResponse) ProtoMessage() {}
 
 func (x *InventoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[5]
+	mi := &file_agentd_v1_system_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +588,7 @@ func (x *InventoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryResponse.ProtoReflect.Descriptor instead.
 func (*InventoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InventoryResponse) GetTools() []*Tool {
@@ -481,8 +609,8 @@ var File_agentd_v1_system_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_system_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/system.proto\x12\tagentd.v1\"\r\n" +
-	"\vInfoRequest\"\xe9\x03\n" +
+	"\x16agentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
+	"\vInfoRequest\"\xd0\x04\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1a\n" +
@@ -502,7 +630,20 @@ const file_agentd_v1_system_proto_rawDesc = "" +
 	"\fcapabilities\x18\x0f \x03(\tR\fcapabilities\x12\x1d\n" +
 	"\n" +
 	"os_version\x18\x10 \x01(\tR\tosVersion\x124\n" +
-	"\x16memory_available_bytes\x18\x11 \x01(\x03R\x14memoryAvailableBytes\"H\n" +
+	"\x16memory_available_bytes\x18\x11 \x01(\x03R\x14memoryAvailableBytes\x124\n" +
+	"\astarted\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12/\n" +
+	"\x06tunnel\x18\x13 \x01(\v2\x17.agentd.v1.TunnelStatusR\x06tunnel\"\xbc\x02\n" +
+	"\fTunnelStatus\x12\x10\n" +
+	"\x03hub\x18\x01 \x01(\tR\x03hub\x12\x1d\n" +
+	"\n" +
+	"machine_id\x18\x02 \x01(\tR\tmachineId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12C\n" +
+	"\x0fconnected_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0econnectedSince\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12=\n" +
+	"\fnext_attempt\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vnextAttempt\x12\x10\n" +
+	"\x03org\x18\b \x01(\tR\x03org\"H\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
@@ -533,28 +674,35 @@ func file_agentd_v1_system_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_system_proto_rawDescData
 }
 
-var file_agentd_v1_system_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_v1_system_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_agentd_v1_system_proto_goTypes = []any{
-	(*InfoRequest)(nil),       // 0: agentd.v1.InfoRequest
-	(*InfoResponse)(nil),      // 1: agentd.v1.InfoResponse
-	(*Tool)(nil),              // 2: agentd.v1.Tool
-	(*PythonPackage)(nil),     // 3: agentd.v1.PythonPackage
-	(*InventoryRequest)(nil),  // 4: agentd.v1.InventoryRequest
-	(*InventoryResponse)(nil), // 5: agentd.v1.InventoryResponse
+	(*InfoRequest)(nil),           // 0: agentd.v1.InfoRequest
+	(*InfoResponse)(nil),          // 1: agentd.v1.InfoResponse
+	(*TunnelStatus)(nil),          // 2: agentd.v1.TunnelStatus
+	(*Tool)(nil),                  // 3: agentd.v1.Tool
+	(*PythonPackage)(nil),         // 4: agentd.v1.PythonPackage
+	(*InventoryRequest)(nil),      // 5: agentd.v1.InventoryRequest
+	(*InventoryResponse)(nil),     // 6: agentd.v1.InventoryResponse
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_agentd_v1_system_proto_depIdxs = []int32{
-	5, // 0: agentd.v1.InventoryRequest.base:type_name -> agentd.v1.InventoryResponse
-	2, // 1: agentd.v1.InventoryResponse.tools:type_name -> agentd.v1.Tool
-	3, // 2: agentd.v1.InventoryResponse.python_packages:type_name -> agentd.v1.PythonPackage
-	0, // 3: agentd.v1.SystemService.Info:input_type -> agentd.v1.InfoRequest
-	4, // 4: agentd.v1.SystemService.Inventory:input_type -> agentd.v1.InventoryRequest
-	1, // 5: agentd.v1.SystemService.Info:output_type -> agentd.v1.InfoResponse
-	5, // 6: agentd.v1.SystemService.Inventory:output_type -> agentd.v1.InventoryResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7,  // 0: agentd.v1.InfoResponse.started:type_name -> google.protobuf.Timestamp
+	2,  // 1: agentd.v1.InfoResponse.tunnel:type_name -> agentd.v1.TunnelStatus
+	7,  // 2: agentd.v1.TunnelStatus.since:type_name -> google.protobuf.Timestamp
+	7,  // 3: agentd.v1.TunnelStatus.connected_since:type_name -> google.protobuf.Timestamp
+	7,  // 4: agentd.v1.TunnelStatus.next_attempt:type_name -> google.protobuf.Timestamp
+	6,  // 5: agentd.v1.InventoryRequest.base:type_name -> agentd.v1.InventoryResponse
+	3,  // 6: agentd.v1.InventoryResponse.tools:type_name -> agentd.v1.Tool
+	4,  // 7: agentd.v1.InventoryResponse.python_packages:type_name -> agentd.v1.PythonPackage
+	0,  // 8: agentd.v1.SystemService.Info:input_type -> agentd.v1.InfoRequest
+	5,  // 9: agentd.v1.SystemService.Inventory:input_type -> agentd.v1.InventoryRequest
+	1,  // 10: agentd.v1.SystemService.Info:output_type -> agentd.v1.InfoResponse
+	6,  // 11: agentd.v1.SystemService.Inventory:output_type -> agentd.v1.InventoryResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_system_proto_init() }
@@ -568,7 +716,7 @@ func file_agentd_v1_system_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_system_proto_rawDesc), len(file_agentd_v1_system_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
