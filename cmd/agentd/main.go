@@ -16,6 +16,10 @@ func main() {
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
+		var se statusError
+		if errors.As(err, &se) {
+			os.Exit(se.code)
+		}
 		var ue usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(os.Stderr, "agentd: %v\nRun 'agentd --help' for usage.\n", err)
