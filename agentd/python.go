@@ -2,11 +2,14 @@ package agentd
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/devdepot-ai/agentd/internal/activity"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/runner/pyrun"
 )
@@ -15,6 +18,7 @@ import (
 // messages and runner/pyrun, which does the work.
 type pythonService struct {
 	agentdv1.UnimplementedPythonServiceServer
+	s *Server
 	m *pyrun.Manager
 }
 
@@ -31,7 +35,7 @@ func newPythonService(_ context.Context, s *Server) (*pythonService, error) {
 		Workspace: s.opts.Workspace,
 		Logger:    s.log.Named("python"),
 	})
-	return &pythonService{m: m}, nil
+	return &pythonService{s: s, m: m}, nil
 }
 
 // Close ends every session's interpreter and waits for the runs in progress.
@@ -58,10 +62,53 @@ func (p *pythonService) Run(req *agentdv1.RunRequest, stream agentdv1.PythonServ
 			return invalidf("timeout %s is negative", spec.Timeout)
 		}
 	}
+	rec := activity.Record{Kind: "python.run", Summary: pythonSummary(spec), Cwd: spec.Cwd, ObjectID: spec.Session}
+	var output []byte
 	err := p.m.Run(stream.Context(), spec, func(ev pyrun.Event) error {
+		switch e := ev.(type) {
+		case pyrun.Output:
+			if len(output) < activity.MaxOutput {
+				output = append(output, e.Data[:min(len(e.Data), activity.MaxOutput-len(output))]...)
+			}
+		case pyrun.Result:
+			output = append(output, e.Repr[:min(len(e.Repr), 1024)]...)
+		case pyrun.Error:
+			rec.Error = e.Name + ": " + e.Value
+		case pyrun.Done:
+			rec.Duration = e.Duration
+			if e.TimedOut {
+				rec.Error = "timed out"
+			}
+		}
 		return stream.Send(runResponse(ev))
 	})
+	rec.Output = output
+	switch {
+	case err != nil:
+		rec.Outcome, rec.Error = activity.Failed, err.Error()
+	case rec.Error != "":
+		rec.Outcome = activity.Failed
+	default:
+		rec.Outcome = activity.OK
+	}
+	p.s.record(stream.Context(), rec)
 	return statusError(err)
+}
+
+// pythonSummary is the one line a person reads: the code's first line.
+func pythonSummary(spec pyrun.RunSpec) string {
+	first, _, more := strings.Cut(strings.TrimSpace(spec.Code), "\n")
+	if len(first) > 80 {
+		first, more = first[:80], true
+	}
+	if more {
+		first += " …"
+	}
+	where := "Python"
+	if spec.Session != "" {
+		where = "Python (session " + spec.Session + ")"
+	}
+	return fmt.Sprintf("ran %s: %s", where, first)
 }
 
 // runResponse converts a run's event to its message.

@@ -185,6 +185,11 @@ Target (first match wins):
 		c.GroupID = "sys"
 		root.AddCommand(c)
 	}
+	root.AddGroup(&cobra.Group{ID: "hub", Title: "Hub:"})
+	for _, c := range []*cobra.Command{a.machinesCmd(), a.activityCmd(), a.adminCmd()} {
+		c.GroupID = "hub"
+		root.AddCommand(c)
+	}
 	return root
 }
 

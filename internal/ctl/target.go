@@ -73,7 +73,7 @@ func (a *app) dial() (*conn, error) {
 		md.Set("authorization", "Bearer "+tok)
 	}
 	if t.addr == "" && t.hub != "" {
-		return dialHub(t, md, tok)
+		return dialHub(t, md, tok, true)
 	}
 	addr := t.addr
 	if addr == "" {
@@ -108,8 +108,19 @@ func (a *app) dial() (*conn, error) {
 	return &conn{ClientConn: cc, md: md}, nil
 }
 
-func dialHub(t *targetFlags, md metadata.MD, tok string) (*conn, error) {
-	if t.machine == "" {
+// dialHubOnly connects to the hub itself, for its own services.
+func (a *app) dialHubOnly() (*conn, error) {
+	tok, err := a.target.token()
+	if err != nil {
+		return nil, err
+	}
+	md := metadata.MD{}
+	md.Set("authorization", "Bearer "+tok)
+	return dialHub(&a.target, md, tok, false)
+}
+
+func dialHub(t *targetFlags, md metadata.MD, tok string, needMachine bool) (*conn, error) {
+	if needMachine && t.machine == "" {
 		return nil, usagef("--hub needs --machine ID (or $AGENTD_MACHINE); list machines with 'agentctl machines'")
 	}
 	if tok == "" {
@@ -140,6 +151,11 @@ func dialHub(t *targetFlags, md metadata.MD, tok string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	md.Set("agentd-machine", t.machine)
+	if t.machine != "" {
+		md.Set("agentd-machine", t.machine)
+	}
+	if conv := os.Getenv("AGENTD_CONVERSATION"); conv != "" {
+		md.Set("agentd-conversation", conv)
+	}
 	return &conn{ClientConn: cc, md: md}, nil
 }

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"golang.org/x/term"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/hub"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	"github.com/devdepot-ai/agentd/transport"
+)
+
+func newDemoCmd() *cobra.Command {
+	var exit bool
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "demo [--exit]",
+		Short: "Everything on loopback: a hub, a paired agentd and a scripted chat session",
+		Long: `Start a hub on loopback with a fresh store, pair a real agentd to it through
+the real pairing flow (code, key pair, tunnel), then drive a scripted chat
+session through the hub — write, edit, grep, a streaming command, Python, a
+snapshot — showing who asked, what ran, the live output and the outcome, as
+a chat would. Then it stays up and prints the agentctl commands to try.`,
+		Example: `  agenthub demo          # stays up afterwards; Ctrl-C stops it
+  agenthub demo --exit   # stop after the script`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), addr, exit, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the scripted session")
+	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:0", "loopback address for the hub")
+	return cmd
+}
+
+// styles for the transcript; plain when stdout is not a terminal.
+type styles struct{ bold, dim, cyan, green, red, off string }
+
+func newStyles(w io.Writer) styles {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return styles{"\033[1m", "\033[2m", "\033[36m", "\033[32m", "\033[31m", "\033[0m"}
+	}
+	return styles{}
+}
+
+func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) error {
+	st := newStyles(out)
+	tmp, err := os.MkdirTemp("", "agenthub-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	step := func(format string, args ...any) { fmt.Fprintf(out, "%s▸ %s%s\n", st.dim, fmt.Sprintf(format, args...), st.off) }
+
+	// 1. The hub, with a fresh store and its owner token.
+	store, err := openStore(ctx, filepath.Join(tmp, "hub.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	owner, err := initHub(ctx, store, "demo")
+	if err != nil {
+		return err
+	}
+	h, err := hub.New(ctx, hub.Options{Store: store, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	hubURL := "http://" + lis.Addr().String()
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- h.Serve(hubCtx, lis, nil) }()
+	defer func() { stopHub(); <-hubDone }()
+	step("hub listening on %s (store %s)", hubURL, filepath.Join(tmp, "hub.db"))
+
+	agentctl := func(w, e io.Writer, token string, args ...string) int {
+		return ctl.Main(ctx, append([]string{"--hub", hubURL, "--token-file", tokenFile(tmp, token)}, args...), ctl.IO{In: strings.NewReader(""), Out: w, Err: e})
+	}
+
+	// 2. An admin makes a pairing code and a token for the chat back end.
+	var codeBuf, chatBuf strings.Builder
+	if code := agentctl(&codeBuf, io.Discard, owner, "admin", "pair-code", "create"); code != 0 {
+		return fmt.Errorf("creating a pairing code failed (exit %d)", code)
+	}
+	pairCode := strings.TrimSpace(codeBuf.String())
+	step("admin: agentctl admin pair-code create  →  %s", pairCode)
+	if code := agentctl(&chatBuf, io.Discard, owner, "admin", "token", "create", "--name", "chat-assistant"); code != 0 {
+		return fmt.Errorf("creating a token failed (exit %d)", code)
+	}
+	chatToken := strings.TrimSpace(chatBuf.String())
+	step("admin: agentctl admin token create --name chat-assistant  →  agt_…")
+
+	// 3. A real agentd pairs (key pair made here, public key sent) and dials out.
+	cfgDir, stateDir, ws := filepath.Join(tmp, "agentd-config"), filepath.Join(tmp, "agentd-state"), filepath.Join(tmp, "workspace")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return err
+	}
+	m, err := agentd.Pair(ctx, agentd.PairOptions{Hub: hubURL, Code: pairCode, Name: "demo-laptop", ConfigDir: cfgDir})
+	if err != nil {
+		return err
+	}
+	step("machine: agentd pair --hub %s --code %s  →  %s", hubURL, pairCode, m.MachineID)
+	dCtx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
+	dDone := make(chan error, 1)
+	go func() {
+		dDone <- agentd.Run(dCtx, agentd.RunOptions{
+			Server:    agentd.Options{Workspace: ws, StateDir: stateDir, Logger: zap.NewNop()},
+			ConfigDir: cfgDir, Socket: filepath.Join(stateDir, "agentd.sock"),
+			Backoff: transport.Backoff{Initial: 100 * time.Millisecond},
+		})
+	}()
+	defer func() { stopDaemon(); <-dDone }()
+	if err := waitOnline(ctx, hubURL, owner, m.MachineID); err != nil {
+		return err
+	}
+	step("machine: agentd run  →  tunnel up; the hub reaches it without any inbound port")
+
+	// 4. The chat's view of the machine's activity, live.
+	var outMu sync.Mutex
+	actCtx, stopAct := context.WithCancel(ctx)
+	actDone := make(chan struct{})
+	go func() {
+		defer close(actDone)
+		followActivity(actCtx, hubURL, owner, func(r *hubv1.WatchResponse) {
+			outMu.Lock()
+			defer outMu.Unlock()
+			fmt.Fprintf(out, "%s  ⤷ activity: %s%s\n", st.dim, ctl.ActivityLine(r), st.off)
+		})
+	}()
+	defer func() { stopAct(); <-actDone }()
+
+	// 5. The scripted chat session, through the hub.
+	fmt.Fprintf(out, "\n%s── chat session (the assistant works on %s through the hub) ──%s\n", st.bold, m.Name, st.off)
+	say := func(who, text string) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(out, "\n%s%s:%s %s\n", st.bold, who, st.off, text)
+	}
+	run := func(stdin string, args ...string) int {
+		outMu.Lock()
+		fmt.Fprintf(out, "%s$ agentctl %s%s\n", st.cyan, strings.Join(quoteArgs(args), " "), st.off)
+		outMu.Unlock()
+		w := &lockedWriter{mu: &outMu, w: out}
+		code := ctl.Main(ctx, append([]string{"--hub", hubURL, "--machine", m.MachineID, "--token-file", tokenFile(tmp, chatToken)}, args...),
+			ctl.IO{In: strings.NewReader(stdin), Out: w, Err: w})
+		color := st.green
+		if code != 0 {
+			color = st.red
+		}
+		outMu.Lock()
+		fmt.Fprintf(out, "%s  exit %d%s\n", color, code, st.off)
+		outMu.Unlock()
+		time.Sleep(150 * time.Millisecond) // let the activity line land under its step
+		return code
+	}
+	failures := 0
+	check := func(code int) {
+		if code != 0 {
+			failures++
+		}
+	}
+	say("user", "Set up a tiny Python project and show me it works.")
+	say("assistant", "Writing the file.")
+	check(run("def greet(name):\n    return \"Hello, \" + name\n\nif __name__ == \"__main__\":\n    print(greet(\"world\"))\n", "write", "-p", "hello/app.py"))
+	say("assistant", "Making the greeting friendlier with an exact edit.")
+	check(run("", "edit", "hello/app.py", "--old", `"Hello, " + name`, "--new", `f"Hello, {name}!"`))
+	say("assistant", "Checking where greet is used.")
+	check(run("", "grep", "greet", "hello"))
+	say("assistant", "Running it; the output streams line by line.")
+	check(run("", "sh", "--cwd", "hello", `for i in 1 2 3; do echo "step $i"; sleep 0.4; done; python3 app.py`))
+	say("assistant", "Computing something in a Python session.")
+	check(run("", "python", "--session", "demo", "-c", "import statistics\ndata = [3, 1, 4, 1, 5, 9, 2, 6]\nstatistics.mean(data)"))
+	say("assistant", "Taking a snapshot before anything risky.")
+	check(run("", "snapshot", "create", "hello", "--label", "before refactor"))
+	say("assistant", "And a command that hangs is stopped, with its whole process group, at the timeout.")
+	if code := run("", "sh", "--timeout", "1s", "--grace", "200ms", "sleep 60 & sleep 60"); code != 124 {
+		failures++
+	}
+	time.Sleep(300 * time.Millisecond)
+	stopAct()
+	<-actDone
+
+	fmt.Fprintf(out, "\n%s── end of the scripted session ──%s\n", st.bold, st.off)
+	if failures > 0 {
+		fmt.Fprintf(out, "%s%d step(s) did not succeed.%s\n", st.red, failures, st.off)
+	}
+	if exit {
+		if failures > 0 {
+			return fmt.Errorf("%d demo step(s) failed", failures)
+		}
+		return nil
+	}
+	fmt.Fprintf(out, `
+The hub and the machine stay up. In another terminal, try:
+
+  export AGENTD_HUB=%s AGENTD_TOKEN=%s AGENTD_MACHINE=%s
+  agentctl machines
+  agentctl sh 'ls -la hello && cat hello/app.py'
+  agentctl exec -t -- bash                # interactive, in a pty
+  agentctl activity -f                    # follow what happens
+  agentctl validate                       # the conformance suite, through the hub
+
+Ctrl-C stops the demo and removes %s.
+`, hubURL, chatToken, m.MachineID, tmp)
+	<-ctx.Done()
+	return nil
+}
+
+// tokenFile writes a token to a file in dir (0600) and returns its path, so
+// the demo never puts a token in the process environment or argv.
+func tokenFile(dir, token string) string {
+	p := filepath.Join(dir, "token-"+token[len(token)-8:])
+	if _, err := os.Stat(p); err != nil {
+		_ = os.WriteFile(p, []byte(token+"\n"), 0o600)
+	}
+	return p
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func quoteArgs(args []string) []string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$;&|<>()*{}") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = strings.ReplaceAll(a, "\n", `\n`)
+	}
+	return q
+}
+
+func hubConn(hubURL string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(strings.TrimPrefix(hubURL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// waitOnline waits until the hub lists the machine as online.
+func waitOnline(ctx context.Context, hubURL, token, id string) error {
+	cc, err := hubConn(hubURL)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := hubv1.NewAdminServiceClient(cc).ListMachines(ctx, &hubv1.ListMachinesRequest{})
+		if err == nil {
+			for _, m := range resp.GetMachines() {
+				if m.GetId() == id && m.GetStatus() == hubv1.MachineStatus_MACHINE_STATUS_ONLINE {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return errors.New("the paired agentd did not come online within 15s")
+}
+
+func followActivity(ctx context.Context, hubURL, token string, emit func(*hubv1.WatchResponse)) {
+	cc, err := hubConn(hubURL)
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1})
+	if err != nil {
+		return
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return
+		}
+		emit(m)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/listen"
+	"github.com/devdepot-ai/agentd/internal/logging"
+	"github.com/devdepot-ai/agentd/internal/version"
+)
+
+// usageError is a mistake in the command line (exit 2).
+type usageError struct{ error }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agenthub",
+		Short: "The control plane for agentd: pairing, tunnels, routing, activity",
+		Long: `agenthub is the self-hostable control plane for agentd. Machines pair with it
+using short-lived codes and then dial out to it over a websocket tunnel; chat
+back ends and agentctl reach any paired machine through it with an API token,
+and every operation is recorded per org.`,
+		Example: `  agenthub demo                                   # everything on loopback, scripted
+  agenthub init --db /var/lib/agenthub/hub.db     # prints the owner's API token once
+  agenthub serve --db /var/lib/agenthub/hub.db --listen :8443 \
+      --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           version.Version,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetVersionTemplate(version.String("agenthub") + "\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newInitCmd(), newServeCmd(), newDemoCmd(), &cobra.Command{
+		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String("agenthub")) },
+	})
+	return root
+}
+
+func defaultDB() string {
+	if d := os.Getenv("AGENTHUB_DB"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agenthub", "hub.db")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "agenthub", "hub.db")
+	}
+	return "agenthub.db"
+}
+
+func openStore(ctx context.Context, db string) (*store.SQLite, error) {
+	if u, err := url.Parse(db); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return nil, errors.New("--db postgres://…: the Postgres store is not built yet; use a SQLite path")
+	}
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return nil, fmt.Errorf("--db: %w", err)
+	}
+	return store.OpenSQLite(ctx, db)
+}
+
+// initHub creates the org and its owner token; it refuses a store that has orgs.
+func initHub(ctx context.Context, st store.Store, org string) (string, error) {
+	orgs, err := st.ListOrgs(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(orgs) > 0 {
+		return "", fmt.Errorf("this hub is initialised already (org %s exists); make more tokens with 'agentctl admin token create'", orgs[0].Name)
+	}
+	o, err := st.CreateOrg(ctx, org, time.Now())
+	if err != nil {
+		return "", err
+	}
+	secret, hash := store.NewToken()
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "owner", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+func newInitCmd() *cobra.Command {
+	var db, org string
+	cmd := &cobra.Command{
+		Use:   "init [--db PATH] [--org NAME]",
+		Short: "Create the hub's store and first org; print the owner's API token once",
+		Long: `Create the store (SQLite) and the first org, and print the hub owner's API
+token alone on stdout. It is shown only this once: keep it. The owner can
+create orgs and act in any of them (agentctl admin …, with AGENTD_TOKEN set).`,
+		Example: `  export AGENTD_TOKEN=$(agenthub init --db /var/lib/agenthub/hub.db)`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := openStore(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			secret, err := initHub(cmd.Context(), st, org)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Initialised %s with org %q. The owner's API token (shown once):\n", db, org)
+			fmt.Fprintln(cmd.OutOrStdout(), secret)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", defaultDB(), "SQLite file ($AGENTHUB_DB)")
+	cmd.Flags().StringVar(&org, "org", "default", "name of the first org")
+	return cmd
+}
+
+func newServeCmd() *cobra.Command {
+	var addr, certFile, keyFile, db, publicURL, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL]",
+		Short: "Serve the hub: tunnels, pairing and the routed API on one port",
+		Long: `Serve gRPC (the hub's services and every agentd.v1 call, routed to machines)
+and HTTP (POST /v1/pair, GET /v1/tunnel, /healthz, /metrics) on one port.
+A loopback address may run without TLS (http://); any other needs
+--tls-cert and --tls-key.`,
+		Example: `  agenthub serve --listen 127.0.0.1:8080
+  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			la := listen.Addr{Network: "tcp", Address: addr}
+			var tlsConfig *tls.Config
+			switch {
+			case certFile != "" || keyFile != "":
+				cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+				if err != nil {
+					return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+				}
+				tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			case !la.IsLoopback():
+				return usageError{fmt.Errorf("--listen %s is reachable from other machines: give --tls-cert and --tls-key, or listen on 127.0.0.1", addr)}
+			}
+			log, err := logging.New(logLevel)
+			if err != nil {
+				return usageError{fmt.Errorf("--log-level: %w", err)}
+			}
+			defer log.Sync() //nolint:errcheck // stderr
+			st, err := openStore(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			host := ""
+			if publicURL != "" {
+				u, err := url.Parse(publicURL)
+				if err != nil || u.Host == "" {
+					return usageError{fmt.Errorf("--public-url %q: want https://host[:port]", publicURL)}
+				}
+				host = u.Host
+			}
+			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub")})
+			if err != nil {
+				return err
+			}
+			lis, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			scheme := "http"
+			if tlsConfig != nil {
+				scheme = "https"
+			}
+			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", db), zap.String("version", version.Version))
+			return srv.Serve(cmd.Context(), lis, tlsConfig)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "listen", ":8443", "address to listen on")
+	f.StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM)")
+	f.StringVar(&keyFile, "tls-key", "", "TLS key (PEM)")
+	f.StringVar(&db, "db", defaultDB(), "SQLite file ($AGENTHUB_DB)")
+	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,316 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// hubCall dials the hub (--hub, without needing --machine) and runs fn.
+func (a *app) hubCall(cmd *cobra.Command, fn func(ctx context.Context, c *conn) error) error {
+	if a.target.hub == "" {
+		return usagef("this command talks to the hub: give --hub URL (or set $AGENTD_HUB) and an API token in $AGENTD_TOKEN")
+	}
+	saved := a.target.addr
+	a.target.addr = ""
+	defer func() { a.target.addr = saved }()
+	c, err := a.dialHubOnly()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c.ctx(cmd.Context()), c)
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "never"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format(time.DateOnly)
+}
+
+func (a *app) machinesCmd() *cobra.Command {
+	var org string
+	return &cobra.Command{
+		Use:   "machines",
+		Short: "List the org's machines: id, name, status, last seen, os/arch, agentd version",
+		Example: `  agentctl --hub https://hub.example.com machines
+  agentctl --json machines`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).ListMachines(ctx, &hubv1.ListMachinesRequest{Org: org})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tLAST SEEN\tOS/ARCH\tVERSION")
+				for _, m := range resp.GetMachines() {
+					st := strings.ToLower(strings.TrimPrefix(m.GetStatus().String(), "MACHINE_STATUS_"))
+					seen := ago(m.GetLastSeen().AsTime())
+					if m.GetStatus() == hubv1.MachineStatus_MACHINE_STATUS_ONLINE {
+						seen = "now"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\n", m.GetId(), m.GetName(), st, seen, m.GetOs(), m.GetArch(), m.GetAgentdVersion())
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) activityCmd() *cobra.Command {
+	var follow bool
+	var tail int32
+	cmd := &cobra.Command{
+		Use:   "activity [-f] [--machine ID]",
+		Short: "Show what the org's machines did: who asked, what ran, the outcome",
+		Example: `  agentctl activity
+  agentctl activity -f --machine m-abc123`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				st, err := hubv1.NewActivityServiceClient(c).Watch(ctx, &hubv1.WatchRequest{
+					MachineId: a.target.machine, Tail: tail, NoFollow: !follow,
+				})
+				if err != nil {
+					return err
+				}
+				for {
+					m, err := st.Recv()
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					if err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						return err
+					}
+					if a.json {
+						if err := a.printJSON(m); err != nil {
+							return err
+						}
+						continue
+					}
+					fmt.Fprintln(a.io.Out, ActivityLine(m))
+				}
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new activity as it happens")
+	cmd.Flags().Int32Var(&tail, "tail", 20, "how many stored records to show first")
+	return cmd
+}
+
+// ActivityLine renders a hub activity record for a person.
+func ActivityLine(m *hubv1.WatchResponse) string {
+	r := m.GetRecord()
+	actor := r.GetActor()
+	if actor == "" {
+		actor = "local"
+	}
+	name := m.GetMachineName()
+	if name == "" {
+		name = m.GetMachineId()
+	}
+	line := fmt.Sprintf("%s  %-10s %-16s %s", r.GetTime().AsTime().Local().Format(time.TimeOnly), name, actor, r.GetSummary())
+	switch r.GetOutcome().String() {
+	case "OUTCOME_ERROR":
+		line += "  → error: " + r.GetError()
+	case "OUTCOME_OK":
+		if r.GetKind() == "process.exit" {
+			line += fmt.Sprintf("  → exit %d", r.GetExitCode())
+		} else {
+			line += "  → ok"
+		}
+	}
+	if d := r.GetDuration().AsDuration(); d > 0 {
+		line += fmt.Sprintf(" (%s)", d.Round(time.Millisecond))
+	}
+	return line
+}
+
+func (a *app) adminCmd() *cobra.Command {
+	admin := &cobra.Command{
+		Use:   "admin",
+		Short: "Manage the hub: orgs, API tokens, pairing codes, revoking machines",
+		Long: `Manage the hub with an admin API token in $AGENTD_TOKEN. The owner token that
+'agenthub init' printed can also create orgs and act in any org (--org).`,
+	}
+	org := &cobra.Command{Use: "org", Short: "Create and list orgs"}
+	org.AddCommand(&cobra.Command{
+		Use: "create NAME", Short: "Create an org (hub owner only); prints its id", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).CreateOrg(ctx, &hubv1.CreateOrgRequest{Name: args[0]})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				fmt.Fprintln(a.io.Out, resp.GetOrg().GetId())
+				return nil
+			})
+		},
+	}, &cobra.Command{
+		Use: "list", Short: "List orgs", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).ListOrgs(ctx, &hubv1.ListOrgsRequest{})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				for _, o := range resp.GetOrgs() {
+					fmt.Fprintf(a.io.Out, "%s\t%s\n", o.GetId(), o.GetName())
+				}
+				return nil
+			})
+		},
+	})
+
+	token := &cobra.Command{Use: "token", Short: "Create, list and revoke API tokens"}
+	var tokOrg, tokRole, tokName string
+	create := &cobra.Command{
+		Use:   "create [--org O] [--role admin|member] [--name NAME]",
+		Short: "Create an API token; prints the secret alone, once",
+		Example: `  agentctl admin token create --name chat-backend
+  agentctl admin token create --org acme --role admin --name alice`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			role := hubv1.Role_ROLE_MEMBER
+			switch tokRole {
+			case "member":
+			case "admin":
+				role = hubv1.Role_ROLE_ADMIN
+			default:
+				return usagef("--role %q: want admin or member", tokRole)
+			}
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).CreateToken(ctx, &hubv1.CreateTokenRequest{Org: tokOrg, Name: tokName, Role: role})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				fmt.Fprintln(a.io.Out, resp.GetSecret())
+				return nil
+			})
+		},
+	}
+	create.Flags().StringVar(&tokOrg, "org", "", "org (default: your token's)")
+	create.Flags().StringVar(&tokRole, "role", "member", "admin or member")
+	create.Flags().StringVar(&tokName, "name", "", "who uses it; recorded as the actor in activity")
+	var listOrg string
+	list := &cobra.Command{
+		Use: "list", Short: "List the org's tokens (never their secrets)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).ListTokens(ctx, &hubv1.ListTokensRequest{Org: listOrg})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tROLE\tLAST USED\tREVOKED")
+				for _, t := range resp.GetTokens() {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetName(), strings.ToLower(strings.TrimPrefix(t.GetRole().String(), "ROLE_")), ago(t.GetLastUsed().AsTime()), t.GetRevoked())
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	list.Flags().StringVar(&listOrg, "org", "", "org (default: your token's)")
+	token.AddCommand(create, list, &cobra.Command{
+		Use: "revoke ID", Short: "Revoke a token at once", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				_, err := hubv1.NewAdminServiceClient(c).RevokeToken(ctx, &hubv1.RevokeTokenRequest{Id: args[0]})
+				return err
+			})
+		},
+	})
+
+	var codeOrg string
+	var ttl time.Duration
+	code := &cobra.Command{Use: "pair-code", Short: "Create pairing codes"}
+	codeCreate := &cobra.Command{
+		Use:   "create [--org O] [--ttl 15m]",
+		Short: "Create a single-use pairing code; prints it alone",
+		Long: `Create a single-use code that pairs one machine into the org. Give it to the
+machine's owner, who runs: agentd pair --hub URL --code CODE`,
+		Example: `  agentctl admin pair-code create
+  agentctl admin pair-code create --org acme --ttl 1h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ttl < 0 {
+				return usagef("--ttl must be positive")
+			}
+			req := &hubv1.CreatePairingCodeRequest{Org: codeOrg}
+			if ttl > 0 {
+				req.Ttl = durationpb.New(ttl)
+			}
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewAdminServiceClient(c).CreatePairingCode(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				fmt.Fprintln(a.io.Out, resp.GetCode())
+				fmt.Fprintf(a.io.Err, "Pairs one machine into org %s until %s:\n  agentd pair --hub %s --code %s\n",
+					resp.GetOrg(), resp.GetExpires().AsTime().Local().Format(time.Kitchen), a.target.hub, resp.GetCode())
+				return nil
+			})
+		},
+	}
+	codeCreate.Flags().StringVar(&codeOrg, "org", "", "org (default: your token's)")
+	codeCreate.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the code is valid (at most 24h)")
+	code.AddCommand(codeCreate)
+
+	revoke := &cobra.Command{
+		Use:   "revoke MACHINE",
+		Short: "Remove a machine from the org; its live tunnel closes at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+				_, err := hubv1.NewAdminServiceClient(c).RevokeMachine(ctx, &hubv1.RevokeMachineRequest{Id: args[0]})
+				if err == nil && !a.json {
+					fmt.Fprintf(a.io.Err, "Revoked %s.\n", args[0])
+				}
+				return err
+			})
+		},
+	}
+	admin.AddCommand(org, token, code, revoke)
+	return admin
+}
