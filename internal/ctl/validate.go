@@ -53,6 +53,12 @@ func fail(impact, fix string, cause any) error {
 	switch c := cause.(type) {
 	case error:
 		msg = describe(c)
+		switch status.Code(c) {
+		case codes.Unimplemented:
+			fix = "upgrade agentd on the target: this version does not implement it"
+		case codes.Unavailable:
+			fix = "the target went away mid-check; check that it is running and reachable"
+		}
 	default:
 		msg = fmt.Sprint(c)
 	}

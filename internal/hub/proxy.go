@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -37,7 +38,9 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 
 func (rawCodec) Unmarshal(data []byte, v any) error {
 	if f, ok := v.(*frame); ok {
-		f.payload = append(f.payload[:0], data...)
+		// A fresh copy each time: grpc reuses data after we return, and a
+		// send may still be reading the previous payload.
+		f.payload = bytes.Clone(data)
 		return nil
 	}
 	m, ok := v.(proto.Message)

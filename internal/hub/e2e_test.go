@@ -1,0 +1,346 @@
+package hub_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
+)
+
+// hubEnv is a real hub on a loopback port with a SQLite store, and an
+// owner token of its first org.
+type hubEnv struct {
+	t     *testing.T
+	store *store.SQLite
+	addr  string
+	url   string
+	owner string
+	stop  func()
+}
+
+func startHub(t *testing.T) *hubEnv {
+	t.Helper()
+	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	o, err := st.CreateOrg(t.Context(), "acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, hash := store.NewToken()
+	if _, err := st.CreateToken(t.Context(), store.Token{OrgID: o.ID, Name: "tester", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	h := &hubEnv{t: t, store: st, owner: secret}
+	h.serve("127.0.0.1:0")
+	return h
+}
+
+// serve starts a hub process on addr (the same address again after a restart).
+func (h *hubEnv) serve(addr string) {
+	h.t.Helper()
+	srv, err := hub.New(h.t.Context(), hub.Options{Store: h.store, Logger: zaptest.NewLogger(h.t).Named("hub")})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var lis net.Listener
+	for i := 0; ; i++ { // the old socket may linger a moment after a restart
+		lis, err = net.Listen("tcp", addr)
+		if err == nil || i > 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.addr = lis.Addr().String()
+	h.url = "http://" + h.addr
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, nil) }()
+	stopped := false
+	h.stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	h.t.Cleanup(h.stop)
+}
+
+func (h *hubEnv) conn() *grpc.ClientConn {
+	cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func authCtx(ctx context.Context, token, machine string) context.Context {
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if machine != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "agentd-machine", machine)
+	}
+	return ctx
+}
+
+func (h *hubEnv) pairCode(token string) string {
+	h.t.Helper()
+	resp, err := hubv1.NewAdminServiceClient(h.conn()).CreatePairingCode(authCtx(h.t.Context(), token, ""), &hubv1.CreatePairingCodeRequest{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp.GetCode()
+}
+
+// machine is a real agentd paired with the hub and running.
+type machine struct {
+	id   string
+	ws   string
+	stop func()
+}
+
+func (h *hubEnv) startMachine(token string) *machine {
+	h.t.Helper()
+	dir := h.t.TempDir()
+	cfg, ws := filepath.Join(dir, "config"), filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	m, err := agentd.Pair(h.t.Context(), agentd.PairOptions{Hub: h.url, Code: h.pairCode(token), ConfigDir: cfg, Name: "box"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agentd.Run(ctx, agentd.RunOptions{
+			Server:    agentd.Options{Workspace: ws, StateDir: filepath.Join(dir, "state"), Env: os.Environ(), Logger: zaptest.NewLogger(h.t).Named("agentd")},
+			ConfigDir: cfg, Socket: "-",
+			Backoff: transport.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Rejected: time.Hour},
+		})
+	}()
+	stopped := false
+	mc := &machine{id: m.MachineID, ws: ws, stop: func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}}
+	h.t.Cleanup(mc.stop)
+	h.waitStatus(token, mc.id, hubv1.MachineStatus_MACHINE_STATUS_ONLINE)
+	return mc
+}
+
+func (h *hubEnv) waitStatus(token, id string, want hubv1.MachineStatus) {
+	h.t.Helper()
+	cc := h.conn()
+	deadline := time.Now().Add(10 * time.Second)
+	var last hubv1.MachineStatus
+	for time.Now().Before(deadline) {
+		resp, err := hubv1.NewAdminServiceClient(cc).ListMachines(authCtx(h.t.Context(), token, ""), &hubv1.ListMachinesRequest{})
+		if err == nil {
+			for _, m := range resp.GetMachines() {
+				if m.GetId() == id {
+					last = m.GetStatus()
+				}
+			}
+		}
+		if last == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("machine %s is %v, want %v", id, last, want)
+}
+
+// agentctl runs agentctl in-process against the hub.
+func (h *hubEnv) agentctl(token, machine string, args ...string) (int, string, string) {
+	h.t.Helper()
+	tf := filepath.Join(h.t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(token), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := ctl.Main(h.t.Context(), append([]string{"--hub", h.url, "--machine", machine, "--token-file", tf}, args...),
+		ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func TestPairRunExecThroughHub(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+
+	code, out, errs := h.agentctl(h.owner, m.id, "sh", "echo hello from $(basename $PWD); echo oops >&2; exit 3")
+	if code != 3 || out != "hello from ws\n" || errs != "oops\n" {
+		t.Fatalf("sh through the hub = %d %q %q, want 3 'hello from ws' 'oops'", code, out, errs)
+	}
+	if code, out, errs := h.agentctl(h.owner, m.id, "validate"); code != 0 {
+		t.Errorf("validate through the hub failed:\n%s%s", out, errs)
+	}
+
+	// The org's activity has the command, with the token's name as actor.
+	st, err := hubv1.NewActivityServiceClient(h.conn()).Watch(authCtx(t.Context(), h.owner, ""), &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	deadline := time.Now().Add(5 * time.Second)
+	for !found && time.Now().Before(deadline) {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				break
+			}
+			if r.GetRecord().GetKind() == "process.exit" && strings.Contains(r.GetRecord().GetCommand(), "hello from") && r.GetRecord().GetActor() == "tester" {
+				found = true
+			}
+		}
+		if !found {
+			time.Sleep(50 * time.Millisecond)
+			st, _ = hubv1.NewActivityServiceClient(h.conn()).Watch(authCtx(t.Context(), h.owner, ""), &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
+		}
+	}
+	if !found {
+		t.Error("hub activity has no process.exit record of the command by actor tester")
+	}
+}
+
+func TestAuthAndIsolation(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	cc := h.conn()
+	sys := agentdv1.NewSystemServiceClient(cc)
+
+	// Another org's admin cannot see the machine.
+	o2, err := h.store.CreateOrg(t.Context(), "other", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, hash := store.NewToken()
+	if _, err := h.store.CreateToken(t.Context(), store.Token{OrgID: o2.ID, Name: "eve", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		want codes.Code
+	}{
+		"no token":       {metadata.AppendToOutgoingContext(t.Context(), "agentd-machine", m.id), codes.Unauthenticated},
+		"bad token":      {authCtx(t.Context(), "agt_nope", m.id), codes.Unauthenticated},
+		"guessed token":  {authCtx(t.Context(), "agt_"+strings.Repeat("A", 43), m.id), codes.Unauthenticated},
+		"other org":      {authCtx(t.Context(), other, m.id), codes.NotFound},
+		"unknown":        {authCtx(t.Context(), h.owner, "m-doesnotexist"), codes.NotFound},
+		"no machine":     {authCtx(t.Context(), h.owner, ""), codes.InvalidArgument},
+		"right org, ok ": {authCtx(t.Context(), h.owner, m.id), codes.OK},
+	} {
+		_, err := sys.Info(tc.ctx, &agentdv1.InfoRequest{})
+		if status.Code(err) != tc.want {
+			t.Errorf("%s: Info = %v, want %v", name, err, tc.want)
+		}
+	}
+	resp, err := hubv1.NewAdminServiceClient(cc).ListMachines(authCtx(t.Context(), other, ""), &hubv1.ListMachinesRequest{})
+	if err != nil || len(resp.GetMachines()) != 0 {
+		t.Errorf("other org lists %v (%v), want none", resp.GetMachines(), err)
+	}
+	if _, err := hubv1.NewAdminServiceClient(cc).RevokeMachine(authCtx(t.Context(), other, ""), &hubv1.RevokeMachineRequest{Id: m.id}); status.Code(err) != codes.NotFound {
+		t.Errorf("other org revoking the machine = %v, want NotFound", err)
+	}
+}
+
+func TestOfflineAndRevoke(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	sys := agentdv1.NewSystemServiceClient(h.conn())
+	ctx := authCtx(t.Context(), h.owner, m.id)
+
+	// Revoke closes the live tunnel at once; calls are refused after.
+	start := time.Now()
+	if _, err := hubv1.NewAdminServiceClient(h.conn()).RevokeMachine(authCtx(t.Context(), h.owner, ""), &hubv1.RevokeMachineRequest{Id: m.id}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(h.owner, m.id, hubv1.MachineStatus_MACHINE_STATUS_REVOKED)
+	if _, err := sys.Info(ctx, &agentdv1.InfoRequest{}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("Info on a revoked machine = %v, want FailedPrecondition", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("revoke took %s to take effect, want ≤ 1s", d)
+	}
+
+	// A second machine that stops is offline, with its last-seen time.
+	m2 := h.startMachine(h.owner)
+	m2.stop()
+	h.waitStatus(h.owner, m2.id, hubv1.MachineStatus_MACHINE_STATUS_OFFLINE)
+	_, err := sys.Info(authCtx(t.Context(), h.owner, m2.id), &agentdv1.InfoRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "offline (last seen") {
+		t.Errorf("Info on an offline machine = %v, want Unavailable 'offline (last seen …)'", err)
+	}
+
+	// A used pairing code does not pair again.
+	code := h.pairCode(h.owner)
+	cfg := t.TempDir()
+	if _, err := agentd.Pair(t.Context(), agentd.PairOptions{Hub: h.url, Code: code, ConfigDir: filepath.Join(cfg, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agentd.Pair(t.Context(), agentd.PairOptions{Hub: h.url, Code: code, ConfigDir: filepath.Join(cfg, "b")}); err == nil {
+		t.Error("pairing twice with one code succeeded")
+	}
+}
+
+// TestHubRestartMidCommand: the hub dies while a command runs; the command
+// keeps running, the daemon reconnects to the new hub, and Attach from
+// offset 0 through the hub returns every byte.
+func TestHubRestartMidCommand(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	code, out, errs := h.agentctl(h.owner, m.id, "exec", "-d", "--", "sh", "-c", "for i in $(seq 1 30); do echo line $i; sleep 0.05; done")
+	if code != 0 {
+		t.Fatalf("exec -d: %d %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	time.Sleep(200 * time.Millisecond) // a few lines before the hub goes away
+	addr := h.addr
+	h.stop()
+	h.serve(addr)
+	h.waitStatus(h.owner, m.id, hubv1.MachineStatus_MACHINE_STATUS_ONLINE)
+	code, out, errs = h.agentctl(h.owner, m.id, "attach", id)
+	if code != 0 {
+		t.Fatalf("attach after restart: %d %s", code, errs)
+	}
+	var want strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if out != want.String() {
+		t.Errorf("attach after a hub restart returned %q, want all 30 lines", out)
+	}
+}
