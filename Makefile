@@ -17,9 +17,9 @@ PROTOC_GEN_GO_VERSION      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.0
 STATICCHECK_VERSION        ?= v0.7.0
 
-BINARIES := agentd agentctl
+BINARIES := agentd agentctl agenthub
 
-.PHONY: all build test test-short fuzz lint proto proto-check tools bench demo clean
+.PHONY: all build test fuzz lint proto proto-check tools bench demo demo-local clean
 
 all: build
 
@@ -66,7 +66,10 @@ proto-check: proto ## fail when the committed generated code is not current
 bench: build ## benchmarks: Go benchmarks plus side-by-side comparisons (see docs/performance.md)
 	bash scripts/bench.sh
 
-demo: build ## start agentd on a temp socket and run a scripted agent session against it
+demo: build ## a hub, a paired agentd and a scripted chat session, all on loopback
+	bin/agenthub demo --exit
+
+demo-local: build ## agentd on a temp socket (no hub) and a scripted agentctl session against it
 	bash scripts/demo.sh
 
 clean:
