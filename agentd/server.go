@@ -2,8 +2,8 @@ package agentd
 
 import (
 	"context"
-	"errors"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -24,8 +24,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
-	"github.com/devdepot-ai/agentd/runner"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/runner"
 )
 
 // Modes the daemon runs in.

@@ -146,10 +146,10 @@ func (e statusError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func newStatusCmd() *cobra.Command {
 	var cfgDir, stateDir string
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Tell whether the daemon runs and its tunnel is up; exit 0 only then",
+		Use:     "status",
+		Short:   "Tell whether the daemon runs and its tunnel is up; exit 0 only then",
 		Example: `  agentd status && echo "reachable from the chat"`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			dir, err := configDir(cfgDir)

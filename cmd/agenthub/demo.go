@@ -66,7 +66,9 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	step := func(format string, args ...any) { fmt.Fprintf(out, "%s▸ %s%s\n", st.dim, fmt.Sprintf(format, args...), st.off) }
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "%s▸ %s%s\n", st.dim, fmt.Sprintf(format, args...), st.off)
+	}
 
 	// 1. The hub, with a fresh store and its owner token.
 	store, err := openStore(ctx, filepath.Join(tmp, "hub.db"))

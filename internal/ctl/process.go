@@ -572,4 +572,3 @@ func (a *app) followWindowSize(ctx context.Context, procs agentdv1.ProcessServic
 	}()
 	return func() { cancel(); <-done }
 }
-

@@ -256,4 +256,3 @@ func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachi
 	a.s.registry.Close(req.GetId()) // the live tunnel ends now
 	return &hubv1.RevokeMachineResponse{}, nil
 }
-
