@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -81,6 +82,8 @@ type Server struct {
 	python   *pythonService
 	snaps    *snapshotService
 	activity *activity.Log
+	system   *systemService
+	probes   sync.WaitGroup // start-up probes, bounded in time
 	started  time.Time
 }
 
@@ -177,7 +180,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	agentdv1.RegisterFileServiceServer(s.grpc, s.files)
 	agentdv1.RegisterProcessServiceServer(s.grpc, s.procs)
-	agentdv1.RegisterSystemServiceServer(s.grpc, &systemService{s: s})
+	s.system = &systemService{s: s}
+	agentdv1.RegisterSystemServiceServer(s.grpc, s.system)
+	// Learn python3's version now, not on the first Info call: a version
+	// manager's shim can take a second to answer.
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		s.system.pythonVersion(context.WithoutCancel(ctx))
+	}()
 	agentdv1.RegisterPythonServiceServer(s.grpc, s.python)
 	agentdv1.RegisterSnapshotServiceServer(s.grpc, s.snaps)
 	agentdv1.RegisterActivityServiceServer(s.grpc, &activityService{log: s.activity})
@@ -237,6 +248,7 @@ func boolInt(b bool) int {
 }
 
 func (s *Server) shutdown() {
+	s.probes.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := s.python.Close(ctx); err != nil {

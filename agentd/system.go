@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -90,7 +91,13 @@ func (y *systemService) pythonVersion(ctx context.Context) string {
 	y.pyOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "python3", "--version").CombinedOutput()
+		py, err := lookPath(y.s.opts.Python, y.s.opts.Env)
+		if err != nil {
+			return
+		}
+		cmd := exec.CommandContext(ctx, py, "--version")
+		cmd.Env = y.s.opts.Env
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return
 		}
@@ -151,4 +158,25 @@ func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRe
 		resp.PythonPackages = append(resp.PythonPackages, &agentdv1.PythonPackage{Name: p.Name, Version: p.Version})
 	}
 	return resp, nil
+}
+
+// lookPath finds a program the way the agent's commands would: on the PATH
+// of env (a name with a slash is taken as it is).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
