@@ -176,7 +176,7 @@ Target (first match wins):
 		c.GroupID = "proc"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.readCmd(), a.linesCmd(), a.writeCmd(), a.editCmd(), a.lsCmd(), a.statCmd(),
+	for _, c := range []*cobra.Command{a.readCmd(), a.linesCmd(), a.writeCmd(), a.editCmd(), a.lsCmd(), a.statCmd(), a.snapshotCmd(),
 		a.rmCmd(), a.mvCmd(), a.mkdirCmd(), a.grepCmd(), a.globCmd()} {
 		c.GroupID = "files"
 		root.AddCommand(c)

@@ -455,7 +455,17 @@ func checkTimeout(ctx context.Context, v *validator) error {
 	if r.exited.GetExitCode() == 124 {
 		return fail("timeouts are reported as exit 124, which a command can also return", "upgrade agentd", "exit_code 124 invented")
 	}
-	chk, err := v.sh(ctx, fmt.Sprintf("kill -0 $(cat %s) 2>/dev/null && echo alive || echo dead", shellQuote(pidfile)))
+	// A killed orphan may linger a moment as a zombie until init reaps it:
+	// that is dead. Give the kill up to 2 s to land.
+	chk, err := v.sh(ctx, fmt.Sprintf(`p=$(cat %s); i=0
+while :; do
+  if [ -d /proc/$p ]; then s=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' /proc/$p/status 2>/dev/null)
+  elif kill -0 "$p" 2>/dev/null; then s=$(ps -o stat= -p "$p" 2>/dev/null | cut -c1); [ -n "$s" ] || s=R
+  else s=; fi
+  case "$s" in ""|Z|X) echo dead; break;; esac
+  i=$((i+1)); [ $i -ge 20 ] && { echo alive; break; }
+  sleep 0.1
+done`, shellQuote(pidfile)))
 	if err != nil {
 		return fail(impact, "", err)
 	}
