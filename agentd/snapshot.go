@@ -15,6 +15,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/snapshot"
+	"github.com/devdepot-ai/agentd/internal/units"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -119,7 +120,7 @@ func (h *snapshotService) Create(req *agentdv1.CreateRequest, stream agentdv1.Sn
 		h.s.record(ctx, rec)
 		return statusError(err)
 	}
-	rec.Summary = fmt.Sprintf("snapshot %s of %s: %d files, %s (%s new)", snap.ID, root, snap.Files, snapSize(snap.TotalBytes), snapSize(snap.StoredBytes))
+	rec.Summary = fmt.Sprintf("snapshot %s of %s: %d files, %s (%s new)", snap.ID, root, snap.Files, units.Bytes(snap.TotalBytes), units.Bytes(snap.StoredBytes))
 	if len(snap.Skipped) > 0 {
 		rec.Summary += fmt.Sprintf(", %d skipped", int64(len(snap.Skipped))+snap.SkippedMore)
 	}
@@ -253,7 +254,7 @@ func (h *snapshotService) Export(req *agentdv1.ExportRequest, stream agentdv1.Sn
 		}
 		return statusError(err)
 	}
-	rec.Summary, rec.Outcome = fmt.Sprintf("exported %s as a tar of %s", req.GetId(), snapSize(cs.n)), activity.OK
+	rec.Summary, rec.Outcome = fmt.Sprintf("exported %s as a tar of %s", req.GetId(), units.Bytes(cs.n)), activity.OK
 	h.s.record(ctx, rec)
 	return nil
 }
@@ -314,7 +315,7 @@ func (h *snapshotService) Import(stream agentdv1.SnapshotService_ImportServer) e
 		h.s.record(ctx, rec)
 		return statusError(err)
 	}
-	rec.Summary = fmt.Sprintf("imported a tar archive as %s: %d files, %s", snap.ID, snap.Files, snapSize(snap.TotalBytes))
+	rec.Summary = fmt.Sprintf("imported a tar archive as %s: %d files, %s", snap.ID, snap.Files, units.Bytes(snap.TotalBytes))
 	rec.Outcome, rec.ObjectID = activity.OK, snap.ID
 	h.s.record(ctx, rec)
 	return stream.SendAndClose(&agentdv1.ImportResponse{Snapshot: snapToProto(snap)})
@@ -329,7 +330,7 @@ func (h *snapshotService) Delete(ctx context.Context, req *agentdv1.DeleteReques
 		h.s.record(ctx, rec)
 		return nil, statusError(err)
 	}
-	rec.Summary, rec.Outcome = fmt.Sprintf("deleted snapshot %s, freed %s", req.GetId(), snapSize(freed)), activity.OK
+	rec.Summary, rec.Outcome = fmt.Sprintf("deleted snapshot %s, freed %s", req.GetId(), units.Bytes(freed)), activity.OK
 	h.s.record(ctx, rec)
 	return &agentdv1.DeleteResponse{FreedBytes: freed}, nil
 }
@@ -404,18 +405,4 @@ func snapUTF8(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// sizeString renders a byte count for people: 1.5 MiB.
-func snapSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

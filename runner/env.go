@@ -45,9 +45,9 @@ func CleanEnv(env []string) []string {
 	return out
 }
 
-// mergeEnv returns base with the variables of over set (new names appended
+// MergeEnv returns base with the variables of over set (new names appended
 // in sorted order, for a deterministic environment).
-func mergeEnv(base []string, over map[string]string) []string {
+func MergeEnv(base []string, over map[string]string) []string {
 	out := make([]string, 0, len(base)+len(over))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
@@ -67,8 +67,8 @@ func mergeEnv(base []string, over map[string]string) []string {
 	return out
 }
 
-// lookupEnv returns the value of name in env.
-func lookupEnv(env []string, name string) (string, bool) {
+// LookupEnv returns the value of name in env.
+func LookupEnv(env []string, name string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
 			return v, true

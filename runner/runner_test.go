@@ -678,7 +678,7 @@ func TestLoginEnv(t *testing.T) {
 	if !slices.Contains(env, "FROM_PROFILE=yes") {
 		t.Errorf("login env lacks the profile's variable: %q", env)
 	}
-	if _, ok := lookupEnv(env, "PATH"); !ok {
+	if _, ok := LookupEnv(env, "PATH"); !ok {
 		t.Error("login env has no PATH")
 	}
 	if slices.Contains(CleanEnv(env), "AGENTD_LEAK=1") {

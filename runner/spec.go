@@ -93,11 +93,11 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 		return nil, err
 	}
 
-	p.env = mergeEnv(m.env, spec.Env)
+	p.env = MergeEnv(m.env, spec.Env)
 	if _, ok := spec.Env["PWD"]; !ok {
 		p.env = append(p.env, "PWD="+p.dir)
 	}
-	if _, ok := lookupEnv(p.env, "TERM"); !ok && spec.Pty != nil {
+	if _, ok := LookupEnv(p.env, "TERM"); !ok && spec.Pty != nil {
 		p.env = append(p.env, "TERM=xterm-256color")
 	}
 
@@ -162,7 +162,7 @@ func lookPath(file, dir string, env []string) (string, error) {
 		}
 		return path, nil
 	}
-	pathEnv, ok := lookupEnv(env, "PATH")
+	pathEnv, ok := LookupEnv(env, "PATH")
 	if !ok {
 		pathEnv = defaultPath
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 	"google.golang.org/grpc"
 
+	"github.com/devdepot-ai/agentd/internal/units"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -134,7 +135,7 @@ func (a *app) snapListCmd() *cobra.Command {
 				for _, s := range resp.GetSnapshots() {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.GetId(),
 						s.GetCreated().AsTime().Local().Format("2006-01-02 15:04:05"), s.GetFiles(),
-						snapBytes(s.GetTotalBytes()), snapBytes(s.GetStoredBytes()), s.GetRoot(), s.GetLabel())
+						units.Bytes(s.GetTotalBytes()), units.Bytes(s.GetStoredBytes()), s.GetRoot(), s.GetLabel())
 				}
 				return tw.Flush()
 			})
@@ -165,8 +166,8 @@ func (a *app) snapShowCmd() *cobra.Command {
 				fmt.Fprintf(tw, "root:\t%s\n", s.GetRoot())
 				fmt.Fprintf(tw, "created:\t%s\n", s.GetCreated().AsTime().Local().Format(time.RFC3339))
 				fmt.Fprintf(tw, "contents:\t%s, %s, %s, %s\n", snapPlural(int(s.GetFiles()), "file"), snapPlural(int(s.GetDirectories()), "directory"),
-					snapPlural(int(s.GetSymlinks()), "symlink"), snapBytes(s.GetTotalBytes()))
-				fmt.Fprintf(tw, "stored:\t%s new in the store\n", snapBytes(s.GetStoredBytes()))
+					snapPlural(int(s.GetSymlinks()), "symlink"), units.Bytes(s.GetTotalBytes()))
+				fmt.Fprintf(tw, "stored:\t%s new in the store\n", units.Bytes(s.GetStoredBytes()))
 				for _, sk := range s.GetSkipped() {
 					fmt.Fprintf(tw, "skipped:\t%s\n", sk)
 				}
@@ -457,7 +458,7 @@ func (a *app) snapRmCmd() *cobra.Command {
 						}
 						continue
 					}
-					fmt.Fprintf(a.io.Out, "deleted %s, freed %s\n", id, snapBytes(resp.GetFreedBytes()))
+					fmt.Fprintf(a.io.Out, "deleted %s, freed %s\n", id, units.Bytes(resp.GetFreedBytes()))
 				}
 				return nil
 			})
@@ -496,7 +497,7 @@ func (b *snapBar) update(p *agentdv1.Progress) {
 	fill := int(frac * width)
 	fmt.Fprintf(b.w, "\r\033[K%s %3.0f%% [%s%s] %d/%d files  %s/%s", b.verb, frac*100,
 		strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
-		p.GetFilesDone(), p.GetFilesTotal(), snapBytes(p.GetBytesDone()), snapBytes(p.GetBytesTotal()))
+		p.GetFilesDone(), p.GetFilesTotal(), units.Bytes(p.GetBytesDone()), units.Bytes(p.GetBytesTotal()))
 	b.drawn = true
 }
 
@@ -506,20 +507,6 @@ func (b *snapBar) done() {
 		fmt.Fprint(b.w, "\r\033[K")
 		b.drawn = false
 	}
-}
-
-// snapBytes renders a byte count for people: 1.5 MiB.
-func snapBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func snapPlural(n int, noun string) string {

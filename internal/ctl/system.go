@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devdepot-ai/agentd/internal/units"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -38,8 +39,8 @@ func (a *app) infoCmd() *cobra.Command {
 				row("workspace", i.GetWorkspace())
 				row("shell", i.GetShell())
 				row("cpus", fmt.Sprint(i.GetCpus()))
-				row("memory", fmt.Sprintf("%s (%s available)", bytesHuman(i.GetMemoryBytes()), bytesHuman(i.GetMemoryAvailableBytes())))
-				row("disk free", bytesHuman(i.GetDiskFreeBytes()))
+				row("memory", fmt.Sprintf("%s (%s available)", units.Bytes(i.GetMemoryBytes()), units.Bytes(i.GetMemoryAvailableBytes())))
+				row("disk free", units.Bytes(i.GetDiskFreeBytes()))
 				py := i.GetPythonVersion()
 				if py == "" {
 					py = "(none found)"
@@ -50,18 +51,4 @@ func (a *app) infoCmd() *cobra.Command {
 			})
 		},
 	}
-}
-
-// bytesHuman renders a byte count with a binary unit: "1.5 GiB".
-func bytesHuman(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

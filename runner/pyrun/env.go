@@ -3,69 +3,11 @@ package pyrun
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/runner"
 )
-
-// secretPrefix starts the names of the daemon's own variables; they never
-// reach an interpreter.
-const secretPrefix = "AGENTD_"
-
-// cleanEnv returns env without AGENTD_* variables and malformed entries,
-// keeping only the last entry of a repeated name.
-func cleanEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	index := make(map[string]int, len(env))
-	for _, kv := range env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.HasPrefix(k, secretPrefix) || strings.IndexByte(kv, 0) >= 0 {
-			continue
-		}
-		if i, seen := index[k]; seen {
-			out[i] = kv
-			continue
-		}
-		index[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
-}
-
-// mergeEnv returns base with the variables of over set; new names are
-// appended in sorted order.
-func mergeEnv(base []string, over map[string]string) []string {
-	if len(over) == 0 {
-		return base
-	}
-	out := make([]string, 0, len(base)+len(over))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := over[k]; !ok {
-			out = append(out, kv)
-		}
-	}
-	keys := make([]string, 0, len(over))
-	for k := range over {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+over[k])
-	}
-	return out
-}
-
-// lookupEnv returns the value of name in env.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
 
 // validateEnv checks the variables a run sets.
 func validateEnv(env map[string]string) error {
@@ -89,7 +31,7 @@ func lookPath(name string, env []string) (string, error) {
 		}
 		return "", errs.New(errs.Precondition, "python interpreter %s not found or not executable", name)
 	}
-	path, _ := lookupEnv(env, "PATH")
+	path, _ := runner.LookupEnv(env, "PATH")
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			dir = "."

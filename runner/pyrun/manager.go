@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/runner"
 )
 
 // MaxCodeBytes is the largest source a run accepts.
@@ -132,7 +133,7 @@ func New(opts Options) *Manager {
 	m := &Manager{
 		opts:        opts,
 		log:         opts.Logger,
-		env:         cleanEnv(opts.Env),
+		env:         runner.CleanEnv(opts.Env),
 		sessions:    map[string]*session{},
 		live:        map[*session]struct{}{},
 		stopJanitor: make(chan struct{}),
@@ -293,7 +294,7 @@ func (m *Manager) launch(ctx context.Context, s *session, python, dir string, ex
 	}
 	m.live[s] = struct{}{}
 	m.mu.Unlock()
-	if err := s.launch(ctx, python, dir, mergeEnv(m.env, extra)); err != nil {
+	if err := s.launch(ctx, python, dir, runner.MergeEnv(m.env, extra)); err != nil {
 		m.forget(s)
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/runner"
 )
 
 func TestMain(m *testing.M) {
@@ -642,11 +643,11 @@ func TestSessionNames(t *testing.T) {
 
 func TestCleanEnv(t *testing.T) {
 	t.Parallel()
-	got := cleanEnv([]string{"A=1", "AGENTD_TOKEN=x", "noequals", "=v", "B=2", "A=3", "AGENTD_CONFIG_DIR=/c", "C=a\x00b"})
+	got := runner.CleanEnv([]string{"A=1", "AGENTD_TOKEN=x", "noequals", "=v", "B=2", "A=3", "AGENTD_CONFIG_DIR=/c", "C=a\x00b"})
 	if diff := cmp.Diff([]string{"A=3", "B=2"}, got); diff != "" {
 		t.Errorf("cleanEnv (-got +want):\n%s", diff)
 	}
-	got = mergeEnv([]string{"A=1", "B=2"}, map[string]string{"B": "3", "Z": "4", "C": "5"})
+	got = runner.MergeEnv([]string{"A=1", "B=2"}, map[string]string{"B": "3", "Z": "4", "C": "5"})
 	if diff := cmp.Diff([]string{"A=1", "B=3", "C=5", "Z=4"}, got); diff != "" {
 		t.Errorf("mergeEnv (-got +want):\n%s", diff)
 	}
