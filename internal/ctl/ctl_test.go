@@ -222,3 +222,65 @@ func TestKill(t *testing.T) {
 		t.Errorf("attach after kill = %+v, want 137", r)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := d.run(t, "", "validate")
+	if r.code != 0 {
+		t.Fatalf("validate against a local agentd = %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, check := range []string{"write", "read", "edit", "search", "glob", "shell", "exit codes", "stderr", "timeout", "python", "python session", "snapshot"} {
+		if !strings.Contains(r.stdout, "PASS  "+check) {
+			t.Errorf("validate output lacks a PASS line for %q:\n%s", check, r.stdout)
+		}
+	}
+	r = d.run(t, "", "--json", "validate")
+	var doc struct {
+		Passed bool `json:"passed"`
+		Checks []struct {
+			Name   string `json:"name"`
+			Passed bool   `json:"passed"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || !doc.Passed || len(doc.Checks) < 12 {
+		t.Errorf("--json validate = %q (%v)", r.stdout, err)
+	}
+}
+
+// TestValidateSandboxChecks runs validate against a daemon in sandbox mode
+// outside a container: the container checks must run and fail, each saying
+// how to fix it, and validate must exit non-zero.
+func TestValidateSandboxChecks(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() == 1000 {
+		t.Skip("runs as uid 1000: the uid check would pass")
+	}
+	dir := t.TempDir()
+	srv, err := agentd.New(t.Context(), agentd.Options{Mode: agentd.ModeSandbox, Workspace: dir, StateDir: filepath.Join(dir, ".state"), Env: os.Environ(), Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	t.Cleanup(func() { cancel(); <-done })
+	d := &daemon{addr: "unix://" + sock, workspace: dir}
+	r := d.run(t, "", "validate")
+	if r.code == 0 {
+		t.Fatalf("validate in sandbox mode outside a container passed:\n%s", r.stdout)
+	}
+	for _, want := range []string{"FAIL  sandbox uid", "USER 1000", "PASS  writable workspace", "PASS  writable /tmp"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if os.Getuid() != 0 && !strings.Contains(r.stdout, "FAIL  read-only root") {
+		t.Errorf("a writable / was not reported:\n%s", r.stdout)
+	}
+}

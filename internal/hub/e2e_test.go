@@ -3,8 +3,10 @@ package hub_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -342,5 +344,51 @@ func TestHubRestartMidCommand(t *testing.T) {
 	}
 	if out != want.String() {
 		t.Errorf("attach after a hub restart returned %q, want all 30 lines", out)
+	}
+}
+
+func TestPairEndpointBadInput(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	key := strings.Repeat("Q", 43) + "=" // 32 bytes of base64, not all zero
+	for name, tc := range map[string]struct {
+		body string
+		want int
+	}{
+		"truncated":     {`{"code": "ABCD-`, 400},
+		"wrong types":   {`{"code": 12, "public_key": true}`, 400},
+		"unknown field": {`{"code": "ABCD-EFGH", "admin": true}`, 400},
+		"two objects":   {`{"code": "ABCD-EFGH"} {}`, 400},
+		"huge":          {`{"code": "` + strings.Repeat("x", 1<<20) + `"}`, 413},
+		"bad key":       {`{"code": "ABCD-EFGH", "public_key": "AAAA", "hostname": "h"}`, 400},
+		"wrong code":    {`{"code": "ABCD-EFGH", "public_key": "` + key + `", "hostname": "h", "os": "linux", "arch": "amd64"}`, 403},
+	} {
+		resp, err := http.Post(h.url+"/v1/pair", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var pe struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&pe)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || pe.Error == "" {
+			t.Errorf("%s: status %d, error %q; want %d with a message", name, resp.StatusCode, pe.Error, tc.want)
+		}
+	}
+	// Nothing was paired.
+	resp, err := hubv1.NewAdminServiceClient(h.conn()).ListMachines(authCtx(t.Context(), h.owner, ""), &hubv1.ListMachinesRequest{})
+	if err != nil || len(resp.GetMachines()) != 0 {
+		t.Errorf("machines after bad pairing requests: %v (%v)", resp.GetMachines(), err)
+	}
+	// The health and metrics endpoints answer.
+	for _, p := range []string{"/healthz", "/metrics"} {
+		resp, err := http.Get(h.url + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("GET %s = %v %v", p, resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
 	}
 }
