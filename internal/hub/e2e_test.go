@@ -3,6 +3,7 @@ package hub_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -24,6 +26,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/testca"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
@@ -33,6 +36,7 @@ import (
 // owner token of its first org.
 type hubEnv struct {
 	t     *testing.T
+	ca    *testca.CA // set: the hub serves TLS with a certificate this CA signed
 	store *store.SQLite
 	addr  string
 	url   string
@@ -40,7 +44,9 @@ type hubEnv struct {
 	stop  func()
 }
 
-func startHub(t *testing.T) *hubEnv {
+func startHub(t *testing.T) *hubEnv { return startHubTLS(t, nil) }
+
+func startHubTLS(t *testing.T, ca *testca.CA) *hubEnv {
 	t.Helper()
 	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
@@ -55,7 +61,7 @@ func startHub(t *testing.T) *hubEnv {
 	if _, err := st.CreateToken(t.Context(), store.Token{OrgID: o.ID, Name: "tester", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	h := &hubEnv{t: t, store: st, owner: secret}
+	h := &hubEnv{t: t, store: st, owner: secret, ca: ca}
 	h.serve("127.0.0.1:0")
 	return h
 }
@@ -80,9 +86,13 @@ func (h *hubEnv) serve(addr string) {
 	}
 	h.addr = lis.Addr().String()
 	h.url = "http://" + h.addr
+	var tlsConfig *tls.Config
+	if h.ca != nil {
+		h.url, tlsConfig = "https://"+h.addr, h.ca.Server
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, nil) }()
+	go func() { done <- srv.Serve(ctx, lis, tlsConfig) }()
 	stopped := false
 	h.stop = func() {
 		if !stopped {
@@ -95,7 +105,11 @@ func (h *hubEnv) serve(addr string) {
 }
 
 func (h *hubEnv) conn() *grpc.ClientConn {
-	cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if h.ca != nil {
+		creds = credentials.NewTLS(&tls.Config{RootCAs: h.ca.Pool, MinVersion: tls.VersionTLS12})
+	}
+	cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -134,7 +148,14 @@ func (h *hubEnv) startMachine(token string) *machine {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	m, err := agentd.Pair(h.t.Context(), agentd.PairOptions{Hub: h.url, Code: h.pairCode(token), ConfigDir: cfg, Name: "box"})
+	caFile := ""
+	if h.ca != nil {
+		caFile = filepath.Join(dir, "ca.pem")
+		if err := os.WriteFile(caFile, h.ca.PEM, 0o600); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	m, err := agentd.Pair(h.t.Context(), agentd.PairOptions{Hub: h.url, Code: h.pairCode(token), ConfigDir: cfg, Name: "box", CAFile: caFile})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -390,5 +411,29 @@ func TestPairEndpointBadInput(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
+	}
+}
+
+// TestTLSEndToEnd: pairing, the tunnel (wss) and routed calls over TLS with
+// a certificate from a CA the test made, on a hub that also speaks HTTP/2.
+func TestTLSEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := startHubTLS(t, testca.New(t))
+	m := h.startMachine(h.owner)
+	info, err := agentdv1.NewSystemServiceClient(h.conn()).Info(authCtx(t.Context(), h.owner, m.id), &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GetWorkspace() != m.ws || info.GetTunnel().GetState() != "connected" || !strings.HasPrefix(info.GetTunnel().GetHub(), "wss://") {
+		t.Errorf("Info through the TLS hub = %v", info)
+	}
+	// A client that does not trust the CA is refused.
+	cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := agentdv1.NewSystemServiceClient(cc).Info(authCtx(t.Context(), h.owner, m.id), &agentdv1.InfoRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("Info from a client without the CA = %v, want a TLS failure (Unavailable)", err)
 	}
 }
