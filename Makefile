@@ -19,7 +19,7 @@ STATICCHECK_VERSION        ?= v0.7.0
 
 BINARIES := agentd agentctl agenthub
 
-.PHONY: all build test fuzz lint proto proto-check tools bench demo demo-local clean
+.PHONY: all build test fuzz lint proto proto-check tools bench bench-hub demo demo-local clean
 
 all: build
 
@@ -65,6 +65,9 @@ proto-check: proto ## fail when the committed generated code is not current
 
 bench: build ## benchmarks: Go benchmarks plus side-by-side comparisons (see docs/performance.md)
 	bash scripts/bench.sh
+
+bench-hub: build ## the hub's benchmarks: exec and stdout through the hub against ssh, idle tunnels, reconnect
+	bash scripts/bench-hub.sh
 
 demo: build ## a hub, a paired agentd and a scripted chat session, all on loopback
 	bin/agenthub demo --exit
