@@ -153,20 +153,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.files, err = newFileService(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	s.procs, err = newProcessService(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	s.python, err = newPythonService(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	s.snaps, err = newSnapshotService(ctx, s)
-	if err != nil {
+	if err := s.newServices(ctx); err != nil {
+		s.closeServices()
 		return nil, err
 	}
 
@@ -245,6 +233,36 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// newServices builds the services; on error, closeServices releases what
+// was built.
+func (s *Server) newServices(ctx context.Context) error {
+	var err error
+	if s.files, err = newFileService(ctx, s); err != nil {
+		return err
+	}
+	if s.procs, err = newProcessService(ctx, s); err != nil {
+		return err
+	}
+	if s.python, err = newPythonService(ctx, s); err != nil {
+		return err
+	}
+	s.snaps, err = newSnapshotService(ctx, s)
+	return err
+}
+
+// closeServices releases a half-built server's services.
+func (s *Server) closeServices() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.python != nil {
+		_ = s.python.Close(ctx)
+	}
+	if s.procs != nil {
+		_ = s.procs.Close(ctx)
+	}
+	_ = s.activity.Close()
 }
 
 func (s *Server) shutdown() {
