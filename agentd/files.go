@@ -142,6 +142,9 @@ func (fsvc *fileService) ReadLines(ctx context.Context, req *agentdv1.ReadLinesR
 		MaxLineLen: int(req.GetMaxLineLength()),
 	})
 	summary := fmt.Sprintf("read lines %d-%d of %s", res.From, res.From+int64(len(res.Lines))-1, pathOr(res.Path, req.GetPath()))
+	if err != nil {
+		summary = fmt.Sprintf("read lines from %d of %s", max(req.GetFromLine(), 1), req.GetPath())
+	}
 	fsvc.record(ctx, "files.read_lines", summary, res.Path, 0, nil, err)
 	if err != nil {
 		return nil, statusError(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/snapshot"
 	"github.com/devdepot-ai/agentd/internal/units"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -24,7 +25,7 @@ const (
 	// snapshotProgressEvery throttles Progress messages of Create and Restore.
 	snapshotProgressEvery = 100 * time.Millisecond
 	// snapExportChunk is the most tar bytes one Export message carries.
-	snapExportChunk = 32 << 10
+	snapExportChunk = wire.ChunkSize
 )
 
 // snapshotService serves agentdv1.SnapshotService from the snapshot store

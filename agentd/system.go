@@ -27,7 +27,8 @@ type systemService struct {
 	agentdv1.UnimplementedSystemServiceServer
 	s *Server
 
-	pyOnce    sync.Once
+	pyMu      sync.Mutex
+	pyTried   time.Time // last attempt to learn the version
 	pyVersion string
 }
 
@@ -88,21 +89,25 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 
 // pythonVersion asks python3 once, bounded in time; empty when there is none.
 func (y *systemService) pythonVersion(ctx context.Context) string {
-	y.pyOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-		defer cancel()
-		py, err := lookPath(y.s.opts.Python, y.s.opts.Env)
-		if err != nil {
-			return
-		}
-		cmd := exec.CommandContext(ctx, py, "--version")
-		cmd.Env = y.s.opts.Env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return
-		}
-		y.pyVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "Python ")
-	})
+	y.pyMu.Lock()
+	defer y.pyMu.Unlock()
+	if y.pyVersion != "" || time.Since(y.pyTried) < 30*time.Second {
+		return y.pyVersion // known, or asked recently: a failure is retried later, not cached
+	}
+	y.pyTried = time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	py, err := lookPath(y.s.opts.Python, y.s.opts.Env)
+	if err != nil {
+		return ""
+	}
+	cmd := exec.CommandContext(ctx, py, "--version")
+	cmd.Env = y.s.opts.Env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return ""
+	}
+	y.pyVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "Python ")
 	return y.pyVersion
 }
 

@@ -16,11 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // chunkSize bounds the data of one Output event and of one read from a
 // process's output.
-const chunkSize = 32 << 10
+const chunkSize = wire.ChunkSize
 
 // Process is a command started by a Manager: running, or finished and
 // lingering. Its methods are safe for concurrent use.

@@ -204,7 +204,8 @@ func (a *app) versionCmd() *cobra.Command {
 	}
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+// jsonOpts prints zero values too: `jq .exited.exit_code` must say 0, not null.
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
 // printJSON writes m as one line of JSON.
 func (a *app) printJSON(m proto.Message) error {

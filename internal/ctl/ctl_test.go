@@ -284,3 +284,27 @@ func TestValidateSandboxChecks(t *testing.T) {
 		t.Errorf("a writable / was not reported:\n%s", r.stdout)
 	}
 }
+
+func TestActivityDirect(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	d.run(t, "", "sh", "echo recorded")
+	r := d.run(t, "", "activity")
+	if r.code != 0 || !strings.Contains(r.stdout, "echo recorded") || !strings.Contains(r.stdout, "exit 0") {
+		t.Errorf("activity against the daemon = %+v, want the command and its exit", r)
+	}
+}
+
+func TestExecWithoutCommandAndJSONZeroValues(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, args := range [][]string{{"exec"}, {"exec", "--"}, {"sh"}} {
+		if r := d.run(t, "", args...); r.code != ctl.ExitFailed || r.stderr == "" {
+			t.Errorf("agentctl %v = %+v, want 125 with a message", args, r)
+		}
+	}
+	r := d.run(t, "", "--json", "exec", "--", "true")
+	if !strings.Contains(r.stdout, `"exit_code":0`) {
+		t.Errorf("--json exec of true lacks exit_code 0: %s", r.stdout)
+	}
+}

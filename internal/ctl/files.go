@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -152,7 +153,7 @@ overwriting someone else's change.`,
 					_, err = st.CloseAndRecv() // the server's reason
 					return err
 				}
-				buf := make([]byte, 32<<10)
+				buf := make([]byte, wire.ChunkSize)
 				for {
 					n, rerr := a.io.In.Read(buf)
 					if n > 0 {
@@ -469,7 +470,7 @@ told otherwise. Exit 0 when something matched, 1 when nothing did, 2 on error.`,
 			if ctxLines < 0 || max < 0 {
 				return usagef("-C and --max must not be negative")
 			}
-			var matched bool
+			var matched, printed bool
 			err := a.call(cmd, func(ctx context.Context, c *conn) error {
 				st, err := agentdv1.NewFileServiceClient(c).Search(ctx, req)
 				if err != nil {
@@ -491,7 +492,11 @@ told otherwise. Exit 0 when something matched, 1 when nothing did, 2 on error.`,
 					if x := m.GetMatch(); x != nil {
 						matched = true
 						if !a.json {
-							printMatch(a.io.Out, x, ctxLines > 0)
+							if ctxLines > 0 && printed {
+								fmt.Fprintln(a.io.Out, "--") // between groups, like grep -C
+							}
+							printMatch(a.io.Out, x)
+							printed = true
 						}
 					}
 					if s := m.GetSummary(); s != nil && s.GetTruncated() && !a.json {
@@ -520,7 +525,7 @@ told otherwise. Exit 0 when something matched, 1 when nothing did, 2 on error.`,
 	return cmd
 }
 
-func printMatch(w io.Writer, m *agentdv1.SearchMatch, withContext bool) {
+func printMatch(w io.Writer, m *agentdv1.SearchMatch) {
 	n := m.GetLineNumber()
 	for i, l := range m.GetBefore() {
 		fmt.Fprintf(w, "%s-%d-%s\n", m.GetPath(), n-int64(len(m.GetBefore())-i), l)
@@ -528,9 +533,6 @@ func printMatch(w io.Writer, m *agentdv1.SearchMatch, withContext bool) {
 	fmt.Fprintf(w, "%s:%d:%s\n", m.GetPath(), n, m.GetLine())
 	for i, l := range m.GetAfter() {
 		fmt.Fprintf(w, "%s-%d-%s\n", m.GetPath(), n+int64(i)+1, l)
-	}
-	if withContext {
-		fmt.Fprintln(w, "--")
 	}
 }
 

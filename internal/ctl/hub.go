@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // hubCall dials the hub (--hub, without needing --machine) and runs fn.
@@ -85,11 +86,18 @@ func (a *app) activityCmd() *cobra.Command {
 	var tail int32
 	cmd := &cobra.Command{
 		Use:   "activity [-f] [--machine ID]",
-		Short: "Show what the org's machines did: who asked, what ran, the outcome",
+		Short: "Show what was done: who asked, what ran, the outcome",
+		Long: `Show the activity records: every operation, with who asked and the outcome.
+Through the hub (--hub) without --machine: every machine of your org; with
+--machine, one machine. Direct to a daemon (--addr): that daemon's records.`,
 		Example: `  agentctl activity
-  agentctl activity -f --machine m-abc123`,
+  agentctl activity -f --machine m-abc123
+  agentctl --addr unix:///tmp/agentd.sock activity -f`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.target.hub == "" || a.target.addr != "" {
+				return a.daemonActivity(cmd, follow, tail)
+			}
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				st, err := hubv1.NewActivityServiceClient(c).Watch(ctx, &hubv1.WatchRequest{
 					MachineId: a.target.machine, Tail: tail, NoFollow: !follow,
@@ -122,6 +130,57 @@ func (a *app) activityCmd() *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new activity as it happens")
 	cmd.Flags().Int32Var(&tail, "tail", 20, "how many stored records to show first")
 	return cmd
+}
+
+// daemonActivity prints a daemon's own activity (ActivityService.Watch):
+// the last `tail` retained records, then, with follow, new ones.
+func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error {
+	return a.call(cmd, func(ctx context.Context, c *conn) error {
+		act := agentdv1.NewActivityServiceClient(c)
+		// Find the newest sequence number to start `tail` records before it.
+		var last uint64
+		st, err := act.Watch(ctx, &agentdv1.WatchRequest{NoFollow: true})
+		if err != nil {
+			return err
+		}
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					return err
+				}
+				break
+			}
+			last = m.GetRecord().GetSeq()
+		}
+		since := uint64(0)
+		if tail >= 0 && last > uint64(tail) {
+			since = last - uint64(tail)
+		}
+		st, err = act.Watch(ctx, &agentdv1.WatchRequest{SinceSeq: since, NoFollow: !follow})
+		if err != nil {
+			return err
+		}
+		for {
+			m, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if a.json {
+				if err := a.printJSON(m); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(a.io.Out, ActivityLine(&hubv1.WatchResponse{Record: m.GetRecord(), MachineName: "local"}))
+		}
+	})
 }
 
 // ActivityLine renders a hub activity record for a person.

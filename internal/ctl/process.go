@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -86,7 +87,7 @@ Ctrl-C detaches and leaves the command running (see 'agentctl attach').`,
   agentctl exec -t -- htop                      # interactive, in a pty
   cat data.csv | agentctl exec -i -- wc -l      # forward stdin
   agentctl exec -d --tag build -- make all      # start in the background`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needCommand("exec needs a command: agentctl exec [flags] -- CMD [ARG...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request()
 			if err != nil {
@@ -112,7 +113,7 @@ so pipes, globs, redirections and variables work. Exit codes as for exec.`,
 		Example: `  agentctl sh 'ls *.go | wc -l'
   agentctl sh --timeout 1m 'make test 2>&1 | tail -20'
   agentctl sh --cwd /tmp 'echo $HOME > where.txt'`,
-		Args: cobra.MinimumNArgs(1),
+		Args: needCommand("sh needs a command string: agentctl sh 'COMMAND STRING'"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request()
 			if err != nil {
@@ -127,11 +128,21 @@ so pipes, globs, redirections and variables work. Exit codes as for exec.`,
 	return cmd
 }
 
+// needCommand refuses an exec-like command without arguments, exiting 125.
+func needCommand(msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return &exitError{code: ExitFailed, err: errors.New(msg), usage: true}
+		}
+		return nil
+	}
+}
+
 // exitLike makes agentctl's own failures in cmd exit 125, like docker run.
 func (a *app) exitLike(cmd *cobra.Command) {
 	cmd.PreRun = func(*cobra.Command, []string) { a.failCode = ExitFailed }
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: ExitFailed, err: err}
+		return &exitError{code: ExitFailed, err: err, usage: true}
 	})
 }
 
@@ -213,7 +224,7 @@ func (a *app) forwardStdin(ctx context.Context, procs agentdv1.ProcessServiceCli
 	if err := in.Send(&agentdv1.InputRequest{Id: id}); err != nil {
 		return
 	}
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, wire.ChunkSize)
 	for {
 		n, rerr := a.io.In.Read(buf)
 		if n > 0 {

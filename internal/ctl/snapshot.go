@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/devdepot-ai/agentd/internal/units"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -23,7 +24,7 @@ import (
 var snapMaxRecv = grpc.MaxCallRecvMsgSize(1 << 30)
 
 // snapChunk is how many archive bytes one Import message carries.
-const snapChunk = 32 << 10
+const snapChunk = wire.ChunkSize
 
 func (a *app) snapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{

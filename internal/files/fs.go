@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // Limits on requests. They keep one request from taking the daemon's memory
@@ -24,7 +25,7 @@ const (
 	// MaxPathLen is the longest path accepted, in bytes (Linux PATH_MAX).
 	MaxPathLen = 4096
 	// ChunkSize is the largest chunk Read hands out.
-	ChunkSize = 32 << 10
+	ChunkSize = wire.ChunkSize
 	// MaxEditSize is the largest file Edit works on.
 	MaxEditSize = 64 << 20
 

@@ -17,11 +17,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 const (
 	// chunkSize bounds one Output event.
-	chunkSize = 32 << 10
+	chunkSize = wire.ChunkSize
 	// drainGrace is how long the output of a dead interpreter is read
 	// after it died: pipes that a stray process (one that left the process
 	// group) holds open never reach EOF.

@@ -1,0 +1,11 @@
+// Package wire holds sizes shared by everything that streams bytes over
+// gRPC: process output, file reads and writes, snapshot exports, Python
+// output.
+package wire
+
+// ChunkSize is the payload of one streamed message. It is 32 KiB less a
+// margin for the message's own framing (protobuf tags, the 5-byte gRPC
+// header): a message that fits in 32 KiB is served from grpc-go's 32 KiB
+// buffer tier, while one a few bytes larger takes a 1 MiB buffer that is
+// zeroed on every use, which cost a quarter of the CPU of bulk streams.
+const ChunkSize = 32<<10 - 64

@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# make bench-hub: the hub's benchmarks (issue 4), side by side with ssh to
+# localhost over a multiplexed master connection, all in one run:
+#
+#   * whole-process `agentctl --hub … --machine … exec -- true` through a
+#     bin/agenthub serve on 127.0.0.1 and a paired bin/agentd run, against
+#     `ssh true` (the sshd setup of scripts/bench.sh);
+#   * 1 GiB of stdout (head -c 1G /dev/zero) through the hub against ssh;
+#   * the Go benchmarks of internal/hub (exec and 256 MiB stdout through a
+#     real hub and tunnel, in-process client) and TestIdleTunnels: hub memory
+#     per idle tunnel with N daemons in a child process, and the time for all
+#     N to be back after a hub restart (quick backoff, and the default one).
+#
+# Raw results: .bench/hub-results.txt. Knobs (env): LAT_RUNS (runs per
+# command for latency, default 300), THR_RUNS (1 GiB runs per command,
+# default 3), TUNNELS (idle tunnels, default 1000), EXEC_BENCHTIME (default
+# 300x), STDOUT_BENCHTIME (default 3x), SSH_PORT (first port tried, 2222),
+# HUB_PORT (first port tried, 18443), NO_SSH=1, NO_GO=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bin=$root/bin
+outdir=$root/.bench
+raw=$outdir/hub-results.txt
+
+LAT_RUNS=${LAT_RUNS:-300}
+THR_RUNS=${THR_RUNS:-3}
+TUNNELS=${TUNNELS:-1000}
+EXEC_BENCHTIME=${EXEC_BENCHTIME:-300x}
+STDOUT_BENCHTIME=${STDOUT_BENCHTIME:-3x}
+SSH_PORT=${SSH_PORT:-2222}
+HUB_PORT=${HUB_PORT:-18443}
+NO_SSH=${NO_SSH:-}
+NO_GO=${NO_GO:-}
+
+GiB=1073741824
+
+die() { echo "bench-hub: $*" >&2; exit 1; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?'; }
+say() { printf '\n== %s  [load average %s]\n' "$*" "$(loadavg)" | tee -a "$raw" >&2; }
+note() { echo "$*" | tee -a "$raw" >&2; }
+
+# ---------------------------------------------------------------- setup
+
+command -v go >/dev/null || die "go is not on PATH"
+mkdir -p "$outdir"
+: >"$raw"
+make build >>"$raw" 2>&1 || die "make build failed (see $raw)"
+for b in agentd agentctl agenthub; do
+	[[ -x $bin/$b ]] || die "$bin/$b is missing after make build"
+done
+
+load_start=$(loadavg)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-bench-hub.XXXXXX")
+hub_pid='' daemon_pid='' sshd_pid='' ssh_master=''
+
+cleanup() {
+	local rc=$?
+	set +e
+	if [[ -n $ssh_master ]]; then
+		ssh "${ssh_base[@]}" -O exit "$ssh_dest" >/dev/null 2>&1
+	fi
+	for pid in $daemon_pid $hub_pid $sshd_pid; do
+		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	rm -rf "$tmp"
+	if ((rc != 0)); then
+		echo "bench-hub: failed (exit $rc); partial results in $raw" >&2
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+apt_install() {
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
+		return 1
+	fi
+	note "installing $* with apt-get"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >>"$raw" 2>&1 ||
+		{ apt-get update -qq >>"$raw" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >>"$raw" 2>&1; }
+}
+
+{
+	echo "agentd hub benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+	echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo)"
+	echo "kernel: $(uname -sr); $(go version)"
+	echo "load average at start: $load_start"
+} | tee -a "$raw" >&2
+
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+declare -A R
+
+# ---------------------------------------------------------------- Go benchmarks
+
+go_out=$tmp/go-bench.txt
+: >"$go_out"
+if [[ -z $NO_GO ]]; then
+	say "Go benchmarks: internal/hub (exec $EXEC_BENCHTIME, stdout 256 MiB $STDOUT_BENCHTIME)"
+	go test -run '^$' -bench '^BenchmarkHubExecTrue$' -benchtime "$EXEC_BENCHTIME" -count 1 -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
+		die "BenchmarkHubExecTrue failed"
+	go test -run '^$' -bench '^BenchmarkHubStdout$' -benchtime "$STDOUT_BENCHTIME" -count 1 -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
+		die "BenchmarkHubStdout failed"
+	say "idle tunnels: $TUNNELS daemons in a child process, then two hub restarts"
+	AGENTD_BENCH_TUNNELS=$TUNNELS go test -run '^TestIdleTunnels$' -count 1 -v -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
+		die "TestIdleTunnels with $TUNNELS tunnels failed (try a smaller TUNNELS=)"
+fi
+
+gobench() {
+	awk -v name="$1" -v unit="$2" '
+		$1 ~ "^Benchmark" name "(-[0-9]+)?$" { for (i = 3; i < NF; i++) if ($(i+1) == unit) { print $i; exit } }' "$go_out"
+}
+# kv PREFIX KEY [MATCH]: value of KEY=… on the first line starting with PREFIX (and containing MATCH).
+kv() {
+	awk -v p="$1" -v k="$2" -v m="${3:-}" 'index($0, p) == 1 && index($0, m) { for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) { print substr($i, length(k) + 2); exit } }' "$go_out"
+}
+R[go_exec_p50]=$(gobench HubExecTrue p50-ms)
+R[go_exec_p99]=$(gobench HubExecTrue p99-ms)
+R[go_stdout]=$(gobench HubStdout MB/s)
+R[tun_n]=$(kv 'IDLE-TUNNELS ' n)
+R[tun_kib]=$(kv 'IDLE-TUNNELS ' per_tunnel_kib)
+R[tun_heap]=$(kv 'IDLE-TUNNELS ' heap_kib)
+R[tun_stack]=$(kv 'IDLE-TUNNELS ' stack_kib)
+R[tun_gor]=$(kv 'IDLE-TUNNELS ' goroutines)
+R[tun_daemon_kib]=$(kv 'IDLE-TUNNELS-DAEMONS ' per_tunnel_kib)
+R[restart_quick]=$(kv 'RESTART ' back_s backoff=quick)
+R[restart_default]=$(kv 'RESTART ' back_s backoff=default)
+
+# ---------------------------------------------------------------- hub and agentd
+
+say "starting bin/agenthub serve on 127.0.0.1 and a paired bin/agentd run"
+port=$HUB_PORT
+while port_busy "$port"; do
+	((port++ < HUB_PORT + 50)) || die "no free port in $HUB_PORT..$port"
+done
+hub_url=http://127.0.0.1:$port
+export AGENTHUB_DB=$tmp/hub.db
+token=$("$bin/agenthub" init --org bench 2>>"$raw") || die "agenthub init failed (see $raw)"
+[[ -n $token ]] || die "agenthub init printed no token"
+"$bin/agenthub" serve --listen "127.0.0.1:$port" --log-level warn 2>"$tmp/hub.log" &
+hub_pid=$!
+for _ in $(seq 200); do
+	port_busy "$port" && break
+	kill -0 "$hub_pid" 2>/dev/null || { cat "$tmp/hub.log" >&2; die "agenthub serve exited at startup"; }
+	sleep 0.05
+done
+port_busy "$port" || die "agenthub did not listen on 127.0.0.1:$port within 10 s"
+
+export AGENTD_TOKEN=$token
+code=$("$bin/agentctl" --hub "$hub_url" admin pair-code create 2>>"$raw") || die "agentctl admin pair-code create failed (see $raw)"
+export AGENTD_CONFIG_DIR=$tmp/agentd-config AGENTD_STATE_DIR=$tmp/agentd-state
+ws=$tmp/ws
+mkdir -p "$ws"
+machine=$("$bin/agentd" pair --hub "$hub_url" --code "$code" --name bench 2>>"$raw") || die "agentd pair failed (see $raw)"
+"$bin/agentd" run --workspace "$ws" --socket - --log-level warn 2>"$tmp/agentd.log" &
+daemon_pid=$!
+ctl() { "$bin/agentctl" --hub "$hub_url" --machine "$machine" "$@"; }
+online=''
+for _ in $(seq 200); do
+	kill -0 "$daemon_pid" 2>/dev/null || { cat "$tmp/agentd.log" >&2; die "agentd run exited at startup"; }
+	if [[ $(ctl exec -- echo ok 2>/dev/null) == ok ]]; then
+		online=1
+		break
+	fi
+	sleep 0.05
+done
+[[ -n $online ]] || { cat "$tmp/hub.log" "$tmp/agentd.log" >&2; die "machine $machine not reachable through the hub within 10 s"; }
+note "hub $hub_url (pid $hub_pid), machine $machine (agentd pid $daemon_pid)"
+
+# ---------------------------------------------------------------- sshd (as in scripts/bench.sh)
+
+ssh_ok=''
+ssh_base=()
+ssh_dest=''
+start_sshd() {
+	local sshd
+	sshd=$(command -v sshd || echo /usr/sbin/sshd)
+	if [[ ! -x $sshd ]] || ! command -v ssh >/dev/null || ! command -v ssh-keygen >/dev/null; then
+		apt_install openssh-server openssh-client || { note "no sshd/ssh and cannot install them: skipping the ssh baselines"; return 1; }
+		sshd=$(command -v sshd || echo /usr/sbin/sshd)
+	fi
+	local d=$tmp/ssh user sport
+	user=$(id -un)
+	mkdir -p "$d" && chmod 700 "$d"
+	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key" -C bench-host
+	ssh-keygen -q -t ed25519 -N '' -f "$d/user_key" -C bench-user
+	cp "$d/user_key.pub" "$d/authorized_keys"
+	[[ -d /run/sshd ]] || mkdir -p /run/sshd 2>/dev/null || true
+	sport=$SSH_PORT
+	while port_busy "$sport"; do
+		((sport++ < SSH_PORT + 20)) || { note "no free port in $SSH_PORT..$sport"; return 1; }
+	done
+	cat >"$d/sshd_config" <<-EOF
+		Port $sport
+		ListenAddress 127.0.0.1
+		HostKey $d/host_key
+		PidFile $d/sshd.pid
+		AuthorizedKeysFile $d/authorized_keys
+		PermitRootLogin prohibit-password
+		PubkeyAuthentication yes
+		PasswordAuthentication no
+		KbdInteractiveAuthentication no
+		UsePAM no
+		StrictModes no
+		PrintMotd no
+		AllowUsers $user
+		AcceptEnv SHLVL
+		LogLevel ERROR
+	EOF
+	"$sshd" -D -f "$d/sshd_config" -E "$d/sshd.log" &
+	sshd_pid=$!
+	ssh_base=(-F /dev/null -p "$sport" -i "$d/user_key" -o IdentitiesOnly=yes -o BatchMode=yes
+		-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR
+		-o ControlPath="$d/mux")
+	ssh_dest=$user@127.0.0.1
+	# SHLVL passed on so that bash does not source a heavy ~/.bashrc for the
+	# command (see scripts/bench.sh): the baseline is ssh, not the rc files.
+	export SHLVL
+	local i
+	for i in $(seq 50); do
+		kill -0 "$sshd_pid" 2>/dev/null || { cat "$d/sshd.log" >&2; note "sshd exited at startup"; sshd_pid=''; return 1; }
+		if ssh "${ssh_base[@]}" -o ControlMaster=yes -o ControlPersist=15m -o SendEnv=SHLVL -f -N "$ssh_dest" </dev/null >/dev/null 2>"$d/master.log"; then
+			ssh_master=1
+			break
+		fi
+		sleep 0.1
+	done
+	[[ -n $ssh_master ]] || { cat "$d/master.log" "$d/sshd.log" >&2; note "cannot ssh to 127.0.0.1:$sport"; return 1; }
+	ssh_base=("${ssh_base[@]}" -o SendEnv=SHLVL -o ControlMaster=no)
+	[[ $(sshc 'echo ok') == ok ]] || { note "ssh through the master connection does not work"; return 1; }
+	note "sshd on 127.0.0.1:$sport (pid $sshd_pid), multiplexed master up"
+}
+sshc() { ssh "${ssh_base[@]}" "$ssh_dest" "$@"; }
+
+if [[ -z $NO_SSH ]]; then
+	say "starting sshd on loopback with throwaway keys"
+	start_sshd && ssh_ok=1 || true
+fi
+
+if ! command -v hyperfine >/dev/null; then
+	apt_install hyperfine || note "hyperfine not available: timing latency with a shell loop instead"
+fi
+
+# ---------------------------------------------------------------- latency
+
+say "round trip of 'exec true' ($LAT_RUNS runs per command, interleaved)"
+lat_names=('agentctl --hub exec -- true' 'agentctl version (startup, no RPC)' 'true (fork+exec floor)')
+lat_keys=(hub_exec ctl_version true_exec)
+lat_cmds=("$bin/agentctl --hub $hub_url --machine $machine exec -- true" "$bin/agentctl version" "true")
+if [[ -n $ssh_ok ]]; then
+	lat_names+=('ssh (multiplexed) true') lat_keys+=(ssh_exec) lat_cmds+=("ssh ${ssh_base[*]} $ssh_dest true")
+fi
+lat_samples=$tmp/latency
+: >"$lat_samples"
+if command -v hyperfine >/dev/null; then
+	hargs=()
+	for i in "${!lat_names[@]}"; do hargs+=(-n "${lat_names[$i]}" "${lat_cmds[$i]}"); done
+	for round in 1 2 3; do
+		note "round $round of 3"
+		hyperfine -N --style basic --warmup 10 --runs $(((LAT_RUNS + 2) / 3)) --export-json "$tmp/latency.json" "${hargs[@]}" 2>&1 | tee -a "$raw" >&2
+		awk -v keys="${lat_keys[*]}" 'BEGIN { split(keys, k, " ") }
+			/"times": \[/ { n++; inside = 1; next }
+			inside && /\]/ { inside = 0; next }
+			inside { gsub(/[ ,]/, ""); print k[n], $0 }' "$tmp/latency.json" >>"$lat_samples"
+	done
+else
+	for ((r = 0; r < LAT_RUNS + 10; r++)); do
+		for i in "${!lat_keys[@]}"; do
+			t0=$(now_us)
+			${lat_cmds[$i]} >/dev/null || die "${lat_names[$i]} failed"
+			t1=$(now_us)
+			((r < 10)) || echo "${lat_keys[$i]} $(awk -v us=$((t1 - t0)) 'BEGIN { print us / 1e6 }')" >>"$lat_samples"
+		done
+	done
+fi
+for k in "${lat_keys[@]}"; do
+	p50='' p99=''
+	read -r p50 p99 < <(awk -v k="$k" '$1 == k { print $2 * 1000 }' "$lat_samples" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR) printf "%.2f %.2f\n", a[int(0.50 * (NR - 1)) + 1], a[int(0.99 * (NR - 1)) + 1] }') || true
+	R[${k}_p50]=$p50 R[${k}_p99]=$p99
+	note "  $k: p50 $p50 ms, p99 $p99 ms"
+done
+
+# ---------------------------------------------------------------- stdout 1 GiB
+
+say "stdout: 1 GiB of /dev/zero ($THR_RUNS interleaved runs each)"
+got=$(ctl exec -- head -c 1G /dev/zero | wc -c)
+[[ $got == "$GiB" ]] || die "agentctl --hub exec -- head -c 1G /dev/zero delivered $got bytes, want $GiB"
+t_hub() { ctl exec -- head -c 1G /dev/zero >/dev/null; }
+t_ssh() { sshc 'head -c 1G /dev/zero' >/dev/null; }
+t_pipe() { head -c 1G /dev/zero | cat >/dev/null; }
+names=(hub_stdout pipe_stdout) fns=(t_hub t_pipe)
+[[ -n $ssh_ok ]] && names+=(ssh_stdout) fns+=(t_ssh)
+declare -A times=()
+for ((r = 0; r < THR_RUNS; r++)); do
+	for i in "${!names[@]}"; do
+		t0=$(now_us)
+		"${fns[$i]}" || die "${names[$i]} failed"
+		t1=$(now_us)
+		times[$i]+="$((t1 - t0)) "
+	done
+done
+for i in "${!names[@]}"; do
+	note "  ${names[$i]}: ${times[$i]}(µs)"
+	med=$(tr ' ' '\n' <<<"${times[$i]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR - 1) / 2) + 1] }')
+	R[${names[$i]}_mbps]=$(awk -v b="$GiB" -v us="$med" 'BEGIN { printf "%.0f", b / us }')
+done
+
+# ---------------------------------------------------------------- summary
+
+met=0 missed=0
+# judge VALUE OP TARGET: MET/MISSED (OP is <= or >=).
+judge() {
+	local val=$1 op=$2 target=$3
+	if [[ -z $val ]]; then
+		echo "n/a ($op $target)"
+	elif awk -v a="$val" -v t="$target" -v op="$op" 'BEGIN { exit !(op == "<=" ? a <= t : a >= t) }'; then
+		echo "MET ($op $target)"
+	else
+		echo "MISSED ($op $target)"
+	fi
+}
+ratio() { [[ -n $1 && -n $2 ]] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || true; }
+line() { printf '%-46s %-14s %-34s %s\n' "$@"; }
+
+summary() {
+	local r v
+	local sep
+	sep=$(printf '%.0s-' {1..120})
+	line "measure" "hub" "baseline (same run)" "target"
+	echo "$sep"
+	r=$(ratio "${R[hub_exec_p50]:-}" "${R[ssh_exec_p50]:-}")
+	v=$(judge "$r" "<=" 0.5)
+	line "exec true p50, agentctl process" "${R[hub_exec_p50]:-n/a} ms" "ssh mux: ${R[ssh_exec_p50]:-n/a} ms" "hub/ssh ${r:-n/a}x: $v"
+	line "exec true p99, agentctl process" "${R[hub_exec_p99]:-n/a} ms" "ssh mux: ${R[ssh_exec_p99]:-n/a} ms" ""
+	line "  floor: agentctl version (no RPC)" "${R[ctl_version_p50]:-n/a} ms" "true: ${R[true_exec_p50]:-n/a} ms" ""
+	line "exec true p50/p99, in-process Go client" "${R[go_exec_p50]:-n/a}/${R[go_exec_p99]:-n/a} ms" "" ""
+	r=$(ratio "${R[hub_stdout_mbps]:-}" "${R[ssh_stdout_mbps]:-}")
+	v=$(judge "$r" ">=" 1.5)
+	line "stdout 1 GiB, agentctl exec" "${R[hub_stdout_mbps]:-n/a} MB/s" "ssh mux: ${R[ssh_stdout_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
+	line "" "" "head | cat: ${R[pipe_stdout_mbps]:-n/a} MB/s" ""
+	line "stdout 256 MiB, in-process Go client" "${R[go_stdout]:-n/a} MB/s" "" ""
+	v=$(judge "${R[tun_kib]:-}" "<=" 64)
+	line "hub memory per idle tunnel (N=${R[tun_n]:-?})" "${R[tun_kib]:-n/a} KiB" "heap ${R[tun_heap]:-?} + stacks ${R[tun_stack]:-?} KiB" "$v KiB"
+	line "  goroutines per tunnel (hub); daemon side" "${R[tun_gor]:-n/a}" "daemon: ${R[tun_daemon_kib]:-n/a} KiB/tunnel" ""
+	v=$(judge "${R[restart_default]:-}" "<=" 10)
+	line "all N back after hub restart, default backoff" "${R[restart_default]:-n/a} s" "N=${R[tun_n]:-?}, Initial 1 s" "$v s"
+	v=$(judge "${R[restart_quick]:-}" "<=" 10)
+	line "all N back after hub restart, quick backoff" "${R[restart_quick]:-n/a} s" "N=${R[tun_n]:-?}, Initial 20 ms" "$v s"
+	echo "$sep"
+	echo "MB = 10^6 bytes. Latency: $LAT_RUNS runs per command; stdout: median of $THR_RUNS interleaved runs."
+	echo "Restart time: from the old hub's shutdown starting to all N tunnels registered on the new one."
+	echo "load average at start: $load_start; at the end: $(loadavg) ($(nproc) CPUs)."
+}
+
+say "summary"
+summary | tee "$tmp/summary.txt" >/dev/null
+met=$(grep -c 'MET (' "$tmp/summary.txt" || true)
+missed=$(grep -c 'MISSED (' "$tmp/summary.txt" || true)
+echo "targets met: $met, missed: $missed" >>"$tmp/summary.txt"
+tee -a "$raw" <"$tmp/summary.txt"
+echo "(raw results: ${raw#"$root"/})" >&2
