@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/install"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/logging"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -89,10 +90,12 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 				return usageError{fmt.Errorf("--log-level: %w", err)}
 			}
 			defer log.Sync() //nolint:errcheck // stderr
-			return agentd.Run(cmd.Context(), agentd.RunOptions{
-				Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Reflection: true, Logger: log.Named("agentd")},
-				ConfigDir: dir,
-				Socket:    socket,
+			return install.RunService(cmd.Context(), func(ctx context.Context) error {
+				return agentd.Run(ctx, agentd.RunOptions{
+					Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Reflection: true, Logger: log.Named("agentd")},
+					ConfigDir: dir,
+					Socket:    socket,
+				})
 			})
 		},
 	}
@@ -164,6 +167,11 @@ func newStatusCmd() *cobra.Command {
 				fmt.Fprintf(out, "paired:   unreadable config: %v\n", perr)
 			default:
 				fmt.Fprintf(out, "paired:   %s in org %s at %s\n", m.MachineID, m.Org, m.Hub)
+			}
+			if st, err := install.Status(cmd.Context()); err != nil {
+				fmt.Fprintf(out, "service:  %v\n", err)
+			} else {
+				fmt.Fprintf(out, "service:  %s\n", st)
 			}
 			if stateDir == "" {
 				if stateDir, err = config.StateDir(); err != nil {
