@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/inventory"
+	"github.com/devdepot-ai/agentd/runner"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -97,7 +97,7 @@ func (y *systemService) pythonVersion(ctx context.Context) string {
 	y.pyTried = time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	py, err := lookPath(y.s.opts.Python, y.s.opts.Env)
+	py, err := runner.LookPath(y.s.opts.Python, "/", y.s.opts.Env)
 	if err != nil {
 		return ""
 	}
@@ -163,25 +163,4 @@ func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRe
 		resp.PythonPackages = append(resp.PythonPackages, &agentdv1.PythonPackage{Name: p.Name, Version: p.Version})
 	}
 	return resp, nil
-}
-
-// lookPath finds a program the way the agent's commands would: on the PATH
-// of env (a name with a slash is taken as it is).
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }

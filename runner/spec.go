@@ -106,7 +106,7 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 	} else {
 		p.argv = append([]string(nil), spec.Argv...)
 	}
-	path, err := lookPath(p.argv[0], p.dir, p.env)
+	path, err := LookPath(p.argv[0], p.dir, p.env)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func checkDir(dir string) error {
 // name in the directories of env's PATH. Relative PATH entries are skipped,
 // as os/exec does, so that a command never runs from the working directory
 // by accident.
-func lookPath(file, dir string, env []string) (string, error) {
+func LookPath(file, dir string, env []string) (string, error) {
 	if strings.Contains(file, "/") {
 		path := file
 		if !filepath.IsAbs(path) {

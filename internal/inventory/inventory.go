@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/devdepot-ai/agentd/runner"
 )
 
 // Tool is a command on PATH.
@@ -161,7 +163,7 @@ print(json.dumps(sorted(seen.values(), key=lambda x: x[0].lower())))`
 func pythonPackages(ctx context.Context, opts Options) []Package {
 	ctx, cancel := context.WithTimeout(ctx, 5*opts.Timeout)
 	defer cancel()
-	py, err := lookPath(opts.Python, envPath(opts.Env))
+	py, err := runner.LookPath(opts.Python, "/", opts.Env)
 	if err != nil {
 		return nil
 	}
@@ -181,19 +183,6 @@ func pythonPackages(ctx context.Context, opts Options) []Package {
 		pkgs[i] = Package{Name: p[0], Version: p[1]}
 	}
 	return pkgs
-}
-
-func lookPath(name, path string) (string, error) {
-	if strings.Contains(name, "/") {
-		return exec.LookPath(name)
-	}
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }
 
 // Minus returns what inv has that base does not: tools and packages whose

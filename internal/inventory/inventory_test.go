@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestTakeAndMinus(t *testing.T) {
 
 func TestPythonPackages(t *testing.T) {
 	t.Parallel()
-	if _, err := lookPath("python3", os.Getenv("PATH")); err != nil {
+	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3 on PATH")
 	}
 	inv, err := Take(t.Context(), Options{NoVersions: true})

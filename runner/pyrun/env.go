@@ -1,8 +1,6 @@
 package pyrun
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
@@ -22,34 +20,16 @@ func validateEnv(env map[string]string) error {
 	return nil
 }
 
-// lookPath finds the program name on the PATH of env, as a shell would; a
-// name with a slash is taken as a path.
+// lookPath finds the interpreter the way a command would find it (see
+// runner.LookPath); a failure is a precondition the user must fix.
 func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		if isExecutable(name) {
-			return name, nil
-		}
-		return "", errs.New(errs.Precondition, "python interpreter %s not found or not executable", name)
+	p, err := runner.LookPath(name, "/", env)
+	if err == nil {
+		return p, nil
 	}
-	path, _ := runner.LookupEnv(env, "PATH")
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, name)
-		if isExecutable(p) {
-			if !filepath.IsAbs(p) {
-				if abs, err := filepath.Abs(p); err == nil {
-					p = abs
-				}
-			}
-			return p, nil
-		}
+	if strings.Contains(name, "/") {
+		return "", errs.New(errs.Precondition, "python interpreter %s not found or not executable", name)
 	}
 	return "", errs.New(errs.Precondition, "%s not found on PATH", name)
 }
 
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
