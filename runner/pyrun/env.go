@@ -32,4 +32,3 @@ func lookPath(name string, env []string) (string, error) {
 	}
 	return "", errs.New(errs.Precondition, "%s not found on PATH", name)
 }
-
