@@ -81,6 +81,9 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
   agentd run --workspace ~/src`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkMode(mode); err != nil {
+				return err
+			}
 			dir, err := configDir(cfgDir)
 			if err != nil {
 				return err

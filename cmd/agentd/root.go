@@ -75,6 +75,9 @@ SIGTERM, a grace period, then SIGKILL.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--listen: %w", err)}
 			}
+			if err := checkMode(mode); err != nil {
+				return err
+			}
 			var token string
 			if tokenFile != "" {
 				b, err := os.ReadFile(tokenFile)
@@ -126,4 +129,12 @@ SIGTERM, a grace period, then SIGKILL.`,
 	f.StringVar(&stateDir, "state-dir", "", "directory for snapshots and the audit log (default: $AGENTD_STATE_DIR or ~/.local/state/agentd)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
+}
+
+// checkMode refuses an unknown --mode as a command-line mistake (exit 2).
+func checkMode(mode string) error {
+	if mode != agentd.ModeMachine && mode != agentd.ModeSandbox {
+		return usageError{fmt.Errorf("--mode %q: want %s or %s", mode, agentd.ModeMachine, agentd.ModeSandbox)}
+	}
+	return nil
 }
