@@ -67,7 +67,7 @@ Then run 'agentd run' (or 'agentd install' to run it as a service).`,
 }
 
 func newRunCmd() *cobra.Command {
-	var workspace, mode, stateDir, cfgDir, socket, logLevel string
+	var workspace, mode, stateDir, cfgDir, socket, logLevel, python string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon in the foreground: tunnel to the paired hub, plus the local socket",
@@ -95,7 +95,7 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 			defer log.Sync() //nolint:errcheck // stderr
 			return install.RunService(cmd.Context(), func(ctx context.Context) error {
 				return agentd.Run(ctx, agentd.RunOptions{
-					Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Reflection: true, Logger: log.Named("agentd")},
+					Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Python: python, Reflection: true, Logger: log.Named("agentd")},
 					ConfigDir: dir,
 					Socket:    socket,
 				})
@@ -109,6 +109,7 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 	f.StringVar(&cfgDir, "config-dir", "", "config directory (default: $AGENTD_CONFIG_DIR or ~/.config/agentd)")
 	f.StringVar(&socket, "socket", "", `local socket (default: agentd.sock in the state dir; "-" for none)`)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&python, "python", "python3", "Python interpreter for PythonService: a path, or a name looked up on the user's PATH")
 	return cmd
 }
 

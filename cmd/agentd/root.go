@@ -56,7 +56,7 @@ func newVersionCmd() *cobra.Command {
 
 func newServeCmd() *cobra.Command {
 	var (
-		addr, workspace, mode, tokenFile, stateDir, logLevel string
+		addr, workspace, mode, tokenFile, stateDir, logLevel, python string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --listen ADDR",
@@ -102,6 +102,7 @@ SIGTERM, a grace period, then SIGKILL.`,
 				StateDir:   stateDir,
 				Token:      token,
 				Reflection: a.Network == "unix",
+				Python:     python,
 				Logger:     log.Named("agentd"),
 			})
 			if err != nil {
@@ -128,6 +129,7 @@ SIGTERM, a grace period, then SIGKILL.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the bearer token callers must present")
 	f.StringVar(&stateDir, "state-dir", "", "directory for snapshots and the audit log (default: $AGENTD_STATE_DIR or ~/.local/state/agentd)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&python, "python", "python3", "Python interpreter for PythonService: a path, or a name looked up on the user's PATH")
 	return cmd
 }
 
