@@ -21,11 +21,11 @@ func New(level string) (*zap.Logger, error) {
 	var cfg zap.Config
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		cfg = zap.NewDevelopmentConfig()
-		cfg.DisableStacktrace = true
 	} else {
 		cfg = zap.NewProductionConfig()
 		cfg.Sampling = nil
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.DisableStacktrace = true // errors here are conditions to read, not bugs to trace
 	return cfg.Build()
 }
