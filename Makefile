@@ -34,13 +34,7 @@ test: ## go vet, every test with the race detector, and a short run of each fuzz
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
-	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 lint: ## go vet, staticcheck, gofmt, buf lint
 	$(GO) vet ./...
