@@ -27,10 +27,10 @@ build: ## build the binaries into bin/
 	@mkdir -p bin
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ $(addprefix ./cmd/,$(BINARIES))
 
-test: ## go vet, every test with the race detector, and a short run of each fuzz target
+test: ## go vet, every test with the race detector, and 300 inputs of each fuzz target
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+	$(MAKE) --no-print-directory fuzz FUZZTIME=300x
 
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each
