@@ -84,8 +84,15 @@ func Run(ctx context.Context, o RunOptions) error {
 		listeners = append(listeners, local)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go logTunnel(watchCtx, tun, log)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		logTunnel(watchCtx, tun, log)
+	}()
+	defer func() {
+		stopWatch()
+		<-watched
+	}()
 	log.Info("running", zap.String("hub", m.Hub), zap.String("machine", m.MachineID), zap.String("org", m.Org),
 		zap.String("workspace", srv.Options().Workspace), zap.String("version", version.Version))
 	return srv.Serve(ctx, listeners...)

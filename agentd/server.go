@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,7 +46,8 @@ type Options struct {
 	// StateDir holds snapshots, the audit log and the socket. Default:
 	// $AGENTD_STATE_DIR, else ~/.local/state/agentd.
 	StateDir string
-	// Shell runs command strings (`Shell -c CMD`). Default: $SHELL, else /bin/sh.
+	// Shell runs command strings (`Shell -c CMD`). Default: $SHELL, else
+	// /bin/sh (%ComSpec% on Windows).
 	Shell string
 	// Env is the base environment of the commands the agent runs. Default:
 	// the user's login environment, resolved once from `$SHELL -l`.
@@ -85,6 +87,12 @@ type Server struct {
 	system   *systemService
 	probes   sync.WaitGroup // start-up probes, bounded in time
 	started  time.Time
+
+	// logClosed is closed by shutdown once the audit log is closed and
+	// lastSeq holds its last record's sequence number: activity watchers
+	// end when they have sent it (see endWatches).
+	logClosed chan struct{}
+	lastSeq   uint64
 }
 
 // New builds a Server, filling defaults into opts.
@@ -103,10 +111,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mode %q: want %q or %q", opts.Mode, ModeMachine, ModeSandbox)
 	}
 	if opts.Shell == "" {
-		opts.Shell = os.Getenv("SHELL")
-		if opts.Shell == "" {
-			opts.Shell = "/bin/sh"
-		}
+		opts.Shell = runner.DefaultShell()
 	}
 	if opts.Python == "" {
 		opts.Python = "python3"
@@ -148,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Env = env
 	}
 	opts.Env = runner.CleanEnv(opts.Env)
-	s := &Server{opts: opts, log: opts.Logger, started: time.Now()}
+	s := &Server{opts: opts, log: opts.Logger, started: time.Now(), logClosed: make(chan struct{})}
 	s.activity, err = activity.Open(activity.Options{Dir: opts.StateDir})
 	if err != nil {
 		return nil, err
@@ -162,7 +167,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.MaxRecvMsgSize(maxRecvMsg),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.authUnary),
-		grpc.ChainStreamInterceptor(s.authStream),
+		grpc.ChainStreamInterceptor(s.authStream, s.endWatches),
 	)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -191,8 +196,9 @@ func (s *Server) Options() Options { return s.opts }
 
 // Serve serves gRPC on every listener (a local socket, a tunnel, …) until
 // ctx is cancelled, then stops gracefully: it stops taking calls, stops the
-// running commands (SIGTERM, a grace period, SIGKILL) and gives calls up to
-// 5 s to end. Serve returns nil after a shutdown caused by ctx; if a listener
+// running commands (SIGTERM, a grace period, SIGKILL), ends activity
+// watches once they have sent the last records, and gives calls up to 5 s
+// to end. Serve returns nil after a shutdown caused by ctx; if a listener
 // fails first, everything stops and its error is returned.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
@@ -277,6 +283,93 @@ func (s *Server) shutdown() {
 	}
 	if err := s.activity.Close(); err != nil {
 		s.log.Warn("closing the audit log", zap.Error(err))
+	}
+	_ = s.activity.Watch(ctx, 0, false, func(r activity.Record) error {
+		s.lastSeq = r.Seq
+		return nil
+	})
+	close(s.logClosed)
+}
+
+// watchDrain bounds how long a shutdown waits for an activity watcher to
+// take the last records.
+const watchDrain = time.Second
+
+// endWatches ends ActivityService.Watch calls at shutdown, once they have
+// sent the audit log's last record (the exits of the commands shutdown
+// stopped): a watch never ends by itself, and the hub keeps one open on
+// every tunnel, so GracefulStop would otherwise wait for its deadline and
+// the hub would see the machine go offline only then.
+func (s *Server) endWatches(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != agentdv1.ActivityService_Watch_FullMethodName {
+		return handler(srv, ss)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	w := &watchStream{ServerStream: ss, ctx: ctx, sent: make(chan struct{}, 1)}
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.logClosed:
+		}
+		timeout := time.NewTimer(watchDrain)
+		defer timeout.Stop()
+		for w.seq.Load() < s.lastSeq {
+			select {
+			case <-w.sent:
+			case <-ctx.Done():
+				return
+			case <-timeout.C:
+				s.log.Warn("activity watcher did not take the last records in time; ending it",
+					zap.Uint64("sent", w.seq.Load()), zap.Uint64("last", s.lastSeq))
+				cancel()
+				return
+			}
+		}
+		s.log.Debug("activity watcher has every record; ending it", zap.Uint64("sent", w.seq.Load()))
+		cancel()
+	}()
+	return handler(srv, w)
+}
+
+// watchStream is a Watch call whose context endWatches ends; it tracks the
+// last sequence number the watcher has.
+type watchStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	seq  atomic.Uint64 // the watcher has every record up to this one
+	sent chan struct{} // a record was sent
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+
+func (w *watchStream) RecvMsg(m any) error {
+	err := w.ServerStream.RecvMsg(m)
+	if req, ok := m.(*agentdv1.WatchRequest); ok && err == nil {
+		w.saw(req.GetSinceSeq())
+	}
+	return err
+}
+
+func (w *watchStream) SendMsg(m any) error {
+	err := w.ServerStream.SendMsg(m)
+	if resp, ok := m.(*agentdv1.WatchResponse); ok && err == nil {
+		w.saw(resp.GetRecord().GetSeq())
+		select {
+		case w.sent <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+func (w *watchStream) saw(seq uint64) {
+	for {
+		cur := w.seq.Load()
+		if seq <= cur || w.seq.CompareAndSwap(cur, seq) {
+			return
+		}
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/inventory"
@@ -49,7 +48,7 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 		Workspace:    o.Workspace,
 		Shell:        o.Shell,
 		Cpus:         int32(runtime.NumCPU()),
-		Capabilities: capabilities,
+		Capabilities: platformCapabilities(capabilities),
 	}
 	resp.Hostname, _ = os.Hostname()
 	if u, err := user.Current(); err == nil {
@@ -58,15 +57,9 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 	if resp.Home == "" {
 		resp.Home, _ = os.UserHomeDir()
 	}
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		resp.OsVersion = unix.ByteSliceToString(uts.Release[:])
-	}
+	resp.OsVersion = osRelease()
 	resp.MemoryBytes, resp.MemoryAvailableBytes = memInfo()
-	var st unix.Statfs_t
-	if unix.Statfs(o.Workspace, &st) == nil {
-		resp.DiskFreeBytes = int64(st.Bavail) * int64(st.Bsize)
-	}
+	resp.DiskFreeBytes = diskFree(o.Workspace)
 	resp.PythonVersion = y.pythonVersion(ctx)
 	resp.Started = timestamppb.New(y.s.started)
 	if t := o.Tunnel; t != nil {

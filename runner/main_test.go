@@ -1,3 +1,10 @@
+//go:build unix
+
+// The tests of this package start real commands through /bin/sh and check
+// process groups, signals and ptys: they build and run on unix only. The
+// Windows code (group_windows.go and the other _windows files) is
+// cross-compiled and vetted, but not run by any test here.
+
 package runner
 
 import (

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -33,6 +32,7 @@ type Process struct {
 	plan  *plan
 	cmd   *exec.Cmd
 	pid   int
+	grp   procGroup // the platform's state for the process group
 	start time.Time
 	kinds []Stream // the stream of each output index
 
@@ -103,14 +103,14 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 			return nil, nil, errs.Wrap(errs.Exhausted, err, "allocate a pty")
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		cmd.SysProcAttr = sysProcAttr(pl, true)
 		childEnds = append(childEnds, tty)
 		ourEnds = append(ourEnds, master)
 		p.pty, p.stdin, p.acceptsInput = master, master, true
 		p.outputs = []*os.File{master}
 		p.kinds = []Stream{StreamPty}
 	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = sysProcAttr(pl, false)
 		for range 2 {
 			r, w, err := os.Pipe()
 			if err != nil {
@@ -150,6 +150,12 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
 	p.start = m.opts.Now()
+	if err := p.startGroup(); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		closeAll(ourEnds)
+		return nil, nil, errs.Wrap(errs.KindOf(err), err, "set up the process group of %s", pl.argv[0])
+	}
 
 	var sub *Subscription
 	if attachCtx != nil {
@@ -157,8 +163,11 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 		sub = p.subscribe(attachCtx, Offsets{})
 	}
 	if !m.register(p) {
-		_ = unix.Kill(-p.pid, unix.SIGKILL)
+		p.mu.Lock()
+		_ = p.signalLocked(syscall.SIGKILL)
+		p.mu.Unlock()
 		_ = cmd.Wait()
+		p.releaseGroup()
 		closeAll(ourEnds)
 		if sub != nil {
 			sub.Close()
@@ -294,7 +303,7 @@ func (p *Process) terminateLocked(grace time.Duration, timedOut bool) error {
 	p.stopping = true
 	p.timedOut = p.timedOut || timedOut
 	err := p.signalLocked(syscall.SIGTERM)
-	_ = p.signalLocked(syscall.SIGCONT)
+	p.continueLocked()
 	killAt := time.Now().Add(grace)
 	switch {
 	case p.graceTimer == nil:
@@ -325,19 +334,6 @@ func (p *Process) timeout() {
 	}
 	p.log.Debug("timed out", zap.Duration("timeout", p.plan.spec.Timeout))
 	_ = p.terminateLocked(p.plan.grace, true)
-}
-
-// signalLocked signals the process group. Callers make sure the process
-// has not finished: until then the group id cannot have been reused.
-func (p *Process) signalLocked(sig syscall.Signal) error {
-	err := unix.Kill(-p.pid, sig)
-	switch {
-	case err == nil, errors.Is(err, unix.ESRCH):
-		return nil
-	case errors.Is(err, unix.EPERM):
-		return errs.New(errs.Permission, "signal %s to process %s: permission denied", SignalName(sig), p.id)
-	}
-	return errs.Wrap(errs.Unknown, err, "signal %s to process %s", SignalName(sig), p.id)
 }
 
 // shutdown starts stopping the process for Manager.Close.
@@ -642,6 +638,7 @@ func (p *Process) wait() {
 	p.broadcastLocked()
 	exit := *p.exit
 	p.mu.Unlock()
+	p.releaseGroup()
 	close(p.done)
 	p.log.Debug("exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal),
 		zap.Bool("timed_out", exit.TimedOut), zap.Duration("duration", exit.Duration))

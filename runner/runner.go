@@ -29,8 +29,8 @@ type Options struct {
 	// relative Spec.Dir is resolved against. Default: the home directory,
 	// else "/".
 	Dir string
-	// Shell runs Spec.Command as `Shell -c Command`. Default: $SHELL, else
-	// /bin/sh.
+	// Shell runs Spec.Command as `Shell -c Command` (on Windows, cmd.exe
+	// runs it as `cmd.exe /d /s /c "Command"`). Default: DefaultShell().
 	Shell string
 	// DefaultGrace is the time between SIGTERM and SIGKILL when a Spec sets
 	// none. Default: 5 s.
@@ -89,7 +89,7 @@ func New(opts Options) *Manager {
 		}
 	}
 	if opts.Shell == "" {
-		opts.Shell = cmp.Or(os.Getenv("SHELL"), "/bin/sh")
+		opts.Shell = DefaultShell()
 	}
 	opts.DefaultGrace = cmp.Or(opts.DefaultGrace, 5*time.Second)
 	opts.RetainHead = cmp.Or(opts.RetainHead, 1<<20)

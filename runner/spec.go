@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
 
@@ -19,8 +17,6 @@ const (
 	// minTail is the smallest tail kept: live subscribers read from the
 	// tail, so it must hold at least a few chunks for output to flow.
 	minTail = 64 << 10
-	// defaultPath is searched when the environment has no PATH.
-	defaultPath = "/usr/local/bin:/usr/bin:/bin"
 )
 
 // plan is a validated Spec, resolved against the Manager's settings.
@@ -28,6 +24,7 @@ type plan struct {
 	spec             Spec
 	path             string   // absolute path of the executable
 	argv             []string // argv as the child sees it
+	cmdLine          string   // Windows only: the raw command line, when not built from argv
 	dir              string   // absolute working directory
 	env              []string
 	headCap, tailCap int64
@@ -67,6 +64,11 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 			return nil, errs.New(errs.Invalid, "env %s: AGENTD_* variables belong to the daemon and are never passed to commands", k)
 		}
 	}
+	if spec.Pty != nil {
+		if err := ptySupported(); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case spec.Timeout < 0:
 		return nil, errs.New(errs.Invalid, "timeout %v is negative", spec.Timeout)
@@ -102,7 +104,7 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 	}
 
 	if spec.Command != "" {
-		p.argv = []string{m.opts.Shell, "-c", spec.Command}
+		p.argv, p.cmdLine = shellCommand(m.opts.Shell, spec.Command)
 	} else {
 		p.argv = append([]string(nil), spec.Argv...)
 	}
@@ -134,65 +136,6 @@ func checkDir(dir string) error {
 		return errs.Wrap(errs.KindOf(err), err, "cwd %s", dir)
 	case !fi.IsDir():
 		return errs.New(errs.Invalid, "cwd %s is not a directory", dir)
-	}
-	return nil
-}
-
-// lookPath finds the executable the child will run: file itself when it
-// contains a slash (relative to dir), else the first executable file of that
-// name in the directories of env's PATH. Relative PATH entries are skipped,
-// as os/exec does, so that a command never runs from the working directory
-// by accident.
-func LookPath(file, dir string, env []string) (string, error) {
-	if strings.Contains(file, "/") {
-		path := file
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, path)
-		}
-		if err := checkExecutable(path); err != nil {
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				return "", errs.New(errs.NotFound, "command not found: %s does not exist", file)
-			case errors.Is(err, fs.ErrPermission):
-				return "", errs.New(errs.Permission, "cannot run %s: permission denied (not executable)", file)
-			case errors.Is(err, errIsDir):
-				return "", errs.New(errs.Invalid, "cannot run %s: it is a directory", file)
-			}
-			return "", errs.Wrap(errs.KindOf(err), err, "cannot run %s", file)
-		}
-		return path, nil
-	}
-	pathEnv, ok := LookupEnv(env, "PATH")
-	if !ok {
-		pathEnv = defaultPath
-	}
-	for _, d := range filepath.SplitList(pathEnv) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		path := filepath.Join(d, file)
-		if checkExecutable(path) == nil {
-			return path, nil
-		}
-	}
-	return "", errs.New(errs.NotFound, "command not found: %s (PATH=%s)", file, pathEnv)
-}
-
-var errIsDir = errors.New("is a directory")
-
-func checkExecutable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return errIsDir
-	}
-	if fi.Mode()&0o111 == 0 {
-		return fs.ErrPermission
-	}
-	if err := unix.Access(path, unix.X_OK); err != nil {
-		return fs.ErrPermission
 	}
 	return nil
 }

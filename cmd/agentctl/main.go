@@ -15,7 +15,7 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
+	notifyWinch(winch)
 	code := ctl.Main(context.Background(), os.Args[1:], ctl.IO{
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Signals: sigs, Winch: winch,
 	})

@@ -1,3 +1,8 @@
+//go:build unix
+
+// Unix only: uses fifos, uids and unix file modes. The package is
+// cross-compiled for Windows, but its tests do not run there.
+
 package files
 
 import (

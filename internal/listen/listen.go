@@ -8,8 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -23,7 +23,8 @@ type Addr struct {
 func (a Addr) String() string { return a.Network + "://" + a.Address }
 
 // Parse parses "unix:///path/agentd.sock", "unix:relative.sock",
-// "tcp://127.0.0.1:7777" or a bare path (taken as a unix socket).
+// "tcp://127.0.0.1:7777" or a bare path (taken as a unix socket; on
+// Windows also C:\path\agentd.sock).
 func Parse(s string) (Addr, error) {
 	switch {
 	case s == "":
@@ -46,7 +47,7 @@ func Parse(s string) (Addr, error) {
 		return Addr{"tcp", hp}, nil
 	case strings.Contains(s, "://"):
 		return Addr{}, fmt.Errorf("address %q: unknown scheme; want unix:// or tcp://", s)
-	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, "."):
+	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || filepath.IsAbs(s): // IsAbs: C:\ on Windows
 		return Addr{"unix", s}, nil
 	}
 	return Addr{}, fmt.Errorf("address %q: want unix:///path/agentd.sock or tcp://HOST:PORT", s)
@@ -81,18 +82,12 @@ func Listen(a Addr) (net.Listener, error) {
 			c.Close()
 			return nil, fmt.Errorf("%s: another agentd is already serving on this socket", a.Address)
 		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
+		if !isRefused(err) {
 			return nil, fmt.Errorf("%s exists and is not a socket agentd can reuse: %w", a.Address, err)
 		}
 		if err := os.Remove(a.Address); err != nil {
 			return nil, fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", a.Address)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
+	return listenPrivate(a.Address)
 }

@@ -1,3 +1,8 @@
+//go:build unix
+
+// These tests run a real Python interpreter through the fd 3/4 driver: unix
+// only. Python sessions are refused on Windows (see sys_windows.go).
+
 package pyrun
 
 import (

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // emitter delivers a run's events to its caller. Its methods run with the
@@ -181,11 +177,8 @@ func describeExit(st *os.ProcessState) string {
 	if st == nil {
 		return "ended"
 	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		if name := unix.SignalName(ws.Signal()); name != "" {
-			return "was killed by signal " + strings.TrimPrefix(name, "SIG")
-		}
-		return fmt.Sprintf("was killed by signal %d", ws.Signal())
+	if sig, ok := killedBy(st); ok {
+		return sig
 	}
 	return fmt.Sprintf("exited with status %d", st.ExitCode())
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -94,6 +93,9 @@ func newSession(name string, log *zap.Logger, now time.Time) *session {
 // launch starts python (the resolved path) in dir with env and waits for
 // the driver to be ready. On error everything it started is stopped.
 func (s *session) launch(ctx context.Context, python, dir string, env []string) (err error) {
+	if err := sessionsSupported(); err != nil {
+		return err
+	}
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -138,7 +140,7 @@ func (s *session) launch(ctx context.Context, python, dir string, env []string) 
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{cmdR, evW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return errs.Wrap(errs.Precondition, err, "start %s", python)
@@ -237,7 +239,7 @@ func (s *session) interrupt() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil && !s.reaped {
-		_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGINT)
+		interruptLeader(s.cmd.Process)
 	}
 }
 
@@ -251,7 +253,7 @@ func (s *session) kill(reason string) {
 	}
 	s.killed = true
 	if s.cmd != nil && !s.reaped {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(s.cmd.Process)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package runner
 
 import (
@@ -6,6 +8,9 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
+
+// ptySupported returns nil: unix has ptys.
+func ptySupported() error { return nil }
 
 // openPty allocates a pty of the given size. The master is returned in
 // non-blocking mode, managed by the runtime poller: pty.Open leaves it

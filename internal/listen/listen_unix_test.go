@@ -1,0 +1,54 @@
+//go:build unix
+
+package listen
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestListenUnixPrivateAndStale(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.sock")
+	a, err := Parse("unix://" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Errorf("socket mode %v, want 0600", got)
+	}
+	if _, err := Listen(a); err == nil || !strings.Contains(err.Error(), "already serving") {
+		t.Errorf("second Listen: %v, want an already serving error", err)
+	}
+	// A stale socket: the file stays, nobody listens.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	l, err = Listen(a)
+	if err != nil {
+		t.Fatalf("Listen over a stale socket: %v", err)
+	}
+	l.Close()
+
+}
+
+func TestParseBarePath(t *testing.T) {
+	for _, s := range []string{"/run/agentd.sock", "./agentd.sock"} {
+		a, err := Parse(s)
+		if err != nil || a.Network != "unix" || a.Address != s {
+			t.Errorf("Parse(%q) = %v, %v; want unix %s", s, a, err, s)
+		}
+	}
+	if _, err := Parse("agentd.sock"); err == nil {
+		t.Error(`Parse("agentd.sock") succeeded; want an error`)
+	}
+}

@@ -1,0 +1,13 @@
+package runner
+
+import "errors"
+
+// waitLeader is not available on Windows: the waiter reaps the leader
+// first and terminates what is left of its job object after (the job, not
+// a pid, names the group, so it cannot have been reused).
+func waitLeader(pid int) error { return errors.ErrUnsupported }
+
+// cloexecInherited does nothing on Windows: os/exec passes a child only the
+// handles it names (PROC_THREAD_ATTRIBUTE_HANDLE_LIST), so nothing the
+// daemon inherited leaks into commands.
+func cloexecInherited() {}
