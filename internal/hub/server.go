@@ -108,7 +108,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
-		grpc.ForceServerCodec(rawCodec{}),
+		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
