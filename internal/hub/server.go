@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -109,6 +110,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(rawCodec{}),
+		// A caller that stops answering (gone without a FIN, or stuck)
+		// is dropped, and its streams with it.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
