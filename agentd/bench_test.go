@@ -68,7 +68,7 @@ func newBenchServer(tb testing.TB) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lis) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithReadBufferSize(256<<10), grpc.WithWriteBufferSize(256<<10))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -73,6 +73,9 @@ type Options struct {
 // the services' own checks should be what refuses more.
 const maxRecvMsg = 11 << 20
 
+// connBufferSize is gRPC's read and write buffer per connection.
+const connBufferSize = 256 << 10
+
 // Server is the agentd gRPC server with every agentd.v1 service registered.
 type Server struct {
 	opts     Options
@@ -165,6 +168,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxRecvMsg),
+		// Bulk output and uploads move in fewer, larger system calls
+		// (default 32 KiB each way); a daemon has few connections.
+		grpc.WriteBufferSize(connBufferSize),
+		grpc.ReadBufferSize(connBufferSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.authUnary),
 		grpc.ChainStreamInterceptor(s.authStream, s.endWatches),

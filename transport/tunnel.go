@@ -160,7 +160,7 @@ func Listen(opts Options) (*Tunnel, error) {
 
 	tr := &http.Transport{
 		Proxy:               opts.Proxy,
-		DialContext:         (&net.Dialer{Timeout: opts.HandshakeTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout, KeepAlive: 30 * time.Second}),
 		TLSClientConfig:     &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: opts.HandshakeTimeout,
 		// The upgrade needs HTTP/1.1; a failed attempt's connection is not kept.

@@ -101,11 +101,20 @@ func (a *app) dial() (*conn, error) {
 		}
 		target = "unix://" + p
 	}
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(target, dialOpts(insecure.NewCredentials())...)
 	if err != nil {
 		return nil, err
 	}
 	return &conn{ClientConn: cc, md: md}, nil
+}
+
+// dialOpts are the options of agentctl's connection: creds, and gRPC
+// buffers sized for bulk transfers (command output, large files): fewer,
+// larger system calls than the default 32 KiB. agentctl holds one
+// connection.
+func dialOpts(creds credentials.TransportCredentials) []grpc.DialOption {
+	const size = 256 << 10
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(size), grpc.WithWriteBufferSize(size)}
 }
 
 // dialHubOnly connects to the hub itself, for its own services.
@@ -147,7 +156,7 @@ func dialHub(t *targetFlags, md metadata.MD, tok string, needMachine bool) (*con
 			host += ":80"
 		}
 	}
-	cc, err := grpc.NewClient(host, grpc.WithTransportCredentials(creds))
+	cc, err := grpc.NewClient(host, dialOpts(creds)...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -370,6 +371,9 @@ func TestIdleTunnels(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set " + tunnelsEnv + "=N to run with N idle tunnels")
 	}
+	if os.Getenv("AGENTD_BENCH_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for an exact breakdown
+	}
 	h := newBenchHub(t, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("hub"))
 	ids := make([]string, n)
 	t0 := time.Now()
@@ -399,6 +403,9 @@ func TestIdleTunnels(t *testing.T) {
 			after := readHubMem()
 			kib := func(b int64) float64 { return float64(b) / float64(n) / 1024 }
 			per := kib(after.heap - base.heap + after.stack - base.stack)
+			if path := os.Getenv("AGENTD_BENCH_HEAPPROFILE"); path != "" {
+				writeHeapProfile(t, path)
+			}
 			fmt.Printf("IDLE-TUNNELS n=%d per_tunnel_kib=%.1f heap_kib=%.1f stack_kib=%.1f goroutines=%.1f\n",
 				n, per, kib(after.heap-base.heap), kib(after.stack-base.stack), float64(after.goroutines-base.goroutines)/float64(n))
 			select {
@@ -426,6 +433,28 @@ func TestIdleTunnels(t *testing.T) {
 		if _, ok := waitTunnels0(h, 30*time.Second); !ok {
 			t.Fatalf("tunnels still registered after the daemons exited")
 		}
+	}
+}
+
+// writeHeapProfile writes the hub process's heap profile to path (go tool
+// pprof -sample_index=inuse_space shows what the idle tunnels hold) and its
+// goroutines, counted by stack, to path.goroutines.
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Create(path + ".goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(g, 1); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,47 +9,58 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
-// frame is a message the proxy forwards without decoding it.
-type frame struct{ payload []byte }
+// frame is a message the proxy forwards without decoding it: the buffers
+// gRPC received it in, passed on to the send side as they are.
+type frame struct{ data mem.BufferSlice }
 
-// rawCodec passes frames through as bytes and everything else (the hub's
-// own services) through protobuf, so one server can serve both. It takes
-// the name "proto" so that ordinary clients' content type matches.
+// free releases the frame's buffers if no send took them.
+func (f *frame) free() {
+	if f.data != nil {
+		f.data.Free()
+		f.data = nil
+	}
+}
+
+// rawCodec passes frames through as buffers, without a copy, and everything
+// else (the hub's own services) through protobuf, so one server can serve
+// both. It takes the name "proto" so that ordinary clients' content type
+// matches.
 type rawCodec struct{}
 
-var _ encoding.Codec = rawCodec{}
+var (
+	_          encoding.CodecV2 = rawCodec{}
+	protoCodec                  = encoding.GetCodecV2(protoenc.Name)
+)
 
-func (rawCodec) Marshal(v any) ([]byte, error) {
+// Marshal hands a frame's buffers to gRPC, which frees them once sent.
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if f, ok := v.(*frame); ok {
-		return f.payload, nil
+		data := f.data
+		f.data = nil
+		return data, nil
 	}
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, status.Errorf(codes.Internal, "hub codec: cannot marshal %T", v)
-	}
-	return proto.Marshal(m)
+	return protoCodec.Marshal(v)
 }
 
-func (rawCodec) Unmarshal(data []byte, v any) error {
+// Unmarshal keeps a reference to the received buffers: gRPC frees its own
+// after Unmarshal returns.
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if f, ok := v.(*frame); ok {
-		// A fresh copy each time: grpc reuses data after we return, and a
-		// send may still be reading the previous payload.
-		f.payload = bytes.Clone(data)
+		f.free()
+		data.Ref()
+		f.data = data
 		return nil
 	}
-	m, ok := v.(proto.Message)
-	if !ok {
-		return status.Errorf(codes.Internal, "hub codec: cannot unmarshal into %T", v)
-	}
-	return proto.Unmarshal(data, m)
+	return protoCodec.Unmarshal(data, v)
 }
 
-func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Name() string { return protoenc.Name }
 
 // Route is where a call goes: the machine's connection and the metadata to
 // send along (who asked, which conversation).
@@ -90,7 +100,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	ctx = metadata.NewOutgoingContext(ctx, r.MD)
-	cs, err := r.Conn.NewStream(ctx, streamDesc, method, grpc.ForceCodec(rawCodec{}))
+	cs, err := r.Conn.NewStream(ctx, streamDesc, method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
 		return err
 	}
@@ -108,7 +118,9 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 				}
 				return
 			}
-			if err := cs.SendMsg(f); err != nil {
+			err := cs.SendMsg(f)
+			f.free()
+			if err != nil {
 				// The machine's side ended; its status arrives through RecvMsg.
 				upErr <- nil
 				return
@@ -138,7 +150,9 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			return err
 		}
-		if err := ss.SendMsg(f); err != nil {
+		err = ss.SendMsg(f)
+		f.free()
+		if err != nil {
 			return err
 		}
 		select {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -108,7 +109,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
-		grpc.ForceServerCodec(rawCodec{}),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		// A caller that stops answering (gone without a FIN, or stuck)
+		// is dropped, and its streams with it.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
@@ -147,6 +151,8 @@ func (s *Server) Handler() http.Handler {
 // Serve serves on lis (TLS when tlsConfig is set; plaintext HTTP/1.1 and
 // HTTP/2 otherwise) until ctx is cancelled, then shuts down: tunnels are
 // closed with a going-away status so daemons reconnect to the next hub.
+// gRPC clients are served by the native gRPC transport, everything else by
+// net/http (see splitter).
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -160,16 +166,18 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	hs.Protocols.SetUnencryptedHTTP2(true)
 	if tlsConfig != nil {
 		hs.TLSConfig = tlsConfig.Clone()
-		lis = tls.NewListener(lis, hs.TLSConfig)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(lis) }()
+	sp := newSplitter(lis, tlsConfig, s.log.Named("listener"))
+	errc := make(chan error, 3)
+	go func() { errc <- sp.run() }()
+	go func() { errc <- ignoreClosed(hs.Serve(sp.http)) }()
+	go func() { errc <- ignoreClosed(s.grpc.Serve(sp.grpc)) }()
+	var err error
 	select {
-	case err := <-errc:
-		s.Close()
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
+	_ = sp.Close()
 	s.health.Shutdown()
 	_ = s.acceptor.Close()
 	s.registry.CloseAll()
@@ -177,9 +185,22 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	s.grpc.Stop()
-	<-errc
+	sp.wait()
+	for range 2 {
+		if e := <-errc; err == nil {
+			err = e
+		}
+	}
 	s.Close()
-	return nil
+	return err
+}
+
+// ignoreClosed turns the errors that mean "shut down as asked" into nil.
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // Close stops the hub's background work. Serve calls it.

@@ -1,0 +1,232 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The hub serves gRPC and HTTP on one port. Handing gRPC to net/http
+// (grpc.Server.ServeHTTP) works but costs a write system call per 16 KiB
+// HTTP/2 frame and several copies: through the hub, stdout moved at a
+// third of the rate of a direct connection. So each accepted connection is
+// classified once and handed whole to one of two servers:
+//
+//   - plaintext: a connection that opens with the HTTP/2 client preface
+//     ("PRI * HTTP/2.0…", which gRPC clients send at once) goes to the
+//     native grpc.Server; anything else (HTTP/1.1: pairing, the tunnel
+//     websocket, /healthz, /metrics) to net/http.
+//   - TLS: a client whose hello offers "h2" and not "http/1.1" is a gRPC
+//     client (grpc-go and the other gRPC stacks offer only "h2") and goes to
+//     the grpc.Server; a client that offers "http/1.1" (browsers, curl,
+//     Prometheus, the daemon's websocket) goes to net/http, which still
+//     serves gRPC over HTTP/2 through ServeHTTP should such a client speak it.
+//
+// Not served here: a plaintext HTTP/2 request that is not gRPC (curl
+// --http2-prior-knowledge): the grpc.Server answers it 415.
+
+// http2Preface is what every HTTP/2 client sends first (RFC 9113 §3.4).
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// classifyTimeout bounds how long a new connection may take to show what it
+// speaks (its first bytes, or its TLS handshake).
+const classifyTimeout = 10 * time.Second
+
+// splitter accepts connections from a listener and hands each to the gRPC
+// or the HTTP listener it feeds.
+type splitter struct {
+	inner     net.Listener
+	tlsConfig *tls.Config // nil: plaintext
+	log       *zap.Logger
+
+	grpc, http *chanListener
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *splitter {
+	s := &splitter{inner: inner, log: log, done: make(chan struct{})}
+	if tlsConfig != nil {
+		s.tlsConfig = tlsConfig.Clone()
+		if len(s.tlsConfig.NextProtos) == 0 {
+			s.tlsConfig.NextProtos = []string{"h2", "http/1.1"}
+		}
+	}
+	s.grpc = newChanListener(inner.Addr(), s.done)
+	s.http = newChanListener(inner.Addr(), s.done)
+	return s
+}
+
+// run accepts until the inner listener fails or the splitter is closed.
+func (s *splitter) run() error {
+	var delay time.Duration
+	for {
+		c, err := s.inner.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: back off like net/http.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
+				select {
+				case <-time.After(delay):
+				case <-s.done:
+					return nil
+				}
+				continue
+			}
+			s.Close()
+			return err
+		}
+		delay = 0
+		s.wg.Go(func() { s.classify(c) })
+	}
+}
+
+func (s *splitter) classify(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(classifyTimeout))
+	var (
+		to   *chanListener
+		conn net.Conn
+	)
+	if s.tlsConfig != nil {
+		grpcOnly := false
+		cfg := s.tlsConfig.Clone()
+		cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			grpcOnly = slices.Contains(h.SupportedProtos, "h2") && !slices.Contains(h.SupportedProtos, "http/1.1")
+			return nil, nil
+		}
+		tc := tls.Server(c, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), classifyTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("tls handshake", zap.Stringer("remote", c.RemoteAddr()), zap.Error(err))
+			_ = c.Close()
+			return
+		}
+		conn, to = tc, s.http
+		if grpcOnly {
+			to = s.grpc
+		}
+	} else {
+		head, isH2, err := sniffPreface(c)
+		if err != nil && len(head) == 0 {
+			_ = c.Close()
+			return
+		}
+		conn, to = &prefixConn{Conn: c, prefix: head}, s.http
+		if isH2 {
+			to = s.grpc
+		}
+	}
+	_ = c.SetDeadline(time.Time{})
+	if !to.deliver(conn) {
+		_ = conn.Close()
+	}
+}
+
+// sniffPreface reads from c until what it read either is the HTTP/2 client
+// preface or cannot become it, and returns the bytes read.
+func sniffPreface(c net.Conn) (head []byte, isH2 bool, err error) {
+	buf := make([]byte, len(http2Preface))
+	n := 0
+	for n < len(buf) {
+		m, err := c.Read(buf[n:])
+		n += m
+		if !bytes.HasPrefix([]byte(http2Preface), buf[:n]) {
+			return buf[:n], false, nil
+		}
+		if err != nil {
+			return buf[:n], false, err
+		}
+	}
+	return buf, true, nil
+}
+
+// Close stops accepting and closes the inner listener and both outputs;
+// connections already handed out are their servers' to close.
+func (s *splitter) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.done)
+		err = s.inner.Close()
+	})
+	return err
+}
+
+// wait waits for connections being classified.
+func (s *splitter) wait() { s.wg.Wait() }
+
+// chanListener is a net.Listener fed by a splitter.
+type chanListener struct {
+	addr      net.Addr
+	conns     chan net.Conn
+	done      <-chan struct{} // the splitter's
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newChanListener(addr net.Addr, done <-chan struct{}) *chanListener {
+	return &chanListener{addr: addr, conns: make(chan net.Conn), done: done, closed: make(chan struct{})}
+}
+
+// deliver hands c to the listener's Accept; false once either is closed.
+func (l *chanListener) deliver(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close makes Accept return; the splitter's own listener stays open.
+func (l *chanListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// prefixConn replays the bytes read while classifying before reading on.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
