@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -44,17 +45,19 @@ func (h *activityHub) machineUp(id string) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer cancel()
 		h.collect(ctx, id)
 	}()
 }
 
+// machineDown forgets the machine's collector without cancelling it: its
+// Watch ends by itself when the tunnel's connection closes, after the
+// records already received are stored (the last of them, a shutdown's
+// exit records, arrive just before the tunnel closes).
 func (h *activityHub) machineDown(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if cancel, ok := h.cancels[id]; ok {
-		cancel()
-		delete(h.cancels, id)
-	}
+	delete(h.cancels, id)
 }
 
 func (h *activityHub) wait() { h.wg.Wait() }
@@ -65,6 +68,9 @@ func (h *activityHub) notify() {
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
 }
+
+// storeTimeout bounds storing one received activity record.
+const storeTimeout = 10 * time.Second
 
 // collect follows one machine's activity until its tunnel goes away.
 func (h *activityHub) collect(ctx context.Context, id string) {
@@ -98,10 +104,13 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 		if err != nil {
 			continue
 		}
-		if err := h.s.store.AppendActivity(ctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b}}); err != nil {
-			if ctx.Err() == nil {
-				log.Warn("activity: store", zap.Error(err))
-			}
+		// Stored even when the collector is being cancelled (a replaced
+		// tunnel, a hub shutting down): a record received is not dropped.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		err = h.s.store.AppendActivity(sctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b}})
+		cancel()
+		if err != nil {
+			log.Warn("activity: store", zap.Error(err))
 			continue
 		}
 		h.notify()
