@@ -22,6 +22,14 @@ import (
 // process's output.
 const chunkSize = wire.ChunkSize
 
+// A stream's reader starts with minReadSize bytes a read, which is all a
+// quiet command needs, and doubles it up to maxReadSize while reads come
+// back full.
+const (
+	minReadSize = 8 << 10
+	maxReadSize = 128 << 10
+)
+
 // Process is a command started by a Manager: running, or finished and
 // lingering. Its methods are safe for concurrent use.
 type Process struct {
@@ -473,7 +481,7 @@ func (p *Process) Resize(size PtySize) error {
 // the leader exited.
 func (p *Process) read(i int, f *os.File) {
 	defer p.readers.Done()
-	buf := make([]byte, chunkSize)
+	buf := make([]byte, minReadSize)
 	for {
 		if p.leaderGone.Load() {
 			_ = f.SetReadDeadline(time.Now().Add(p.m.opts.DrainTimeout))
@@ -481,6 +489,10 @@ func (p *Process) read(i int, f *os.File) {
 		n, err := f.Read(buf)
 		if n > 0 {
 			p.write(i, buf[:n])
+		}
+		if n == len(buf) && len(buf) < maxReadSize {
+			// A busy stream: read more per system call (a pipe holds 64 KiB).
+			buf = make([]byte, 2*len(buf))
 		}
 		switch {
 		case err == nil:
