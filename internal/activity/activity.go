@@ -82,7 +82,8 @@ type Log struct {
 }
 
 // Open opens (creating) the audit log in opts.Dir and continues its
-// sequence numbers.
+// sequence numbers; a new log's first number is the current time in
+// microseconds, so numbers grow across a lost state directory too.
 func Open(opts Options) (*Log, error) {
 	if opts.RingSize <= 0 {
 		opts.RingSize = 10000
@@ -109,6 +110,14 @@ func Open(opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	l.nextSeq = last + 1
+	if last == 0 {
+		// A new log (a first start, or a sandbox whose state did not
+		// survive a restart) numbers on from the clock, not from 1: the
+		// hub resumes a machine's activity after the last sequence number
+		// it stored, and would skip a restarted log's records until they
+		// passed it.
+		l.nextSeq = max(1, uint64(opts.Now().UnixMicro()))
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)

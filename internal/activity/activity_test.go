@@ -12,10 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// fromOne is a clock that makes a new log number its records from 1.
+func fromOne() time.Time { return time.UnixMicro(1) }
+
 func TestAddWatchAndResume(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir})
+	l, err := Open(Options{Dir: dir, Now: fromOne})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +89,31 @@ func TestWatchFollowsLive(t *testing.T) {
 	}
 }
 
+// A new audit log numbers its records from the clock: a daemon whose state
+// directory was lost (a sandbox restarted without it) still numbers its
+// records above everything the hub stored of its previous life.
+func TestNewLogNumbersFromTheClock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC)
+	l, err := Open(Options{Dir: dir, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Add(Record{Kind: "k"}); r.Seq != uint64(now.UnixMicro()) {
+		t.Errorf("first seq of a new log = %d, want %d (the clock in µs)", r.Seq, now.UnixMicro())
+	}
+	l.Close()
+	l2, err := Open(Options{Dir: dir, Now: func() time.Time { return now.Add(-time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if r := l2.Add(Record{Kind: "k"}); r.Seq != uint64(now.UnixMicro())+1 {
+		t.Errorf("seq after reopening = %d, want %d (continued, whatever the clock says)", r.Seq, now.UnixMicro()+1)
+	}
+}
+
 func TestRingDropsOldest(t *testing.T) {
 	t.Parallel()
 	l, _ := Open(Options{RingSize: 4})
@@ -102,7 +130,7 @@ func TestRingDropsOldest(t *testing.T) {
 func TestRotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir, MaxFileBytes: 1000, KeepFiles: 2})
+	l, err := Open(Options{Dir: dir, MaxFileBytes: 1000, KeepFiles: 2, Now: fromOne})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +167,7 @@ func TestOutputBoundedAndLine(t *testing.T) {
 func TestTailFollowsAcrossRotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := Open(Options{Dir: dir, MaxFileBytes: 600, KeepFiles: 3})
+	l, err := Open(Options{Dir: dir, MaxFileBytes: 600, KeepFiles: 3, Now: fromOne})
 	if err != nil {
 		t.Fatal(err)
 	}

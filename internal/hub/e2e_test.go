@@ -138,6 +138,7 @@ func (h *hubEnv) pairCode(token string) string {
 type machine struct {
 	id   string
 	ws   string
+	cfg  string // config dir: machine id and key
 	stop func()
 }
 
@@ -159,26 +160,33 @@ func (h *hubEnv) startMachine(token string) *machine {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	mc := &machine{id: m.MachineID, ws: ws, cfg: cfg}
+	h.run(token, mc, filepath.Join(dir, "state"))
+	return mc
+}
+
+// run runs the paired machine's daemon with the given state directory.
+func (h *hubEnv) run(token string, mc *machine, stateDir string) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- agentd.Run(ctx, agentd.RunOptions{
-			Server:    agentd.Options{Workspace: ws, StateDir: filepath.Join(dir, "state"), Env: os.Environ(), Logger: zaptest.NewLogger(h.t).Named("agentd")},
-			ConfigDir: cfg, Socket: "-",
+			Server:    agentd.Options{Workspace: mc.ws, StateDir: stateDir, Env: os.Environ(), Logger: zaptest.NewLogger(h.t).Named("agentd")},
+			ConfigDir: mc.cfg, Socket: "-",
 			Backoff: transport.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Rejected: time.Hour},
 		})
 	}()
 	stopped := false
-	mc := &machine{id: m.MachineID, ws: ws, stop: func() {
+	mc.stop = func() {
 		if !stopped {
 			stopped = true
 			cancel()
 			<-done
 		}
-	}}
+	}
 	h.t.Cleanup(mc.stop)
 	h.waitStatus(token, mc.id, hubv1.MachineStatus_MACHINE_STATUS_ONLINE)
-	return mc
 }
 
 func (h *hubEnv) waitStatus(token, id string, want hubv1.MachineStatus) {
@@ -436,4 +444,51 @@ func TestTLSEndToEnd(t *testing.T) {
 	if _, err := agentdv1.NewSystemServiceClient(cc).Info(authCtx(t.Context(), h.owner, m.id), &agentdv1.InfoRequest{}); status.Code(err) != codes.Unavailable {
 		t.Errorf("Info from a client without the CA = %v, want a TLS failure (Unavailable)", err)
 	}
+}
+
+// A daemon that comes back without its state directory (a sandbox
+// restarted from its image) starts a new audit log; the hub, resuming after
+// the last sequence number it stored, still gets every new record.
+func TestActivityAfterStateLoss(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	hasRecord := func(marker string) bool {
+		st, err := hubv1.NewActivityServiceClient(h.conn()).Watch(authCtx(t.Context(), h.owner, ""), &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return false
+			}
+			if r.GetRecord().GetKind() == "process.exit" && strings.Contains(r.GetRecord().GetCommand(), marker) {
+				return true
+			}
+		}
+	}
+	waitRecord := func(marker string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if hasRecord(marker) {
+				return
+			}
+		}
+		t.Fatalf("hub activity has no exit record of the command %q", marker)
+	}
+	for i := range 5 { // the old life's log numbers past the new one's first record if it starts at 1
+		if code, _, errs := h.agentctl(h.owner, m.id, "sh", fmt.Sprintf("echo before-%d", i)); code != 0 {
+			t.Fatalf("sh: %d %s", code, errs)
+		}
+	}
+	waitRecord("before-4")
+	m.stop()
+	h.waitStatus(h.owner, m.id, hubv1.MachineStatus_MACHINE_STATUS_OFFLINE)
+
+	h.run(h.owner, m, filepath.Join(t.TempDir(), "fresh-state"))
+	if code, _, errs := h.agentctl(h.owner, m.id, "sh", "echo after-loss"); code != 0 {
+		t.Fatalf("sh after the restart: %d %s", code, errs)
+	}
+	waitRecord("after-loss")
 }
