@@ -16,10 +16,12 @@ BUF_VERSION                ?= v1.75.0
 PROTOC_GEN_GO_VERSION      ?= v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.0
 STATICCHECK_VERSION        ?= v0.7.0
+NFPM_VERSION               ?= v2.48.0
 
 BINARIES := agentd agentctl agenthub
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub demo demo-local clean
+.PHONY: dist dist-tools package-test cross
 
 all: build
 
@@ -68,6 +70,20 @@ demo: build ## a hub, a paired agentd and a scripted chat session, all on loopba
 
 demo-local: build ## agentd on a temp socket (no hub) and a scripted agentctl session against it
 	bash scripts/demo.sh
+
+CROSS_TARGETS ?= linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+cross: ## go vet (type-checks code and tests) for every other platform agentd ships for
+	@set -e; for t in $(CROSS_TARGETS); do echo "go vet $$t"; GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./...; done
+
+dist-tools: ## install the pinned nfpm (the .deb/.rpm packager; a tool, not a library in go.mod)
+	$(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+dist: ## reproducible release archives, .deb/.rpm and SHA256SUMS under dist/ (see packaging/README.md)
+	@$(GO) version -m $(GOBIN)/nfpm 2>/dev/null | grep -q 'goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)[[:space:]]' || $(MAKE) --no-print-directory dist-tools
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' DATE='$(DATE)' LDFLAGS='$(LDFLAGS)' NFPM=$(GOBIN)/nfpm bash scripts/dist.sh
+
+package-test: ## check what make dist built: package contents, install.sh, the .deb in a Debian container
+	bash scripts/test-packages.sh
 
 clean:
 	rm -rf bin dist
