@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -189,6 +190,15 @@ func testRunSIGTERM(t *testing.T, script string, offlineWithin, exitWithin time.
 		t.Errorf("agentd run exited %s after SIGTERM, want < %s", d, exitWithin)
 	}
 	t.Logf("after SIGTERM: offline on the hub in %s, agentd exited in %s", offline, exitedAt.Sub(sent))
+
+	// Not on a terminal (as under a service manager), it logs JSON lines.
+	for line := range strings.Lines(logs.String()) {
+		var entry struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.Level == "" || entry.Msg == "" {
+			t.Errorf("log line is not a JSON entry with level and msg: %q", line)
+			break
+		}
+	}
 
 	// The caller saw the command end.
 	var exit *agentdv1.Exited
