@@ -15,6 +15,8 @@ import (
 
 // procGroup is the platform's state for a process's group. On unix there
 // is none: the group id is the leader's pid.
+//
+//lint:ignore U1000 used by the Windows implementation
 type procGroup struct{}
 
 // DefaultShell returns the shell that runs command strings when none is

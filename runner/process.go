@@ -33,13 +33,14 @@ const (
 // Process is a command started by a Manager: running, or finished and
 // lingering. Its methods are safe for concurrent use.
 type Process struct {
-	m     *Manager
-	log   *zap.Logger
-	id    string
-	seq   uint64 // start order in the Manager
-	plan  *plan
-	cmd   *exec.Cmd
-	pid   int
+	m    *Manager
+	log  *zap.Logger
+	id   string
+	seq  uint64 // start order in the Manager
+	plan *plan
+	cmd  *exec.Cmd
+	pid  int
+	//lint:ignore U1000 used by the Windows implementation (an empty struct on unix)
 	grp   procGroup // the platform's state for the process group
 	start time.Time
 	kinds []Stream // the stream of each output index

@@ -104,7 +104,6 @@ func (r *Registry) Add(machineID string, conn net.Conn, remote string) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()), // TLS is the websocket's
 		grpc.WithIdleTimeout(0),
 		grpc.WithReadBufferSize(r.opts.ReadBufferSize),
-		grpc.WithSharedWriteBuffer(true), // idle tunnels hold no write buffer
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, r.opts.DialOptions...)
 	cc, err := grpc.NewClient("passthrough:///"+machineID, opts...)
