@@ -51,10 +51,13 @@ type splitter struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	done      chan struct{}
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
 }
 
 func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *splitter {
 	s := &splitter{inner: inner, log: log, done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if tlsConfig != nil {
 		s.tlsConfig = tlsConfig.Clone()
 		if len(s.tlsConfig.NextProtos) == 0 {
@@ -99,6 +102,9 @@ func (s *splitter) run() error {
 
 func (s *splitter) classify(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(classifyTimeout))
+	// Closing the splitter ends a classification still waiting for bytes.
+	stop := context.AfterFunc(s.ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
 	var (
 		to   *chanListener
 		conn net.Conn
@@ -134,6 +140,10 @@ func (s *splitter) classify(c net.Conn) {
 			to = s.grpc
 		}
 	}
+	if !stop() { // closing: the deadline was cut short
+		_ = conn.Close()
+		return
+	}
 	_ = c.SetDeadline(time.Time{})
 	if !to.deliver(conn) {
 		_ = conn.Close()
@@ -163,6 +173,7 @@ func sniffPreface(c net.Conn) (head []byte, isH2 bool, err error) {
 func (s *splitter) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.cancel()
 		close(s.done)
 		err = s.inner.Close()
 	})

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -76,5 +77,29 @@ func TestOnePortSlowHTTPClient(t *testing.T) {
 	// POST is not a route for /healthz: net/http (not the gRPC server) answers 405.
 	if got := string(buf[:n]); len(got) < 12 || got[:12] != "HTTP/1.1 405" {
 		t.Fatalf("answer %q, want HTTP/1.1 405 from net/http", got)
+	}
+}
+
+// A connection that never says what it speaks does not hold up the hub's
+// shutdown for the classification timeout.
+func TestShutdownWithSilentConnection(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	silent, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// Connections are accepted in order: once a later one is answered, the
+	// silent one is being classified.
+	r, err := http.Get(h.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	start := time.Now()
+	h.stop()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %s with a silent connection open, want well under the 10 s classification timeout", d)
 	}
 }
