@@ -220,6 +220,10 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	case failed = <-errc:
 	case <-ctx.Done():
 	}
+	// The first record of the shutdown: it tells the hub (through its
+	// activity watch, still open) that this machine takes no more calls,
+	// so it shows offline now rather than when the last call has drained.
+	s.activity.Add(activity.Record{Kind: activity.KindStop, Summary: "agentd is stopping: no new calls; running commands get TERM, then KILL after the grace period", Outcome: activity.OK})
 	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {

@@ -56,7 +56,8 @@ type Registry struct {
 
 	mu       sync.Mutex
 	machines map[string]*entry
-	changed  chan struct{} // closed and replaced on every change
+	draining map[*entry]struct{} // offline, their last calls finishing (see Drain)
+	changed  chan struct{}       // closed and replaced on every change
 	closed   bool
 	wg       sync.WaitGroup // removals in flight
 }
@@ -76,6 +77,7 @@ func NewRegistry(opts RegistryOptions) *Registry {
 		opts:     opts,
 		log:      opts.Logger.Named("tunnels"),
 		machines: make(map[string]*entry),
+		draining: make(map[*entry]struct{}),
 		changed:  make(chan struct{}),
 	}
 }
@@ -153,6 +155,7 @@ func (r *Registry) remove(e *entry) {
 		delete(r.machines, e.MachineID)
 		r.broadcastLocked()
 	}
+	delete(r.draining, e)
 	r.mu.Unlock()
 	if current && r.opts.OnDown != nil {
 		r.opts.OnDown(e.MachineID)
@@ -232,13 +235,36 @@ func (r *Registry) Tunnels() []TunnelInfo {
 	return out
 }
 
+// Drain takes the machine offline at once while its tunnel stays up for
+// the calls already running on it: the daemon said it is shutting down.
+// Get no longer returns it and OnDown is called now; the tunnel is closed
+// when the daemon closes it, or by CloseAll.
+func (r *Registry) Drain(machineID string) {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	r.mu.Lock()
+	e, ok := r.machines[machineID]
+	if ok {
+		delete(r.machines, machineID)
+		r.draining[e] = struct{}{}
+		r.broadcastLocked()
+	}
+	r.mu.Unlock()
+	if ok && r.opts.OnDown != nil {
+		r.opts.OnDown(machineID)
+	}
+}
+
 // CloseAll closes every tunnel (status going-away: daemons reconnect),
 // refuses new ones and waits until all are gone.
 func (r *Registry) CloseAll() {
 	r.mu.Lock()
 	r.closed = true
-	all := make([]*entry, 0, len(r.machines))
+	all := make([]*entry, 0, len(r.machines)+len(r.draining))
 	for _, e := range r.machines {
+		all = append(all, e)
+	}
+	for e := range r.draining {
 		all = append(all, e)
 	}
 	r.mu.Unlock()

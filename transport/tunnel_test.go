@@ -497,3 +497,49 @@ func TestTunnelBackoffResets(t *testing.T) {
 	}
 	waitStatus(t, d.tun, "connected", isConnected)
 }
+
+// Drain takes a machine offline at once (the daemon said it is shutting
+// down) while calls already on its tunnel go on; CloseAll still closes it.
+func TestRegistryDrain(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, hubConfig{})
+	pub, key := newKey(t)
+	h.addMachine("m-1", pub, "acme")
+	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
+	d.health.SetServingStatus("svc", healthpb.HealthCheckResponse_SERVING)
+	cc, err := h.reg.Wait(t.Context(), "m-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.ups
+	watch, err := healthpb.NewHealthClient(cc).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first watch update: %v, %v", r, err)
+	}
+
+	h.reg.Drain("m-1")
+	select {
+	case id := <-h.downs:
+		if id != "m-1" {
+			t.Errorf("OnDown(%q), want m-1", id)
+		}
+	default:
+		t.Error("Drain did not call OnDown")
+	}
+	if _, ok := h.reg.Get("m-1"); ok {
+		t.Error("a drained machine is still returned by Get")
+	}
+	// The call that was running goes on over the same tunnel.
+	d.health.SetServingStatus("svc", healthpb.HealthCheckResponse_NOT_SERVING)
+	if r, err := watch.Recv(); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("watch update after Drain: %v, %v", r, err)
+	}
+	if st := d.tun.Status(); st.State != transport.StateConnected {
+		t.Errorf("daemon's tunnel %q after Drain, want still connected", st.State)
+	}
+	h.reg.CloseAll()
+	waitStatus(t, d.tun, "tunnel closed by the hub", func(s transport.Status) bool { return s.State != transport.StateConnected })
+}

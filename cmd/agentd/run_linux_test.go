@@ -66,10 +66,9 @@ func TestRunStopsGracefullyOnSIGTERM(t *testing.T) {
 	}{
 		{"command stops on TERM", "sleep 300 & sleep 300", 2 * time.Second, 3 * time.Second},
 		// SIGKILL follows after the 5 s grace. The tunnel stays up while
-		// the command's call drains, and the hub's registry does not take
-		// the daemon's GOAWAY for going offline: the hub sees the machine
-		// go only when the tunnel closes, after the grace.
-		{"command ignores TERM", "trap '' TERM; sleep 300 & sleep 300", 8 * time.Second, 8 * time.Second},
+		// the command's call drains, but the hub shows the machine offline
+		// from the daemon's first shutdown record (agentd.stop) on.
+		{"command ignores TERM", "trap '' TERM; sleep 300 & sleep 300", 2 * time.Second, 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

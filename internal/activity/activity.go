@@ -20,6 +20,10 @@ import (
 // Outcome says how an operation ended.
 type Outcome string
 
+// KindStop is the kind of the record a daemon adds when it starts to shut
+// down; the hub takes it as "offline from now on".
+const KindStop = "agentd.stop"
+
 // Outcomes.
 const (
 	Started Outcome = "started" // a process start; its end is a later record

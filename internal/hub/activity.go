@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -100,6 +101,11 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 			return
 		}
 		r := m.GetRecord()
+		if r.GetKind() == activity.KindStop {
+			// The daemon is shutting down: offline now, while its last
+			// calls (and this watch) finish on the tunnel.
+			h.s.registry.Drain(id)
+		}
 		b, err := protojson.Marshal(r)
 		if err != nil {
 			continue
