@@ -76,7 +76,11 @@ func Listen(a Addr) (net.Listener, error) {
 	if a.Network != "unix" {
 		return net.Listen(a.Network, a.Address)
 	}
-	if _, err := os.Lstat(a.Address); err == nil {
+	if fi, err := os.Lstat(a.Address); err == nil {
+		if !isSocketFile(fi) {
+			// Never remove what is not a socket: it may be someone's file.
+			return nil, fmt.Errorf("%s exists and is not a socket; refusing to replace it: choose another path, or remove it yourself", a.Address)
+		}
 		c, err := net.DialTimeout("unix", a.Address, time.Second)
 		if err == nil {
 			c.Close()

@@ -5,6 +5,7 @@ package listen
 import (
 	"errors"
 	"net"
+	"os"
 	"syscall"
 )
 
@@ -22,3 +23,6 @@ func listenPrivate(path string) (net.Listener, error) {
 	}
 	return l, nil
 }
+
+// isSocketFile reports whether fi describes a unix socket.
+func isSocketFile(fi os.FileInfo) bool { return fi.Mode().Type() == os.ModeSocket }

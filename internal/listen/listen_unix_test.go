@@ -38,7 +38,25 @@ func TestListenUnixPrivateAndStale(t *testing.T) {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
 	l.Close()
+}
 
+// A file that is not a socket is never removed to make room for one.
+func TestListenRefusesToReplaceAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(Addr{"unix", path})
+	if err == nil {
+		l.Close()
+		t.Fatal("Listen replaced a regular file with a socket")
+	}
+	if !strings.Contains(err.Error(), "is not a socket") {
+		t.Errorf("error %q, want it to say the path is not a socket", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+		t.Errorf("the file after Listen: %q, %v; want it untouched", b, err)
+	}
 }
 
 func TestParseBarePath(t *testing.T) {

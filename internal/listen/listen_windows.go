@@ -3,6 +3,7 @@ package listen
 import (
 	"errors"
 	"net"
+	"os"
 
 	"golang.org/x/sys/windows"
 )
@@ -19,4 +20,10 @@ func isRefused(err error) bool { return errors.Is(err, windows.WSAECONNREFUSED) 
 // machine: this package's tests do not run there.
 func listenPrivate(path string) (net.Listener, error) {
 	return net.Listen("unix", path)
+}
+
+// isSocketFile reports whether fi describes a unix socket: an AF_UNIX
+// reparse point, which Go reports as a socket or as an irregular file.
+func isSocketFile(fi os.FileInfo) bool {
+	return fi.Mode().Type()&(os.ModeSocket|os.ModeIrregular) != 0
 }
