@@ -96,6 +96,9 @@ func (ps *processService) Attach(req *agentdv1.AttachRequest, stream agentdv1.Pr
 // follow sends the subscription's events until the process has exited and
 // everything was sent, or the caller went away.
 func (ps *processService) follow(ctx context.Context, sub *runner.Subscription, send func(*agentdv1.ProcessEvent) error) error {
+	// send marshals each event before it returns: the output buffer can
+	// be reused for the next one.
+	sub.ReuseBuffer()
 	for {
 		ev, err := sub.Next()
 		if errors.Is(err, io.EOF) {

@@ -118,20 +118,26 @@ func (r *retention) gap(off int64) (resume int64, ok bool) {
 }
 
 // read copies up to max retained bytes from off (which must not be in a
-// gap), stopping at limit. It returns nil when nothing is available.
+// gap), stopping at limit, into a new slice. It returns nil when nothing is
+// available.
 func (r *retention) read(off, max, limit int64) []byte {
+	return r.readInto(nil, off, max, limit)
+}
+
+// readInto is read copying into dst's storage (reused when big enough).
+func (r *retention) readInto(dst []byte, off, max, limit int64) []byte {
 	max = min(max, limit-off)
 	if max <= 0 || off >= r.total {
 		return nil
 	}
 	if off < int64(len(r.head)) {
 		end := min(int64(len(r.head)), off+max)
-		return append([]byte(nil), r.head[off:end]...)
+		return append(dst[:0], r.head[off:end]...)
 	}
 	if off < r.tailStart {
 		return nil
 	}
-	return append([]byte(nil), r.tailAt(off, max)...)
+	return append(dst[:0], r.tailAt(off, max)...)
 }
 
 // room reports how many bytes can be appended without dropping any byte at

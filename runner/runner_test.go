@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -716,6 +717,56 @@ func TestAttachNegativeOffset(t *testing.T) {
 	}
 	_, err = p.Attach(t.Context(), Offsets{Stdout: -1})
 	wantKind(t, err, errs.Invalid, "negative")
+	if _, err := p.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With ReuseBuffer, every Output arrives in the subscription's one buffer
+// and still carries exactly the process's bytes, in order.
+func TestReuseBuffer(t *testing.T) {
+	t.Parallel()
+	m := newTestManager(t, Options{})
+	const n = 3_000_000 // many chunks, through the head and into the tail
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, sub, err := m.StartAttached(t.Context(), Spec{Argv: []string{"cat", file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	sub.ReuseBuffer()
+	var got []byte
+	var prev *byte // the backing array of the previous Output's data
+	reused := 0
+	for {
+		ev, err := sub.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := ev.(Output); ok {
+			got = append(got, o.Data...) // consumed before the next Next
+			if &o.Data[:1][0] == prev {
+				reused++
+			}
+			prev = &o.Data[:1][0]
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("got %d bytes, not the %d the process wrote, in order", len(got), n)
+	}
+	if reused == 0 {
+		t.Error("every Output came in a new buffer; want the subscription's buffer reused")
+	}
 	if _, err := p.Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,9 @@ type Subscription struct {
 	ended    bool     // Exited was delivered
 	detached bool     // no longer in p.subs
 	lossy    bool     // demoted: does not hold the output back
+
+	reuse bool   // Output data goes into buf, valid until the next Next (see ReuseBuffer)
+	buf   []byte // owned by the caller of Next between calls
 }
 
 // Attach subscribes to the process's events, replaying retained output
@@ -48,6 +51,16 @@ func (p *Process) subscribe(ctx context.Context, from Offsets) *Subscription {
 	p.mu.Unlock()
 	s.stop = context.AfterFunc(ctx, s.detach)
 	return s
+}
+
+// ReuseBuffer makes Next hand out Output data in one buffer that the
+// subscription reuses: an Output's Data is then valid only until the next
+// call to Next. For a caller that consumes each event (sends it, writes it
+// out) before asking for the next, it saves an allocation per event.
+func (s *Subscription) ReuseBuffer() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.reuse = true
 }
 
 // Close ends the subscription. The process is not affected.
@@ -143,9 +156,12 @@ func (s *Subscription) nextLocked() Event {
 				limit = min(limit, r.limitBefore(pos, seqs[j]))
 			}
 		}
-		data := r.read(pos, chunkSize, limit)
+		data := r.readInto(s.buf, pos, chunkSize, limit)
 		if len(data) == 0 { // cannot happen; never stall on it
-			data = r.read(pos, chunkSize, r.total)
+			data = r.readInto(s.buf, pos, chunkSize, r.total)
+		}
+		if s.reuse {
+			s.buf = data[:0]
 		}
 		s.pos[best] += int64(len(data))
 		if s.lossy && s.caughtUpLocked() {
