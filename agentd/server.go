@@ -295,10 +295,7 @@ func (s *Server) shutdown() {
 	if err := s.activity.Close(); err != nil {
 		s.log.Warn("closing the audit log", zap.Error(err))
 	}
-	_ = s.activity.Watch(ctx, 0, false, func(r activity.Record) error {
-		s.lastSeq = r.Seq
-		return nil
-	})
+	s.lastSeq = s.activity.LastSeq()
 	close(s.logClosed)
 }
 

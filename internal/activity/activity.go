@@ -271,6 +271,13 @@ func (l *Log) Watch(ctx context.Context, since uint64, follow bool, emit func(Re
 	}
 }
 
+// LastSeq is the sequence number of the newest record (0: none yet).
+func (l *Log) LastSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeq - 1
+}
+
 // Close closes the audit file.
 func (l *Log) Close() error {
 	l.mu.Lock()

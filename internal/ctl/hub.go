@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -105,25 +106,7 @@ Through the hub (--hub) without --machine: every machine of your org; with
 				if err != nil {
 					return err
 				}
-				for {
-					m, err := st.Recv()
-					if errors.Is(err, io.EOF) {
-						return nil
-					}
-					if err != nil {
-						if ctx.Err() != nil {
-							return nil
-						}
-						return err
-					}
-					if a.json {
-						if err := a.printJSON(m); err != nil {
-							return err
-						}
-						continue
-					}
-					fmt.Fprintln(a.io.Out, ActivityLine(m))
-				}
+				return printStream(ctx, a, st.Recv, ActivityLine)
 			})
 		},
 	}
@@ -161,26 +144,35 @@ func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error 
 		if err != nil {
 			return err
 		}
-		for {
-			m, err := st.Recv()
-			if errors.Is(err, io.EOF) {
+		return printStream(ctx, a, st.Recv, func(m *agentdv1.WatchResponse) string {
+			return ActivityLine(&hubv1.WatchResponse{Record: m.GetRecord(), MachineName: "local"})
+		})
+	})
+}
+
+// printStream prints what recv returns until the stream ends (or ctx is
+// done: a follow the user interrupted): one JSON document per message with
+// --json, else line(m).
+func printStream[M proto.Message](ctx context.Context, a *app, recv func() (M, error), line func(M) string) error {
+	for {
+		m, err := recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			return err
+		}
+		if a.json {
+			if err := a.printJSON(m); err != nil {
 				return err
 			}
-			if a.json {
-				if err := a.printJSON(m); err != nil {
-					return err
-				}
-				continue
-			}
-			fmt.Fprintln(a.io.Out, ActivityLine(&hubv1.WatchResponse{Record: m.GetRecord(), MachineName: "local"}))
+			continue
 		}
-	})
+		fmt.Fprintln(a.io.Out, line(m))
+	}
 }
 
 // ActivityLine renders a hub activity record for a person.

@@ -50,13 +50,12 @@ type splitter struct {
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
-	done      chan struct{}
 	ctx       context.Context // cancelled by Close
 	cancel    context.CancelFunc
 }
 
 func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *splitter {
-	s := &splitter{inner: inner, log: log, done: make(chan struct{})}
+	s := &splitter{inner: inner, log: log}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if tlsConfig != nil {
 		s.tlsConfig = tlsConfig.Clone()
@@ -64,8 +63,8 @@ func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *sp
 			s.tlsConfig.NextProtos = []string{"h2", "http/1.1"}
 		}
 	}
-	s.grpc = newChanListener(inner.Addr(), s.done)
-	s.http = newChanListener(inner.Addr(), s.done)
+	s.grpc = newChanListener(inner.Addr(), s.ctx.Done())
+	s.http = newChanListener(inner.Addr(), s.ctx.Done())
 	return s
 }
 
@@ -76,7 +75,7 @@ func (s *splitter) run() error {
 		c, err := s.inner.Accept()
 		if err != nil {
 			select {
-			case <-s.done:
+			case <-s.ctx.Done():
 				return nil
 			default:
 			}
@@ -87,7 +86,7 @@ func (s *splitter) run() error {
 				s.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
 				select {
 				case <-time.After(delay):
-				case <-s.done:
+				case <-s.ctx.Done():
 					return nil
 				}
 				continue
@@ -174,7 +173,6 @@ func (s *splitter) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.cancel()
-		close(s.done)
 		err = s.inner.Close()
 	})
 	return err
