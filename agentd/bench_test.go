@@ -26,12 +26,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 const (
-	benchFileSize  = 256 << 20 // Write256MB, Read256MB, Stdout
-	benchChunkSize = 32 << 10  // what agentctl write sends per message
+	benchFileSize  = 256 << 20      // Write256MB, Read256MB, Stdout
+	benchChunkSize = wire.ChunkSize // what agentctl write sends per message
 
 	// The search tree: searchDirs × searchFilesPerDir small text files, of
 	// which searchNeedleFiles contain searchNeedle once. scripts/bench.sh

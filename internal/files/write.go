@@ -289,8 +289,14 @@ type tempFile struct {
 	f      *os.File
 	h      hash.Hash
 	size   int64
+	queued int64 // bytes handed to startWriteback so far
 	done   bool
 }
+
+// writebackChunk is how much written content startWriteback is handed at a
+// time: 1–16 MiB measured alike (256 MiB write, in-process: fsync 112 ms →
+// 4 ms, 450 → 540 MB/s).
+const writebackChunk = 8 << 20
 
 func (f *FS) createTemp(target string) (*tempFile, error) {
 	for range 10 {
@@ -342,6 +348,10 @@ func (t *tempFile) Write(p []byte) (int, error) {
 	t.size += int64(n)
 	if err != nil {
 		return n, t.writeErr(err)
+	}
+	if t.size-t.queued >= writebackChunk {
+		startWriteback(t.f, t.queued, t.size-t.queued)
+		t.queued = t.size
 	}
 	return n, nil
 }

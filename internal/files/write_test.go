@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,6 +158,55 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// TestWriteLarge writes files several writeback chunks long (the kernel is
+// asked to start writing them early): new, replacing, appended, and one
+// whose reader fails past the first chunk, which leaves the file as it was.
+func TestWriteLarge(t *testing.T) {
+	t.Parallel()
+	f, ws := newTestFS(t)
+	big := make([]byte, 2*writebackChunk+12345)
+	for i := range big {
+		big[i] = byte(i*7 + i>>13)
+	}
+	check := func(name string, want []byte, res WriteResult) {
+		t.Helper()
+		got, err := os.ReadFile(filepath.Join(ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(want)
+		if !bytes.Equal(got, want) || res.Size != int64(len(want)) || res.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%s: %d bytes on disk (equal: %v), result %d bytes sha %s; want %d bytes",
+				name, len(got), bytes.Equal(got, want), res.Size, res.SHA256, len(want))
+		}
+	}
+	res, err := f.Write(t.Context(), "big", WriteOptions{}, bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("big", big, res)
+	rev := bytes.Clone(big)
+	slices.Reverse(rev)
+	if res, err = f.Write(t.Context(), "big", WriteOptions{}, bytes.NewReader(rev)); err != nil {
+		t.Fatal(err)
+	}
+	check("big", rev, res)
+	if res, err = f.Write(t.Context(), "big", WriteOptions{Append: true}, bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	check("big", append(bytes.Clone(rev), big...), res)
+
+	writeFiles(t, ws, map[string]string{"small": "original"})
+	_, err = f.Write(t.Context(), "small", WriteOptions{}, &errReader{data: big, err: errClientGone})
+	if err == nil || !strings.Contains(err.Error(), "unchanged") {
+		t.Fatalf("Write with a reader failing after %d bytes: %v", len(big), err)
+	}
+	if got := readFile(t, filepath.Join(ws, "small")); got != "original" {
+		t.Errorf("content %q after a failed large write", got)
+	}
+	assertNoTemp(t, ws)
 }
 
 func TestWriteFailingReader(t *testing.T) {
