@@ -81,7 +81,7 @@ build() { # GOOS GOARCH OUTDIR PKG...
 	shift 3
 	mkdir -p "$out"
 	CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch GOFLAGS=-mod=mod \
-		"$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS -s -w" -o "$out/" "$@"
+		"$GO" build -trimpath -buildvcs=false -tags "${BUILD_TAGS:-grpcnotrace}" -ldflags "$LDFLAGS -s -w" -o "$out/" "$@"
 }
 
 # The help texts, from binaries for this machine (flag defaults read from the

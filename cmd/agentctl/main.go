@@ -6,12 +6,20 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/devdepot-ai/agentd/internal/ctl"
 )
 
 func main() {
+	// agentctl lives for one command and its live heap is small, while a
+	// bulk stream allocates a buffer per message: collect less often than
+	// the default (1 GiB of output: 308 collections, 1.1 s CPU at 100;
+	// 0.84 s at 400). GOGC in the environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	winch := make(chan os.Signal, 1)

@@ -75,7 +75,9 @@ const storeTimeout = 10 * time.Second
 
 // collect follows one machine's activity until its tunnel goes away.
 func (h *activityHub) collect(ctx context.Context, id string) {
-	log := h.s.log.With(zap.String("machine", id))
+	// Not log.With: a logger made per tunnel holds an encoded copy of its
+	// fields for as long as the tunnel is up (1 KiB each).
+	log, machine := h.s.log, zap.String("machine", id)
 	cc, ok := h.s.registry.Get(id)
 	if !ok {
 		return
@@ -85,7 +87,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 	}
 	since, err := h.s.store.LastSeq(ctx, id)
 	if err != nil {
-		log.Warn("activity: last sequence", zap.Error(err))
+		log.Warn("activity: last sequence", machine, zap.Error(err))
 		return
 	}
 	st, err := agentdv1.NewActivityServiceClient(cc).Watch(ctx, &agentdv1.WatchRequest{SinceSeq: since})
@@ -96,7 +98,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 		m, err := st.Recv()
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, io.EOF) && status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
-				log.Info("activity watch ended", zap.Error(err))
+				log.Info("activity watch ended", machine, zap.Error(err))
 			}
 			return
 		}
@@ -116,7 +118,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 		err = h.s.store.AppendActivity(sctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b}})
 		cancel()
 		if err != nil {
-			log.Warn("activity: store", zap.Error(err))
+			log.Warn("activity: store", machine, zap.Error(err))
 			continue
 		}
 		h.notify()
