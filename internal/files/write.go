@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -287,7 +286,7 @@ type tempFile struct {
 	target string
 	name   string
 	f      *os.File
-	h      hash.Hash
+	h      *hasher
 	size   int64
 	queued int64 // bytes handed to startWriteback so far
 	done   bool
@@ -315,13 +314,14 @@ func (f *FS) createTemp(target string) (*tempFile, error) {
 			}
 			return nil, f.pathError(dir, err)
 		}
-		return &tempFile{fs: f, target: target, name: name, f: file, h: sha256.New()}, nil
+		return &tempFile{fs: f, target: target, name: name, f: file, h: newHasher()}, nil
 	}
 	return nil, errs.New(errs.Unknown, "cannot find a free temporary file name next to %s", target)
 }
 
 // abort removes the temporary file unless commit succeeded.
 func (t *tempFile) abort() {
+	t.h.stop()
 	if t.done {
 		return
 	}
@@ -409,7 +409,7 @@ func (t *tempFile) receive(ctx context.Context, r io.Reader) error {
 	}
 }
 
-func (t *tempFile) sum() string { return hex.EncodeToString(t.h.Sum(nil)) }
+func (t *tempFile) sum() string { return t.h.Sum() }
 
 // commit gives the temporary file its mode (and the owner of old, the file
 // it replaces, if any), syncs it and renames it over the target. With
