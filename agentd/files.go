@@ -208,6 +208,30 @@ type writeStreamReader struct {
 	buf    []byte
 }
 
+var _ files.ChunkReader = (*writeStreamReader)(nil)
+
+// ReadChunk returns the next message's data, which no one else holds (each
+// received message is a new one).
+func (r *writeStreamReader) ReadChunk() ([]byte, error) {
+	if len(r.buf) > 0 {
+		b := r.buf
+		r.buf = nil
+		return b, nil
+	}
+	for {
+		msg, err := r.stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if msg.GetHeader() != nil {
+			return nil, invalidf("a second header in a Write stream: send the header once, then only data")
+		}
+		if b := msg.GetData(); len(b) > 0 {
+			return b, nil
+		}
+	}
+}
+
 func (r *writeStreamReader) Read(p []byte) (int, error) {
 	for len(r.buf) == 0 {
 		msg, err := r.stream.Recv()

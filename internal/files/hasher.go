@@ -23,15 +23,26 @@ type hasher struct {
 	h     hash.Hash
 	n     int64
 	piece []byte      // being filled; nil before the goroutine starts
-	work  chan []byte // full pieces, to the goroutine
+	work  chan chunk  // to the goroutine
 	free  chan []byte // pieces it is done with
 	done  chan struct{}
+}
+
+// chunk is content for the hashing goroutine: one of its pieces, which it
+// gives back, or a slice handed over for good.
+type chunk struct {
+	b     []byte
+	piece bool
 }
 
 func newHasher() *hasher { return &hasher{h: sha256.New()} }
 
 // Write hashes p (in order with everything written before).
-func (s *hasher) Write(p []byte) {
+func (s *hasher) Write(p []byte) { s.write(p, false) }
+
+// write hashes p; with keep, p is the hasher's from now on and is hashed
+// where it is, without a copy.
+func (s *hasher) write(p []byte, keep bool) {
 	s.n += int64(len(p))
 	if s.work == nil {
 		if s.n <= syncHashLimit {
@@ -39,6 +50,11 @@ func (s *hasher) Write(p []byte) {
 			return
 		}
 		s.start()
+	}
+	if keep {
+		s.flush()
+		s.work <- chunk{b: p}
+		return
 	}
 	for len(p) > 0 {
 		if s.piece == nil {
@@ -48,15 +64,22 @@ func (s *hasher) Write(p []byte) {
 		s.piece = s.piece[:len(s.piece)+k]
 		p = p[k:]
 		if len(s.piece) == cap(s.piece) {
-			s.work <- s.piece
-			s.piece = nil
+			s.flush()
 		}
 	}
 }
 
+// flush hands the piece being filled to the goroutine.
+func (s *hasher) flush() {
+	if len(s.piece) > 0 {
+		s.work <- chunk{b: s.piece, piece: true}
+	}
+	s.piece = nil
+}
+
 func (s *hasher) start() {
 	const pieces = 3
-	s.work = make(chan []byte, pieces)
+	s.work = make(chan chunk, pieces)
 	s.free = make(chan []byte, pieces)
 	for range pieces {
 		s.free <- make([]byte, 0, hashPiece)
@@ -64,9 +87,11 @@ func (s *hasher) start() {
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
-		for b := range s.work {
-			s.h.Write(b)
-			s.free <- b[:0]
+		for c := range s.work {
+			s.h.Write(c.b)
+			if c.piece {
+				s.free <- c.b[:0]
+			}
 		}
 	}()
 }
@@ -77,10 +102,7 @@ func (s *hasher) stop() {
 	if s.work == nil {
 		return
 	}
-	if len(s.piece) > 0 {
-		s.work <- s.piece
-		s.piece = nil
-	}
+	s.flush()
 	close(s.work)
 	<-s.done
 	s.work = nil

@@ -343,17 +343,26 @@ func (t *tempFile) writeErr(err error) error {
 }
 
 func (t *tempFile) Write(p []byte) (int, error) {
+	if err := t.write(p, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// write writes p to the file and hashes it; with keep, the hasher may
+// hold on to p instead of copying it.
+func (t *tempFile) write(p []byte, keep bool) error {
 	n, err := t.f.Write(p)
-	t.h.Write(p[:n])
+	t.h.write(p[:n], keep && n == len(p))
 	t.size += int64(n)
 	if err != nil {
-		return n, t.writeErr(err)
+		return t.writeErr(err)
 	}
 	if t.size-t.queued >= writebackChunk {
 		startWriteback(t.f, t.queued, t.size-t.queued)
 		t.queued = t.size
 	}
-	return n, nil
+	return nil
 }
 
 // copyFrom copies the current content of path into the temporary file.
@@ -383,17 +392,41 @@ func (t *tempFile) copyFrom(ctx context.Context, path string) error {
 	}
 }
 
+// ChunkReader is a source of content that hands over each chunk for good:
+// Write keeps it (for hashing) without a copy, so a chunk must not be
+// changed once returned. A gRPC stream's received messages are such chunks.
+type ChunkReader interface {
+	// ReadChunk returns the next chunk; io.EOF at the end.
+	ReadChunk() ([]byte, error)
+}
+
 // receive copies r into the temporary file until r ends or ctx is done.
 func (t *tempFile) receive(ctx context.Context, r io.Reader) error {
-	buf := make([]byte, 256<<10)
+	cr, chunked := r.(ChunkReader)
+	var buf []byte
+	if !chunked {
+		buf = make([]byte, 256<<10)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return errs.Wrap(errs.KindOf(err), err, "writing %s: stopped before the content was complete; the file is unchanged", t.target)
 		}
-		n, rerr := r.Read(buf)
-		if n > 0 {
-			if _, err := t.Write(buf[:n]); err != nil {
-				return err
+		var rerr error
+		if chunked {
+			var chunk []byte
+			chunk, rerr = cr.ReadChunk()
+			if len(chunk) > 0 {
+				if err := t.write(chunk, true); err != nil {
+					return err
+				}
+			}
+		} else {
+			var n int
+			n, rerr = r.Read(buf)
+			if n > 0 {
+				if err := t.write(buf[:n], false); err != nil {
+					return err
+				}
 			}
 		}
 		if rerr == io.EOF {
