@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -197,6 +198,10 @@ func TestWriteLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("big", append(bytes.Clone(rev), big...), res)
+	if res, err = f.Write(t.Context(), "chunked", WriteOptions{}, &chunkSource{data: big, size: 32<<10 - 64}); err != nil {
+		t.Fatal(err)
+	}
+	check("chunked", big, res)
 
 	writeFiles(t, ws, map[string]string{"small": "original"})
 	_, err = f.Write(t.Context(), "small", WriteOptions{}, &errReader{data: big, err: errClientGone})
@@ -207,6 +212,27 @@ func TestWriteLarge(t *testing.T) {
 		t.Errorf("content %q after a failed large write", got)
 	}
 	assertNoTemp(t, ws)
+}
+
+// chunkSource is a ChunkReader handing out copies of data, size bytes at
+// a time (as the Write stream hands out its messages).
+type chunkSource struct {
+	data []byte
+	size int
+}
+
+func (c *chunkSource) ReadChunk() ([]byte, error) {
+	if len(c.data) == 0 {
+		return nil, io.EOF
+	}
+	n := min(c.size, len(c.data))
+	b := bytes.Clone(c.data[:n])
+	c.data = c.data[n:]
+	return b, nil
+}
+
+func (c *chunkSource) Read([]byte) (int, error) {
+	return 0, errors.New("Write should use ReadChunk")
 }
 
 func TestWriteFailingReader(t *testing.T) {
