@@ -279,6 +279,9 @@ func (s *Server) closeServices() {
 	if s.procs != nil {
 		_ = s.procs.Close(ctx)
 	}
+	if s.files != nil {
+		s.files.fs.Wait()
+	}
 	_ = s.activity.Close()
 }
 
@@ -292,6 +295,7 @@ func (s *Server) shutdown() {
 	if err := s.procs.Close(ctx); err != nil {
 		s.log.Warn("stopping processes", zap.Error(err))
 	}
+	s.files.fs.Wait()
 	if err := s.activity.Close(); err != nil {
 		s.log.Warn("closing the audit log", zap.Error(err))
 	}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -57,7 +58,13 @@ type FS struct {
 	// searchWholeFile is the largest file Search reads into memory at once;
 	// larger files are scanned line by line. A field so tests can lower it.
 	searchWholeFile int64
+
+	background *sync.WaitGroup // work left running by a returned call (see Wait)
 }
+
+// Wait waits for the work calls left running after they returned: freeing
+// the blocks of large files that writes replaced.
+func (f *FS) Wait() { f.background.Wait() }
 
 // New returns an FS for opts, defaults filled in. The workspace must be an
 // existing directory.
@@ -96,6 +103,7 @@ func New(opts Options) (*FS, error) {
 		home:            home,
 		workers:         opts.SearchWorkers,
 		searchWholeFile: 32 << 20,
+		background:      new(sync.WaitGroup),
 	}
 	if f.workers <= 0 {
 		f.workers = max(runtime.GOMAXPROCS(0), 2)

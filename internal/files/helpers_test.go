@@ -24,6 +24,7 @@ func newTestFS(t testing.TB) (*FS, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.Wait)
 	return f, ws
 }
 

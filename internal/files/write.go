@@ -471,7 +471,14 @@ func (t *tempFile) commit(mode fs.FileMode, old fs.FileInfo, guard, noReplace bo
 	if noReplace {
 		err = renameNoReplace(t.name, t.target)
 	} else {
+		var held io.Closer
+		if old != nil && old.Mode().IsRegular() && old.Size() >= releaseLater {
+			held = holdOld(t.target)
+		}
 		err = os.Rename(t.name, t.target)
+		if held != nil {
+			t.fs.background.Go(func() { held.Close() })
+		}
 	}
 	if err != nil {
 		if noReplace && errors.Is(err, fs.ErrExist) {
@@ -483,6 +490,10 @@ func (t *tempFile) commit(mode fs.FileMode, old fs.FileInfo, guard, noReplace bo
 	syncDir(filepath.Dir(t.target))
 	return nil
 }
+
+// releaseLater is the size from which the file a write replaces is freed
+// after the write returns (see holdOld).
+const releaseLater = 1 << 20
 
 // syncDir makes a rename in dir durable. Some file systems cannot sync a
 // directory; that is not an error worth failing a write for.

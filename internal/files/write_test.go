@@ -214,6 +214,38 @@ func TestWriteLarge(t *testing.T) {
 	assertNoTemp(t, ws)
 }
 
+// TestWriteReplaceLargeFile replaces a file large enough for its blocks to
+// be freed after the write returns: the new content is in place when Write
+// returns, and once Wait returns no descriptor of the old file is left
+// open. Not parallel: it counts this process's open descriptors.
+func TestWriteReplaceLargeFile(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd here")
+		}
+		return len(ents)
+	}
+	f, ws := newTestFS(t)
+	old := bytes.Repeat([]byte("old "), releaseLater/4+1)
+	if err := os.WriteFile(filepath.Join(ws, "big"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := fds()
+	want := bytes.Repeat([]byte("new!"), releaseLater/4+100)
+	if _, err := f.Write(t.Context(), "big", WriteOptions{}, bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(ws, "big")); got != string(want) {
+		t.Fatalf("after Write returned, big holds %d bytes starting %q", len(got), got[:min(len(got), 8)])
+	}
+	f.Wait()
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after Wait, %d before the write", after, before)
+	}
+	assertNoTemp(t, ws)
+}
+
 // chunkSource is a ChunkReader handing out copies of data, size bytes at
 // a time (as the Write stream hands out its messages).
 type chunkSource struct {
