@@ -45,7 +45,11 @@ var _ agentdv1.ActivityServiceServer = (*activityService)(nil)
 
 // Watch replays retained records after since_seq and follows new ones.
 func (a *activityService) Watch(req *agentdv1.WatchRequest, stream agentdv1.ActivityService_WatchServer) error {
-	err := a.log.Watch(stream.Context(), req.GetSinceSeq(), !req.GetNoFollow(), func(r activity.Record) error {
+	since := req.GetSinceSeq()
+	if req.Tail != nil {
+		since = max(since, a.log.SeqBefore(uint64(req.GetTail())))
+	}
+	err := a.log.Watch(stream.Context(), since, !req.GetNoFollow(), func(r activity.Record) error {
 		return stream.Send(&agentdv1.WatchResponse{Record: recordToProto(r)})
 	})
 	if err != nil && stream.Context().Err() != nil {

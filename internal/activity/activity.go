@@ -271,6 +271,15 @@ func (l *Log) Watch(ctx context.Context, since uint64, follow bool, emit func(Re
 	}
 }
 
+// SeqBefore is the sequence number just before the newest n retained
+// records: Watch from it replays those n (all retained ones if there are
+// fewer).
+func (l *Log) SeqBefore(n uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeq - 1 - min(n, uint64(l.count))
+}
+
 // LastSeq is the sequence number of the newest record (0: none yet).
 func (l *Log) LastSeq() uint64 {
 	l.mu.Lock()

@@ -35,6 +35,11 @@ func TestAddWatchAndResume(t *testing.T) {
 	if err := l.Watch(t.Context(), 99, false, func(Record) error { t.Error("emitted beyond the end"); return nil }); err != nil {
 		t.Fatal(err)
 	}
+	for _, tc := range []struct{ n, want uint64 }{{0, 3}, {1, 2}, {2, 1}, {3, 0}, {10, 0}} {
+		if got := l.SeqBefore(tc.n); got != tc.want {
+			t.Errorf("SeqBefore(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

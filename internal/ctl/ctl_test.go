@@ -293,6 +293,16 @@ func TestActivityDirect(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "echo recorded") || !strings.Contains(r.stdout, "exit 0") {
 		t.Errorf("activity against the daemon = %+v, want the command and its exit", r)
 	}
+	d.run(t, "", "sh", "echo second")
+	// --tail N: only the newest N records (each command makes a start and
+	// an exit record).
+	r = d.run(t, "", "activity", "--tail", "2")
+	if r.code != 0 || strings.Contains(r.stdout, "echo recorded") || strings.Count(r.stdout, "echo second") != 2 {
+		t.Errorf("activity --tail 2 = %+v, want the second command's two records only", r)
+	}
+	if r = d.run(t, "", "activity", "--tail", "0"); r.code != 0 || r.stdout != "" {
+		t.Errorf("activity --tail 0 = %+v, want nothing", r)
+	}
 }
 
 func TestExecWithoutCommandAndJSONZeroValues(t *testing.T) {

@@ -119,28 +119,11 @@ Through the hub (--hub) without --machine: every machine of your org; with
 // the last `tail` retained records, then, with follow, new ones.
 func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error {
 	return a.call(cmd, func(ctx context.Context, c *conn) error {
-		act := agentdv1.NewActivityServiceClient(c)
-		// Find the newest sequence number to start `tail` records before it.
-		var last uint64
-		st, err := act.Watch(ctx, &agentdv1.WatchRequest{NoFollow: true})
-		if err != nil {
-			return err
+		req := &agentdv1.WatchRequest{NoFollow: !follow}
+		if tail >= 0 {
+			req.Tail = proto.Uint32(uint32(tail))
 		}
-		for {
-			m, err := st.Recv()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					return err
-				}
-				break
-			}
-			last = m.GetRecord().GetSeq()
-		}
-		since := uint64(0)
-		if tail >= 0 && last > uint64(tail) {
-			since = last - uint64(tail)
-		}
-		st, err = act.Watch(ctx, &agentdv1.WatchRequest{SinceSeq: since, NoFollow: !follow})
+		st, err := agentdv1.NewActivityServiceClient(c).Watch(ctx, req)
 		if err != nil {
 			return err
 		}

@@ -267,7 +267,10 @@ type WatchRequest struct {
 	// Send records with seq greater than this (0: everything retained).
 	SinceSeq uint64 `protobuf:"varint,1,opt,name=since_seq,json=sinceSeq,proto3" json:"since_seq,omitempty"`
 	// Only replay retained records, then end instead of following.
-	NoFollow      bool `protobuf:"varint,2,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	NoFollow bool `protobuf:"varint,2,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	// Replay only the newest `tail` of the retained records after since_seq
+	// (0: none, only what happens from now on). Unset: all of them.
+	Tail          *uint32 `protobuf:"varint,3,opt,name=tail,proto3,oneof" json:"tail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +317,13 @@ func (x *WatchRequest) GetNoFollow() bool {
 		return x.NoFollow
 	}
 	return false
+}
+
+func (x *WatchRequest) GetTail() uint32 {
+	if x != nil && x.Tail != nil {
+		return *x.Tail
+	}
+	return 0
 }
 
 // WatchResponse is one record.
@@ -384,10 +394,12 @@ const file_agentd_v1_activity_proto_rawDesc = "" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x1b\n" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x125\n" +
 	"\bduration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1b\n" +
-	"\tobject_id\x18\x10 \x01(\tR\bobjectId\"H\n" +
+	"\tobject_id\x18\x10 \x01(\tR\bobjectId\"j\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x1b\n" +
-	"\tno_follow\x18\x02 \x01(\bR\bnoFollow\"B\n" +
+	"\tno_follow\x18\x02 \x01(\bR\bnoFollow\x12\x17\n" +
+	"\x04tail\x18\x03 \x01(\rH\x00R\x04tail\x88\x01\x01B\a\n" +
+	"\x05_tail\"B\n" +
 	"\rWatchResponse\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.agentd.v1.ActivityRecordR\x06record*Z\n" +
 	"\aOutcome\x12\x17\n" +
@@ -440,6 +452,7 @@ func file_agentd_v1_activity_proto_init() {
 	if File_agentd_v1_activity_proto != nil {
 		return
 	}
+	file_agentd_v1_activity_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
