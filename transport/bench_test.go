@@ -17,7 +17,7 @@ import (
 // benchConn returns the hub's client connection to a daemon over the
 // tunnel ("ws", "wss") or, for comparison, over plain loopback TCP with the
 // same gRPC settings and no websocket ("tcp").
-func benchConn(b *testing.B, mode string) *grpc.ClientConn {
+func benchConn(b *testing.B, mode string) grpc.ClientConnInterface {
 	b.Helper()
 	if mode == "tcp" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -14,8 +14,10 @@
 //
 // The hub side is an [Acceptor] (the http.Handler for GET /v1/tunnel) that
 // runs the challenge and hands each authenticated connection to a callback,
-// usually [Registry.Add]; the [Registry] holds one *grpc.ClientConn per
-// machine, replaces it when the machine reconnects and closes it on revoke.
+// usually [Registry.Add]; the [Registry] holds the tunnels as gRPC
+// transports of one shared *grpc.ClientConn (a SubConn per tunnel, picked
+// by the machine a call is for), hands out a [MachineConn] per machine,
+// replaces a machine's tunnel when it reconnects and closes it on revoke.
 //
 // The handshake, in text messages before the switch to binary:
 //

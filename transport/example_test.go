@@ -57,10 +57,13 @@ func ExampleAcceptor() {
 		// machine, or its key, its org and transport.ErrRevoked if revoked.
 		return nil, "", transport.ErrUnknownMachine
 	}
-	reg := transport.NewRegistry(transport.RegistryOptions{
+	reg, err := transport.NewRegistry(transport.RegistryOptions{
 		OnUp:   func(id string) { /* mark online; start ActivityService.Watch on its own goroutine */ },
 		OnDown: func(id string) { /* mark offline, last seen now */ },
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	acc, err := transport.NewAcceptor(transport.AcceptorOptions{
 		Authenticate: lookup,
 		OnTunnel:     reg.Add,

@@ -80,7 +80,7 @@ type testHub struct {
 func startHub(t testing.TB, cfg hubConfig) *testHub {
 	t.Helper()
 	h := &testHub{t: t, machines: map[string]hubMachine{}, downs: make(chan string, 100), ups: make(chan string, 10000)}
-	h.reg = transport.NewRegistry(transport.RegistryOptions{
+	reg, err := transport.NewRegistry(transport.RegistryOptions{
 		Logger: testLogger(t),
 		OnUp:   func(id string) { h.ups <- id },
 		OnDown: func(id string) {
@@ -90,6 +90,10 @@ func startHub(t testing.TB, cfg hubConfig) *testHub {
 			}
 		},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.reg = reg
 	acc, err := transport.NewAcceptor(transport.AcceptorOptions{
 		Authenticate:     h.authenticate,
 		OnTunnel:         h.reg.Add,
@@ -628,7 +632,7 @@ var bytesServiceDesc = grpc.ServiceDesc{
 }
 
 // pull opens Pull(count) on cc.
-func pull(ctx context.Context, cc *grpc.ClientConn, count int) (grpc.ClientStream, error) {
+func pull(ctx context.Context, cc grpc.ClientConnInterface, count int) (grpc.ClientStream, error) {
 	s, err := cc.NewStream(ctx, &pullDesc, "/transporttest.Bytes/Pull", grpc.ForceCodec(rawCodec{}))
 	if err != nil {
 		return nil, err

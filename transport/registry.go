@@ -3,17 +3,23 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 )
 
 // RegistryOptions configures a Registry. Zero fields get defaults in
@@ -46,40 +52,98 @@ type TunnelInfo struct {
 	Since     time.Time // when the tunnel came up
 }
 
-// Registry holds the hub's gRPC client connection to each machine, one per
-// live tunnel. Add is an Acceptor's OnTunnel.
+// Registry holds the hub's gRPC client side of every live tunnel: one
+// ClientConn, with one SubConn (one HTTP/2 transport) per tunnel. Add is an
+// Acceptor's OnTunnel.
 type Registry struct {
 	opts RegistryOptions
 	log  *zap.Logger
+
+	cc       *grpc.ClientConn
+	bcc      balancer.ClientConn // the policy's; set before attached is closed
+	attached chan struct{}
+	attach1  sync.Once
 
 	evMu sync.Mutex // orders Add, removals and the OnUp/OnDown calls
 
 	mu       sync.Mutex
 	machines map[string]*entry
-	draining map[*entry]struct{} // offline, their last calls finishing (see Drain)
-	changed  chan struct{}       // closed and replaced on every change
+	draining map[*entry]struct{}     // offline, their last calls finishing (see Drain)
+	pending  map[string]*watchedConn // by SubConn address: tunnels not dialled yet
+	lastAddr uint64
+	changed  chan struct{} // closed and replaced on every change
 	closed   bool
 	wg       sync.WaitGroup // removals in flight
 }
 
 type entry struct {
 	TunnelInfo
-	cc   *grpc.ClientConn
+	addr string // the SubConn's address, unique per tunnel
 	conn *watchedConn
+
+	mu       sync.Mutex
+	sc       balancer.SubConn
+	state    connectivity.State
+	wasReady bool
 }
 
 // NewRegistry returns an empty Registry.
-func NewRegistry(opts RegistryOptions) *Registry {
+func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Registry{
+	r := &Registry{
 		opts:     opts,
 		log:      opts.Logger.Named("tunnels"),
+		attached: make(chan struct{}),
 		machines: make(map[string]*entry),
 		draining: make(map[*entry]struct{}),
+		pending:  make(map[string]*watchedConn),
 		changed:  make(chan struct{}),
 	}
+	registerPolicy.Do(func() { balancer.Register(policyBuilder{}) })
+	res := manual.NewBuilderWithScheme("agentd-tunnels")
+	res.InitialState(resolver.State{
+		Addresses:  []resolver.Address{{Addr: "tunnels"}},
+		Attributes: attributes.New(registryKey{}, r),
+	})
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithResolvers(res),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"` + tunnelsPolicy + `": {}}]}`),
+		grpc.WithContextDialer(r.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), // TLS is the websocket's
+		grpc.WithIdleTimeout(0),
+		grpc.WithReadBufferSize(opts.ReadBufferSize),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	}, opts.DialOptions...)
+	cc, err := grpc.NewClient(res.Scheme()+":///tunnels", dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel client: %w", err)
+	}
+	r.cc = cc
+	cc.Connect() // builds the policy, which attaches
+	return r, nil
+}
+
+// attach is called by the policy once it is built.
+func (r *Registry) attach(bcc balancer.ClientConn) {
+	r.attach1.Do(func() {
+		r.bcc = bcc
+		bcc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: picker{}})
+		close(r.attached)
+	})
+}
+
+// dial hands a tunnel's connection to its SubConn, once.
+func (r *Registry) dial(_ context.Context, addr string) (net.Conn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wc, ok := r.pending[addr]
+	if !ok {
+		return nil, errTunnelUsed
+	}
+	delete(r.pending, addr)
+	return wc, nil
 }
 
 // statusReplaced closes a tunnel that a newer one of the same machine
@@ -89,47 +153,42 @@ const statusReplaced websocket.StatusCode = 4000
 
 var errTunnelUsed = errors.New("the tunnel is gone; the machine has to reconnect")
 
-// Add makes conn the machine's tunnel: a gRPC client connection rides on it
-// (the daemon is the server). An older tunnel of the same machine is closed.
+// attachTimeout bounds the wait for the client connection's policy, which
+// is built moments after NewRegistry.
+const attachTimeout = 10 * time.Second
+
+// Add makes conn the machine's tunnel: a gRPC transport rides on it (the
+// daemon is the server). An older tunnel of the same machine is closed.
 // The registry owns conn from now on.
 func (r *Registry) Add(machineID string, conn net.Conn, remote string) {
 	wc := &watchedConn{Conn: conn}
-	var used atomic.Bool
-	dial := func(context.Context, string) (net.Conn, error) {
-		if used.Swap(true) {
-			return nil, errTunnelUsed
-		}
-		return wc, nil
-	}
-	opts := append([]grpc.DialOption{
-		grpc.WithContextDialer(dial),
-		grpc.WithTransportCredentials(insecure.NewCredentials()), // TLS is the websocket's
-		grpc.WithIdleTimeout(0),
-		grpc.WithReadBufferSize(r.opts.ReadBufferSize),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	}, r.opts.DialOptions...)
-	cc, err := grpc.NewClient("passthrough:///"+machineID, opts...)
-	if err != nil {
-		r.log.Error("cannot make a gRPC client for a tunnel", zap.String("machine", machineID), zap.Error(err))
-		conn.Close()
+	select {
+	case <-r.attached:
+	case <-time.After(attachTimeout):
+		r.log.Error("the tunnels' gRPC client is not ready; dropping a tunnel", zap.String("machine", machineID))
+		closeStatus(wc, websocket.StatusInternalError, "hub not ready")
 		return
 	}
-	e := &entry{TunnelInfo: TunnelInfo{MachineID: machineID, Remote: remote, Since: time.Now()}, cc: cc, conn: wc}
-
-	// Removal runs on its own goroutine, as the conn may end inside a gRPC
-	// read. Set before anyone else can see wc.
-	wc.onEnd = func() { go r.remove(e) }
 
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		wc.onEnd = nil
-		cc.Close()
 		closeStatus(wc, websocket.StatusGoingAway, "hub shutting down")
 		return
 	}
+	r.lastAddr++
+	e := &entry{
+		TunnelInfo: TunnelInfo{MachineID: machineID, Remote: remote, Since: time.Now()},
+		addr:       "tunnel-" + strconv.FormatUint(r.lastAddr, 10),
+		conn:       wc,
+		state:      connectivity.Idle,
+	}
+	// Removal runs on its own goroutine, as the conn may end inside a gRPC
+	// read. Set before anyone else can see wc.
+	wc.onEnd = func() { go r.remove(e) }
+	r.pending[e.addr] = wc
 	old := r.machines[machineID]
 	r.machines[machineID] = e
 	r.wg.Add(1) // for remove(e)
@@ -139,13 +198,36 @@ func (r *Registry) Add(machineID string, conn net.Conn, remote string) {
 		r.log.Info("machine reconnected; closing its older tunnel", zap.String("machine", machineID))
 		r.closeAsync(old, statusReplaced, "replaced by a newer tunnel")
 	}
-	cc.Connect()
+	sc, err := r.bcc.NewSubConn([]resolver.Address{{Addr: e.addr}}, balancer.NewSubConnOptions{
+		StateListener: func(s balancer.SubConnState) { r.subConnState(e, s) },
+	})
+	if err != nil {
+		r.log.Error("cannot make a gRPC transport for a tunnel", zap.String("machine", machineID), zap.Error(err))
+		closeStatus(wc, websocket.StatusInternalError, "hub cannot serve the tunnel")
+		return
+	}
+	e.mu.Lock()
+	e.sc = sc
+	e.mu.Unlock()
+	sc.Connect()
 	if r.opts.OnUp != nil {
 		r.opts.OnUp(machineID)
 	}
 }
 
-// remove forgets e once its tunnel has ended and closes its client.
+// subConnState records a tunnel transport's state and lets calls waiting
+// for it pick again.
+func (r *Registry) subConnState(e *entry, s balancer.SubConnState) {
+	e.mu.Lock()
+	e.state = s.ConnectivityState
+	if e.state == connectivity.Ready {
+		e.wasReady = true
+	}
+	e.mu.Unlock()
+	r.bcc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: picker{}})
+}
+
+// remove forgets e once its tunnel has ended and shuts its transport down.
 func (r *Registry) remove(e *entry) {
 	defer r.wg.Done()
 	r.evMu.Lock()
@@ -156,12 +238,18 @@ func (r *Registry) remove(e *entry) {
 		r.broadcastLocked()
 	}
 	delete(r.draining, e)
+	delete(r.pending, e.addr)
 	r.mu.Unlock()
 	if current && r.opts.OnDown != nil {
 		r.opts.OnDown(e.MachineID)
 	}
 	r.evMu.Unlock()
-	e.cc.Close()
+	e.mu.Lock()
+	sc := e.sc
+	e.mu.Unlock()
+	if sc != nil {
+		sc.Shutdown()
+	}
 	e.conn.Close()
 }
 
@@ -171,32 +259,32 @@ func (r *Registry) closeAsync(e *entry, code websocket.StatusCode, reason string
 	r.wg.Go(func() { closeStatus(e.conn, code, reason) })
 }
 
-// Get returns the machine's client connection, if it has a tunnel.
-func (r *Registry) Get(machineID string) (*grpc.ClientConn, bool) {
+// Get returns the machine's tunnel, if it has one.
+func (r *Registry) Get(machineID string) (MachineConn, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.machines[machineID]
 	if !ok {
-		return nil, false
+		return MachineConn{}, false
 	}
-	return e.cc, true
+	return MachineConn{cc: r.cc, e: e}, true
 }
 
-// Wait returns the machine's client connection, waiting for its tunnel to
-// come up until ctx is done.
-func (r *Registry) Wait(ctx context.Context, machineID string) (*grpc.ClientConn, error) {
+// Wait returns the machine's tunnel, waiting for it to come up until ctx
+// is done.
+func (r *Registry) Wait(ctx context.Context, machineID string) (MachineConn, error) {
 	for {
 		r.mu.Lock()
 		e, ok := r.machines[machineID]
 		ch := r.changed
 		r.mu.Unlock()
 		if ok {
-			return e.cc, nil
+			return MachineConn{cc: r.cc, e: e}, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return MachineConn{}, ctx.Err()
 		}
 	}
 }
@@ -272,6 +360,7 @@ func (r *Registry) CloseAll() {
 		r.closeAsync(e, websocket.StatusGoingAway, "hub shutting down")
 	}
 	r.wg.Wait()
+	r.cc.Close()
 }
 
 func (r *Registry) broadcastLocked() {

@@ -65,7 +65,7 @@ func (rawCodec) Name() string { return protoenc.Name }
 // Route is where a call goes: the machine's connection and the metadata to
 // send along (who asked, which conversation).
 type Route struct {
-	Conn *grpc.ClientConn
+	Conn grpc.ClientConnInterface
 	MD   metadata.MD
 }
 

@@ -94,11 +94,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.activity = newActivityHub(s)
-	s.registry = transport.NewRegistry(transport.RegistryOptions{
+	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
 		Logger: s.log,
 		OnUp:   s.activity.machineUp,
 		OnDown: s.machineDown,
 	})
+	if err != nil {
+		return nil, err
+	}
 	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
 		Authenticate: s.authenticateMachine,
 		OnTunnel:     s.registry.Add,
@@ -106,6 +109,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Logger:       s.log,
 	})
 	if err != nil {
+		s.registry.CloseAll()
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
