@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/devdepot-ai/agentd/transport"
 )
 
