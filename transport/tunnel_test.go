@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"net"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/transport"
 )
@@ -542,4 +545,39 @@ func TestRegistryDrain(t *testing.T) {
 	}
 	h.reg.CloseAll()
 	waitStatus(t, d.tun, "tunnel closed by the hub", func(s transport.Status) bool { return s.State != transport.StateConnected })
+}
+
+// A MachineConn kept after its tunnel closed fails new calls at once with
+// UNAVAILABLE (it does not wait for a tunnel that will not come back), and
+// the machine's next tunnel gets a MachineConn of its own that works.
+func TestMachineConnAfterClose(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, hubConfig{})
+	pub, key := newKey(t)
+	h.addMachine("m-1", pub, "acme")
+	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
+	if err := h.health(t.Context(), "m-1"); err != nil {
+		t.Fatal(err)
+	}
+	old, ok := h.reg.Get("m-1")
+	if !ok {
+		t.Fatal("m-1 is not registered")
+	}
+	<-h.ups
+	h.reg.Close("m-1")
+	if id := <-h.downs; id != "m-1" {
+		t.Fatalf("OnDown(%q), want m-1", id)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	_, err := healthpb.NewHealthClient(old).Check(ctx, &healthpb.HealthCheckRequest{})
+	if status.Code(err) != codes.Unavailable || time.Since(t0) > 5*time.Second {
+		t.Errorf("a call on the closed tunnel's MachineConn: %v after %s, want UNAVAILABLE at once", err, time.Since(t0))
+	}
+	// The daemon reconnects (a revoke-less close): its new tunnel works.
+	waitStatus(t, d.tun, "connected again", isConnected)
+	if err := h.health(t.Context(), "m-1"); err != nil {
+		t.Fatal(err)
+	}
 }
