@@ -228,6 +228,19 @@ func newDaemonServer() (*grpc.Server, *health.Server) {
 }
 
 // startDaemon serves a gRPC server (health + bytes) on a Tunnel made of opts.
+// connectedDaemon adds machine m-1 of org acme to the hub and starts its
+// daemon, returning once a call reaches it through the tunnel.
+func connectedDaemon(t testing.TB, h *testHub) *testDaemon {
+	t.Helper()
+	pub, key := newKey(t)
+	h.addMachine("m-1", pub, "acme")
+	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
+	if err := h.health(t.Context(), "m-1"); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func startDaemon(t testing.TB, opts transport.Options) *testDaemon {
 	t.Helper()
 	tun, err := transport.Listen(opts)

@@ -258,12 +258,7 @@ func TestTunnelHubRestart(t *testing.T) {
 func TestTunnelRevoke(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, hubConfig{})
-	pub, key := newKey(t)
-	h.addMachine("m-1", pub, "acme")
-	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
-	if err := h.health(t.Context(), "m-1"); err != nil {
-		t.Fatal(err)
-	}
+	d := connectedDaemon(t, h)
 	waitStatus(t, d.tun, "connected", isConnected)
 
 	h.revoke("m-1")
@@ -365,12 +360,7 @@ func TestTunnelDeadConnection(t *testing.T) {
 func TestTunnelDaemonShutdown(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, hubConfig{})
-	pub, key := newKey(t)
-	h.addMachine("m-1", pub, "acme")
-	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
-	if err := h.health(t.Context(), "m-1"); err != nil {
-		t.Fatal(err)
-	}
+	d := connectedDaemon(t, h)
 	start := time.Now()
 	d.srv.GracefulStop()
 	select {
@@ -553,12 +543,7 @@ func TestRegistryDrain(t *testing.T) {
 func TestMachineConnAfterClose(t *testing.T) {
 	t.Parallel()
 	h := startHub(t, hubConfig{})
-	pub, key := newKey(t)
-	h.addMachine("m-1", pub, "acme")
-	d := startDaemon(t, daemonOptions(t, h.url(), "m-1", key))
-	if err := h.health(t.Context(), "m-1"); err != nil {
-		t.Fatal(err)
-	}
+	d := connectedDaemon(t, h)
 	old, ok := h.reg.Get("m-1")
 	if !ok {
 		t.Fatal("m-1 is not registered")
