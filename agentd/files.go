@@ -233,15 +233,12 @@ func (r *writeStreamReader) ReadChunk() ([]byte, error) {
 }
 
 func (r *writeStreamReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 {
-		msg, err := r.stream.Recv()
+	if len(r.buf) == 0 {
+		b, err := r.ReadChunk()
 		if err != nil {
-			return 0, err // io.EOF at the end; a status error if the client went away
+			return 0, err
 		}
-		if msg.GetHeader() != nil {
-			return 0, invalidf("a second header in a Write stream: send the header once, then only data")
-		}
-		r.buf = msg.GetData()
+		r.buf = b
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]

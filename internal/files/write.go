@@ -342,27 +342,22 @@ func (t *tempFile) writeErr(err error) error {
 	return t.fs.pathError(t.target, err)
 }
 
-func (t *tempFile) Write(p []byte) (int, error) {
-	if err := t.write(p, false); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
+func (t *tempFile) Write(p []byte) (int, error) { return t.write(p, false) }
 
 // write writes p to the file and hashes it; with keep, the hasher may
 // hold on to p instead of copying it.
-func (t *tempFile) write(p []byte, keep bool) error {
+func (t *tempFile) write(p []byte, keep bool) (int, error) {
 	n, err := t.f.Write(p)
 	t.h.write(p[:n], keep && n == len(p))
 	t.size += int64(n)
 	if err != nil {
-		return t.writeErr(err)
+		return n, t.writeErr(err)
 	}
 	if t.size-t.queued >= writebackChunk {
 		startWriteback(t.f, t.queued, t.size-t.queued)
 		t.queued = t.size
 	}
-	return nil
+	return n, nil
 }
 
 // copyFrom copies the current content of path into the temporary file.
@@ -416,7 +411,7 @@ func (t *tempFile) receive(ctx context.Context, r io.Reader) error {
 			var chunk []byte
 			chunk, rerr = cr.ReadChunk()
 			if len(chunk) > 0 {
-				if err := t.write(chunk, true); err != nil {
+				if _, err := t.write(chunk, true); err != nil {
 					return err
 				}
 			}
@@ -424,7 +419,7 @@ func (t *tempFile) receive(ctx context.Context, r io.Reader) error {
 			var n int
 			n, rerr = r.Read(buf)
 			if n > 0 {
-				if err := t.write(buf[:n], false); err != nil {
+				if _, err := t.write(buf[:n], false); err != nil {
 					return err
 				}
 			}
