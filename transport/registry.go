@@ -198,6 +198,9 @@ func (r *Registry) Add(machineID string, conn net.Conn, remote string) {
 		r.log.Info("machine reconnected; closing its older tunnel", zap.String("machine", machineID))
 		r.closeAsync(old, statusReplaced, "replaced by a newer tunnel")
 	}
+	// NewSubConn is marked deprecated only to say that SubConns will take
+	// one address each in the future; this one has one.
+	//lint:ignore SA1019 one address per SubConn, as the notice asks
 	sc, err := r.bcc.NewSubConn([]resolver.Address{{Addr: e.addr}}, balancer.NewSubConnOptions{
 		StateListener: func(s balancer.SubConnState) { r.subConnState(e, s) },
 	})
