@@ -165,6 +165,7 @@ ssh_ok=''
 ssh_base=() ssh_rc=()
 ssh_dest=''
 source "$(dirname "${BASH_SOURCE[0]}")/lib/sshd.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/latency.sh"
 
 if [[ -z $NO_SSH ]]; then
 	say "starting sshd on loopback with throwaway keys"
@@ -215,40 +216,7 @@ lat_cmds=("$bin/agentctl --addr unix://$sock exec -- true" "$bin/agentctl versio
 if [[ -n $ssh_ok ]]; then
 	lat_names+=('ssh (multiplexed) true') lat_keys+=(ssh_exec) lat_cmds+=("ssh ${ssh_base[*]} $ssh_dest true")
 fi
-lat_samples=$tmp/latency # one line per run: key seconds
-: >"$lat_samples"
-if command -v hyperfine >/dev/null; then
-	hargs=()
-	for i in "${!lat_names[@]}"; do hargs+=(-n "${lat_names[$i]}" "${lat_cmds[$i]}"); done
-	# hyperfine runs one command's runs back to back; three rounds spread
-	# each command over the whole measurement, so a burst of load from
-	# elsewhere hits them alike.
-	for round in 1 2 3; do
-		note "round $round of 3"
-		hyperfine -N --style basic --warmup 10 --runs $(((LAT_RUNS + 2) / 3)) --export-json "$tmp/latency.json" "${hargs[@]}" 2>&1 | tee -a "$raw" >&2
-		# hyperfine's JSON lists each command's run times in order.
-		awk -v keys="${lat_keys[*]}" 'BEGIN { split(keys, k, " ") }
-			/"times": \[/ { n++; inside = 1; next }
-			inside && /\]/ { inside = 0; next }
-			inside { gsub(/[ ,]/, ""); print k[n], $0 }' "$tmp/latency.json" >>"$lat_samples"
-	done
-else
-	for ((r = 0; r < LAT_RUNS + 20; r++)); do
-		for i in "${!lat_keys[@]}"; do
-			t0=$(now_us)
-			${lat_cmds[$i]} >/dev/null || die "${lat_names[$i]} failed"
-			t1=$(now_us)
-			((r < 20)) || echo "${lat_keys[$i]} $(awk -v us=$((t1 - t0)) 'BEGIN { print us / 1e6 }')" >>"$lat_samples"
-		done
-	done
-fi
-for k in "${lat_keys[@]}"; do
-	p50='' p99=''
-	read -r p50 p99 < <(awk -v k="$k" '$1 == k { print $2 * 1000 }' "$lat_samples" | sort -g |
-		awk '{ a[NR] = $1 } END { if (NR) printf "%.2f %.2f\n", a[int(0.50 * (NR - 1)) + 1], a[int(0.99 * (NR - 1)) + 1] }') || true
-	R[${k}_p50]=$p50 R[${k}_p99]=$p99
-	note "  $k: p50 $p50 ms, p99 $p99 ms"
-done
+measure_latency 20
 
 if [[ -n $ssh_ok ]]; then
 	t_ssh_rc() { ssh "${ssh_rc[@]}" "$ssh_dest" true; }
