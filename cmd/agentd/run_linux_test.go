@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,14 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
-	"github.com/devdepot-ai/agentd/internal/hub"
-	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -270,35 +267,8 @@ func testRunSIGTERM(t *testing.T, script string, offlineWithin, exitWithin time.
 // and an admin token of its org.
 func startHub(t *testing.T) (addr, token string) {
 	t.Helper()
-	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	o, err := st.CreateOrg(t.Context(), "acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(t.Context(), store.Token{OrgID: o.ID, Name: "tester", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t).Named("hub")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return lis.Addr().String(), secret
+	h := hubtest.Start(t, hubtest.Options{})
+	return h.Addr, h.Token
 }
 
 // groupMembers lists the live (not zombie) processes of process group pgid.

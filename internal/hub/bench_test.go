@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,7 +40,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/devdepot-ai/agentd/agentd"
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -52,7 +51,7 @@ import (
 // admin token of it; restartable on the same address.
 type benchHub struct {
 	tb    testing.TB
-	log   *zap.Logger
+	hub   *hubtest.Hub
 	store *store.SQLite
 	org   store.Org
 	token string
@@ -63,52 +62,20 @@ type benchHub struct {
 
 func newBenchHub(tb testing.TB, log *zap.Logger) *benchHub {
 	tb.Helper()
-	ctx := tb.Context()
-	st, err := store.OpenSQLite(ctx, filepath.Join(tb.TempDir(), "hub.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { st.Close() })
-	o, err := st.CreateOrg(ctx, "bench", time.Now())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "bench", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
-		tb.Fatal(err)
-	}
-	h := &benchHub{tb: tb, log: log, store: st, org: o, token: secret}
-	h.serve("127.0.0.1:0")
+	hb := hubtest.Start(tb, hubtest.Options{Org: "bench", Actor: "bench", Logger: log})
+	h := &benchHub{tb: tb, hub: hb, store: hb.Store, org: hb.Org, token: hb.Token}
+	h.sync()
 	return h
 }
 
 // serve starts a hub on addr; after stop, the same address again is a restart.
 func (h *benchHub) serve(addr string) {
 	h.tb.Helper()
-	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.store, Logger: h.log})
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	var lis net.Listener
-	for i := 0; ; i++ {
-		lis, err = net.Listen("tcp", addr)
-		if err == nil || i > 100 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	h.addr = lis.Addr().String()
-	h.url = "http://" + h.addr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, nil) }()
-	var once sync.Once
-	h.stop = func() { once.Do(func() { cancel(); <-done }) }
-	h.tb.Cleanup(h.stop)
+	h.hub.Serve(addr)
+	h.sync()
 }
+
+func (h *benchHub) sync() { h.addr, h.url, h.stop = h.hub.Addr, h.hub.URL, h.hub.Stop }
 
 func (h *benchHub) conn() *grpc.ClientConn {
 	cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,7 +23,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/agentd"
 	"github.com/devdepot-ai/agentd/internal/ctl"
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/testca"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -36,6 +35,7 @@ import (
 // owner token of its first org.
 type hubEnv struct {
 	t     *testing.T
+	hub   *hubtest.Hub
 	ca    *testca.CA // set: the hub serves TLS with a certificate this CA signed
 	store *store.SQLite
 	addr  string
@@ -48,61 +48,24 @@ func startHub(t *testing.T) *hubEnv { return startHubTLS(t, nil) }
 
 func startHubTLS(t *testing.T, ca *testca.CA) *hubEnv {
 	t.Helper()
-	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
+	opts := hubtest.Options{}
+	if ca != nil {
+		opts.TLS = ca.Server
 	}
-	t.Cleanup(func() { st.Close() })
-	o, err := st.CreateOrg(t.Context(), "acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(t.Context(), store.Token{OrgID: o.ID, Name: "tester", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	h := &hubEnv{t: t, store: st, owner: secret, ca: ca}
-	h.serve("127.0.0.1:0")
+	hb := hubtest.Start(t, opts)
+	h := &hubEnv{t: t, hub: hb, ca: ca, store: hb.Store, owner: hb.Token}
+	h.sync()
 	return h
 }
 
 // serve starts a hub process on addr (the same address again after a restart).
 func (h *hubEnv) serve(addr string) {
 	h.t.Helper()
-	srv, err := hub.New(h.t.Context(), hub.Options{Store: h.store, Logger: zaptest.NewLogger(h.t).Named("hub")})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var lis net.Listener
-	for i := 0; ; i++ { // the old socket may linger a moment after a restart
-		lis, err = net.Listen("tcp", addr)
-		if err == nil || i > 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.addr = lis.Addr().String()
-	h.url = "http://" + h.addr
-	var tlsConfig *tls.Config
-	if h.ca != nil {
-		h.url, tlsConfig = "https://"+h.addr, h.ca.Server
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, tlsConfig) }()
-	stopped := false
-	h.stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	h.t.Cleanup(h.stop)
+	h.hub.Serve(addr)
+	h.sync()
 }
+
+func (h *hubEnv) sync() { h.addr, h.url, h.stop = h.hub.Addr, h.hub.URL, h.hub.Stop }
 
 func (h *hubEnv) conn() *grpc.ClientConn {
 	creds := insecure.NewCredentials()

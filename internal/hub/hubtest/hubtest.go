@@ -1,0 +1,109 @@
+// Package hubtest runs real hubs for tests: a SQLite store in a temporary
+// directory with one org and an admin token, and a hub serving it on a
+// loopback port, which can be stopped and served again on the same address
+// (a hub restart).
+package hubtest
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+)
+
+// Options configures a Hub. Zero fields get defaults in Start.
+type Options struct {
+	Org    string      // name of the org made at the start; default "acme"
+	Actor  string      // name of its admin token (the actor in activity); default "tester"
+	Logger *zap.Logger // the hub's logger; default a zaptest logger named "hub"
+	TLS    *tls.Config // set: the hub serves TLS with it
+}
+
+// Hub is a hub serving on a loopback port, stopped when the test ends.
+type Hub struct {
+	Store *store.SQLite
+	Org   store.Org
+	Token string // the admin token of Org
+	Addr  string // host:port it listens on
+	URL   string // http://Addr, or https:// with TLS
+
+	tb   testing.TB
+	opts Options
+	stop func()
+}
+
+// Start makes the store, the org and its token, and serves a hub on a
+// free loopback port.
+func Start(tb testing.TB, opts Options) *Hub {
+	tb.Helper()
+	if opts.Org == "" {
+		opts.Org = "acme"
+	}
+	if opts.Actor == "" {
+		opts.Actor = "tester"
+	}
+	if opts.Logger == nil {
+		opts.Logger = zaptest.NewLogger(tb).Named("hub")
+	}
+	ctx := tb.Context()
+	st, err := store.OpenSQLite(ctx, filepath.Join(tb.TempDir(), "hub.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	o, err := st.CreateOrg(ctx, opts.Org, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	secret, hash := store.NewToken()
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: opts.Actor, Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		tb.Fatal(err)
+	}
+	h := &Hub{Store: st, Org: o, Token: secret, tb: tb, opts: opts}
+	h.Serve("127.0.0.1:0")
+	return h
+}
+
+// Serve starts a hub on addr: after Stop, the same address again is a
+// restart (the old socket may linger a moment; Serve retries for a second).
+func (h *Hub) Serve(addr string) {
+	h.tb.Helper()
+	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger})
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	var lis net.Listener
+	for i := 0; ; i++ {
+		lis, err = net.Listen("tcp", addr)
+		if err == nil || i > 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	h.Addr = lis.Addr().String()
+	h.URL = "http://" + h.Addr
+	if h.opts.TLS != nil {
+		h.URL = "https://" + h.Addr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, h.opts.TLS) }()
+	var once sync.Once
+	h.stop = func() { once.Do(func() { cancel(); <-done }) }
+	h.tb.Cleanup(h.stop)
+}
+
+// Stop stops the hub (its tunnels close going-away) and waits for it.
+func (h *Hub) Stop() { h.stop() }
