@@ -35,8 +35,8 @@ type RegistryOptions struct {
 	// replaced it. OnUp and OnDown are called one at a time, in order; they
 	// must return soon and must not call Add, Close or CloseAll.
 	OnDown func(machineID string)
-	// DialOptions are added to the gRPC client options of every tunnel
-	// (interceptors, stats handlers…).
+	// DialOptions are added to the options of the gRPC client connection
+	// that carries every tunnel (interceptors, stats handlers…).
 	DialOptions []grpc.DialOption
 	// ReadBufferSize is gRPC's read buffer per tunnel. Default 0: none,
 	// HTTP/2 frames are read straight from the websocket, which has its
