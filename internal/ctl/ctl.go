@@ -218,6 +218,15 @@ func (a *app) printJSON(m proto.Message) error {
 	return err
 }
 
+// quiet finishes a command that prints nothing on success, or with --json
+// the call's response: a.quiet(client.Remove(ctx, req)).
+func (a *app) quiet(resp proto.Message, err error) error {
+	if err != nil || !a.json {
+		return err
+	}
+	return a.printJSON(resp)
+}
+
 // stdinFile returns the real stdin file when In is one.
 func (a *app) stdinFile() (*os.File, bool) {
 	f, ok := a.io.In.(*os.File)

@@ -169,14 +169,7 @@ overwriting someone else's change.`,
 						return fmt.Errorf("read stdin: %w (nothing was written)", rerr)
 					}
 				}
-				resp, err := st.CloseAndRecv()
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(resp)
-				}
-				return nil
+				return a.quiet(st.CloseAndRecv())
 			})
 		},
 	}
@@ -373,14 +366,7 @@ func (a *app) rmCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := agentdv1.NewFileServiceClient(c).Remove(ctx, &agentdv1.RemoveRequest{Path: args[0], Recursive: recursive})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(resp)
-				}
-				return nil
+				return a.quiet(agentdv1.NewFileServiceClient(c).Remove(ctx, &agentdv1.RemoveRequest{Path: args[0], Recursive: recursive}))
 			})
 		},
 	}
@@ -400,14 +386,7 @@ into). An existing DST is only replaced with --force.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := agentdv1.NewFileServiceClient(c).Move(ctx, &agentdv1.MoveRequest{Source: args[0], Destination: args[1], Overwrite: force})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(resp)
-				}
-				return nil
+				return a.quiet(agentdv1.NewFileServiceClient(c).Move(ctx, &agentdv1.MoveRequest{Source: args[0], Destination: args[1], Overwrite: force}))
 			})
 		},
 	}
@@ -425,14 +404,7 @@ func (a *app) mkdirCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := agentdv1.NewFileServiceClient(c).MakeDir(ctx, &agentdv1.MakeDirRequest{Path: args[0], Parents: parents})
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(resp)
-				}
-				return nil
+				return a.quiet(agentdv1.NewFileServiceClient(c).MakeDir(ctx, &agentdv1.MakeDirRequest{Path: args[0], Parents: parents}))
 			})
 		},
 	}

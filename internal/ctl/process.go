@@ -544,14 +544,7 @@ alive; KILL is immediate; other signals (INT, HUP, USR1, …) are sent as is.`,
 			if grace > 0 {
 				req.Grace = durationpb.New(grace)
 			}
-			resp, err := agentdv1.NewProcessServiceClient(c).Signal(c.ctx(cmd.Context()), req)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(resp)
-			}
-			return nil
+			return a.quiet(agentdv1.NewProcessServiceClient(c).Signal(c.ctx(cmd.Context()), req))
 		},
 	}
 	cmd.Flags().StringVarP(&sig, "signal", "s", "TERM", "signal name or number: TERM, KILL, INT, HUP, …")
