@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -17,7 +18,8 @@ import (
 // SQLite is the Store on an embedded SQLite database (modernc.org/sqlite,
 // no cgo): the hub's default when one process serves everything.
 type SQLite struct {
-	db *sql.DB
+	db    *sql.DB
+	stmts sync.Map // query text → *sql.Stmt (see stmt)
 }
 
 var _ Store = (*SQLite)(nil)
@@ -63,6 +65,12 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	for _, q := range txQueries {
+		if _, err := s.stmt(ctx, q); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
 	}
 	return s, nil
 }
@@ -158,7 +166,61 @@ func (s *SQLite) migrate(ctx context.Context, ms []migration) error {
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	s.stmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
+	return s.db.Close()
+}
+
+// stmt returns q prepared for the store's lifetime: database/sql prepares
+// it once on each connection it runs on, instead of on every call. The
+// queries every routed call makes go through it (preparing them was an
+// eighth of the hub's CPU serving exec calls).
+func (s *SQLite) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// queryRow is QueryRowContext on q prepared once (see stmt).
+func (s *SQLite) queryRow(ctx context.Context, q string, args ...any) scanner {
+	st, err := s.stmt(ctx, q)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// errRow is a row that could not be queried.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// txStmt is q for use in tx: the statement prepared once (see stmt) if
+// OpenSQLite prepared it, else prepared for this transaction only. Never
+// prepares on the pool, which a transaction on the one connection of an
+// in-memory store would wait for forever.
+func (s *SQLite) txStmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(q); ok {
+		return tx.StmtContext(ctx, st.(*sql.Stmt)), nil
+	}
+	return tx.PrepareContext(ctx, q)
+}
+
+// txQueries are the statements transactions run on every routed call's
+// activity: OpenSQLite prepares them (see txStmt).
+var txQueries = []string{qMachineOrg, qInsertActivity, qRaiseActivitySeq}
 
 // ServerSecret returns the hub's HMAC secret.
 func (s *SQLite) ServerSecret(ctx context.Context) ([]byte, error) {

@@ -10,6 +10,13 @@ import (
 	"time"
 )
 
+const (
+	qMachineOrg     = `SELECT org_id FROM machines WHERE id = ?`
+	qInsertActivity = `INSERT INTO activity (org_id, machine_id, seq, at, record)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`
+	qRaiseActivitySeq = `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq < ?`
+)
+
 // AppendActivity stores the machine's records; duplicates are skipped.
 func (s *SQLite) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
 	var maxSeq uint64
@@ -28,24 +35,28 @@ func (s *SQLite) AppendActivity(ctx context.Context, machineID string, recs []Ac
 		return nil
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var orgID string
-		err := tx.QueryRowContext(ctx, `SELECT org_id FROM machines WHERE id = ?`, machineID).Scan(&orgID)
-		if err != nil {
-			return fmt.Errorf("machine %s: %w", machineID, notFound(err))
-		}
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (org_id, machine_id, seq, at, record)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`)
+		sel, err := s.txStmt(ctx, tx, qMachineOrg)
 		if err != nil {
 			return err
 		}
-		defer stmt.Close()
+		var orgID string
+		if err := sel.QueryRowContext(ctx, machineID).Scan(&orgID); err != nil {
+			return fmt.Errorf("machine %s: %w", machineID, notFound(err))
+		}
+		ins, err := s.txStmt(ctx, tx, qInsertActivity)
+		if err != nil {
+			return err
+		}
 		for _, r := range recs {
-			if _, err := stmt.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record)); err != nil {
+			if _, err := ins.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record)); err != nil {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq < ?`,
-			int64(maxSeq), machineID, int64(maxSeq))
+		upd, err := s.txStmt(ctx, tx, qRaiseActivitySeq)
+		if err != nil {
+			return err
+		}
+		_, err = upd.ExecContext(ctx, int64(maxSeq), machineID, int64(maxSeq))
 		return err
 	})
 	if err != nil {
@@ -57,7 +68,7 @@ func (s *SQLite) AppendActivity(ctx context.Context, machineID string, recs []Ac
 // LastSeq returns the highest sequence number appended for the machine.
 func (s *SQLite) LastSeq(ctx context.Context, machineID string) (uint64, error) {
 	var seq int64
-	err := s.db.QueryRowContext(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
+	err := s.queryRow(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("last activity of machine %s: %w", machineID, notFound(err))
 	}

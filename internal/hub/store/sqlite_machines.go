@@ -218,7 +218,7 @@ func scanMachine(r scanner) (Machine, error) {
 
 // Machine returns the machine with that ID.
 func (s *SQLite) Machine(ctx context.Context, id string) (Machine, error) {
-	m, err := scanMachine(s.db.QueryRowContext(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = ?`, id))
+	m, err := scanMachine(s.queryRow(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = ?`, id))
 	if err != nil {
 		return Machine{}, fmt.Errorf("machine %s: %w", id, err)
 	}

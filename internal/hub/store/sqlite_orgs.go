@@ -41,7 +41,7 @@ func scanOrg(r scanner) (Org, error) {
 
 // Org returns the org with that ID.
 func (s *SQLite) Org(ctx context.Context, id string) (Org, error) {
-	o, err := scanOrg(s.db.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = ?`, id))
+	o, err := scanOrg(s.queryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = ?`, id))
 	if err != nil {
 		return Org{}, fmt.Errorf("org %s: %w", id, err)
 	}
@@ -121,7 +121,7 @@ func scanToken(r scanner) (Token, error) {
 
 // TokenByHash returns the live token with that hash.
 func (s *SQLite) TokenByHash(ctx context.Context, hash TokenHash) (Token, error) {
-	t, err := scanToken(s.db.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE sha256 = ?`, hash[:]))
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE sha256 = ?`, hash[:]))
 	if err != nil {
 		return Token{}, fmt.Errorf("API token: %w", err)
 	}
