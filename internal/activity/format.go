@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// Line renders r for a person, one line: time, actor, what, outcome.
+// Line renders r for a person, one line: time, actor, what, outcome. The
+// sequence number is left out: a new log numbers from the clock in µs, so
+// it is a long number that says nothing to a person (--json has it).
 //
-//	2026-12-02 11:47:03  #12  alice  ran `go test ./...` in /home/u/src  → exit 0 (1.2s)
+//	2026-12-02 11:47:03  alice  ran `go test ./...` in /home/u/src  → exit 0 (1.2s)
 func (r Record) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  #%d  ", r.Time.Local().Format(time.DateTime), r.Seq)
+	fmt.Fprintf(&b, "%s  ", r.Time.Local().Format(time.DateTime))
 	actor := r.Actor
 	if actor == "" {
 		actor = "local"
