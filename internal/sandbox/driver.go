@@ -1,0 +1,144 @@
+// Package sandbox runs the hub's container sandboxes: a Driver starts and
+// stops containers on an engine (Docker today; a Kubernetes Pod driver is the
+// scale-out path and fits the same interface), and the types here describe
+// what a sandbox is, independent of the engine.
+//
+// A sandbox is one container that runs agentd in sandbox mode, dialling the
+// hub over a unix socket the hub mounts in. Everything about hardening
+// (uid 1000, read-only root, dropped capabilities, limits) is decided by the
+// Spec the hub builds; a Driver carries it out exactly, and refuses what it
+// cannot carry out rather than running a weaker container.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors a Driver returns, wrapped with context; match them with errors.Is.
+var (
+	// ErrNotFound: no such container, volume or image.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the engine cannot be reached (down, socket missing).
+	ErrUnavailable = errors.New("container engine unavailable")
+)
+
+// Labels every sandbox container and volume carries, so that a restarted
+// hub finds its sandboxes again and reaps orphans.
+const (
+	LabelManaged    = "ai.devdepot.agentd.sandbox"              // "1" on everything the hub made
+	LabelHub        = "ai.devdepot.agentd.hub"                  // the hub instance that made it
+	LabelID         = "ai.devdepot.agentd.sandbox.id"           // sb-…
+	LabelOrg        = "ai.devdepot.agentd.sandbox.org"          // org id
+	LabelEnv        = "ai.devdepot.agentd.sandbox.env"          // environment name
+	LabelConv       = "ai.devdepot.agentd.sandbox.conversation" // conversation id ("" for a warm-pool sandbox)
+	LabelWarm       = "ai.devdepot.agentd.sandbox.warm"         // "1" while in the warm pool
+	LabelBaseMarker = "ai.devdepot.sandbox-base.contract"       // on the base image: contract version, "1"
+	LabelBaseBuild  = "ai.devdepot.sandbox-base.build"          // on the base image: its build id
+	BaseContract    = "1"
+	BaseImage       = "ghcr.io/devdepot-ai/sandbox-base:1"
+	ContainerUser   = "1000:1000"
+	WorkspaceDir    = "/workspace"
+	AgentdDir       = "/opt/agentd" // read-only; holds the agentd binary
+	HubSocketDir    = "/run/agentd" // read-only; holds hub.sock
+	HomeDir         = "/home/agent" // tmpfs; HOME
+)
+
+// Spec is everything needed to create one sandbox container.
+type Spec struct {
+	// Name is the container's name (unique on the engine).
+	Name string
+	// Image is what to run: repo@sha256:… (pinned), or a local image ID.
+	Image string
+	// Labels go on the container and its workspace volume.
+	Labels map[string]string
+	// Env is KEY=VALUE for agentd (its credential among them).
+	Env []string
+	// Cmd is the entrypoint argv (agentd under the engine's init).
+	Cmd []string
+	// AgentdHostDir is a host directory holding the static agentd binary,
+	// mounted read-only at AgentdDir.
+	AgentdHostDir string
+	// HubSocketHostDir is a host directory holding the hub's unix socket,
+	// mounted read-only at HubSocketDir.
+	HubSocketHostDir string
+	// Network is "none" or the name of the sandbox bridge network.
+	Network string
+	// Limits bound what the sandbox may use.
+	Limits Limits
+}
+
+// Limits are a sandbox's resource limits.
+type Limits struct {
+	CPUs        float64 // e.g. 2.0
+	MemoryBytes int64
+	Pids        int64
+	TmpBytes    int64 // size of the /tmp tmpfs
+	HomeBytes   int64 // size of the HOME tmpfs
+}
+
+// State is a container's state as the engine reports it.
+type State string
+
+// States.
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateExited  State = "exited"
+	StateOther   State = "other" // paused, restarting, dead, removing
+)
+
+// Info describes a sandbox container.
+type Info struct {
+	ID        string // engine's container id
+	Name      string
+	Image     string // what Spec.Image said
+	ImageID   string // the engine's image id (sha256:…)
+	Labels    map[string]string
+	State     State
+	StartedAt time.Time
+	ExitCode  int
+	OOMKilled bool
+	Error     string // the engine's error for the last start, if any
+}
+
+// Image describes a local image.
+type Image struct {
+	ID           string            // sha256:…
+	RepoDigests  []string          // repo@sha256:…
+	Labels       map[string]string // the config's labels
+	User         string            // the config's USER
+	Architecture string
+	OS           string
+	Size         int64
+	Env          []string
+	WorkingDir   string
+}
+
+// Driver starts and stops sandbox containers on an engine. Implementations
+// are safe for concurrent use.
+type Driver interface {
+	// Ping checks that the engine answers; ErrUnavailable when it does not.
+	Ping(ctx context.Context) error
+	// Pull pulls ref (repo@sha256:… or repo:tag) for linux/amd64 and
+	// returns the local image.
+	Pull(ctx context.Context, ref string) (Image, error)
+	// Image inspects a local image; ErrNotFound when it is not there.
+	Image(ctx context.Context, ref string) (Image, error)
+	// Create creates the container and its workspace volume (owned by
+	// uid 1000 before anything runs), hardened as the package doc says,
+	// and returns its id. It does not start it.
+	Create(ctx context.Context, s Spec) (string, error)
+	// Start starts a created container.
+	Start(ctx context.Context, id string) error
+	// Stop stops a container: SIGTERM, then SIGKILL after grace.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove removes a container (stopping it first) and its workspace
+	// volume. Removing what is gone already is not an error.
+	Remove(ctx context.Context, id string) error
+	// Inspect describes one container; ErrNotFound when it is gone.
+	Inspect(ctx context.Context, id string) (Info, error)
+	// List returns the containers that carry every label in labels.
+	List(ctx context.Context, labels map[string]string) ([]Info, error)
+}
