@@ -24,6 +24,7 @@ func TestTunnelURL(t *testing.T) {
 		{"ws://localhost:8080", "ws://localhost:8080/v1/tunnel"},
 		{"http://[::1]:8080", "ws://[::1]:8080/v1/tunnel"},
 		{"  https://hub.example.com  ", "wss://hub.example.com/v1/tunnel"},
+		{"unix:///run/agentd/hub.sock", "ws://" + UnixHost + "/v1/tunnel"},
 	} {
 		u, err := tunnelURL(tc.in)
 		if err != nil {
@@ -34,7 +35,7 @@ func TestTunnelURL(t *testing.T) {
 			t.Errorf("tunnelURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"http://example.com", "ws://10.1.2.3", "ftp://x", "hub.example.com", "https://", "https://a:b@hub", "://"} {
+	for _, bad := range []string{"http://example.com", "ws://10.1.2.3", "ftp://x", "hub.example.com", "https://", "https://a:b@hub", "://", "unix://host/x.sock", "unix:relative.sock"} {
 		if _, err := tunnelURL(bad); err == nil {
 			t.Errorf("tunnelURL(%q): no error", bad)
 		}

@@ -27,8 +27,10 @@ import (
 // Options configures a Tunnel. Zero fields get defaults in Listen.
 type Options struct {
 	// HubURL is the hub to dial: wss://host[:port][/base] or https://… (the
-	// same); ws:// or http:// only to a loopback host. The tunnel path
-	// /v1/tunnel is appended unless the URL already ends with it.
+	// same); ws:// or http:// only to a loopback host; unix:///path/hub.sock
+	// for a hub's unix socket (a sandbox the hub runs: no network needed).
+	// The tunnel path /v1/tunnel is appended unless the URL already ends
+	// with it.
 	HubURL string
 	// MachineID is the id the hub gave this machine when it was paired.
 	MachineID string
@@ -158,9 +160,17 @@ func Listen(opts Options) (*Tunnel, error) {
 		opts.Rand = rand.Int64N
 	}
 
+	dial := coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout, KeepAlive: 30 * time.Second})
+	if sock := unixSocket(opts.HubURL); sock != "" {
+		// Every request goes to the socket, whatever the URL's host says;
+		// no proxy applies.
+		unix := coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout})
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return unix(ctx, "unix", sock) }
+		opts.Proxy = nil
+	}
 	tr := &http.Transport{
 		Proxy:               opts.Proxy,
-		DialContext:         coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout, KeepAlive: 30 * time.Second}),
+		DialContext:         dial,
 		TLSClientConfig:     &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: opts.HandshakeTimeout,
 		// The upgrade needs HTTP/1.1; a failed attempt's connection is not kept.
@@ -434,6 +444,12 @@ func tunnelURL(hub string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub URL: %w", err)
 	}
+	if u.Scheme == "unix" {
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+			return nil, fmt.Errorf("hub URL %q: want unix:///absolute/path/to/hub.sock", hub)
+		}
+		return &url.URL{Scheme: "ws", Host: UnixHost, Path: Path}, nil
+	}
 	switch u.Scheme {
 	case "https", "wss":
 		u.Scheme = "wss"
@@ -457,6 +473,19 @@ func tunnelURL(hub string) (*url.URL, error) {
 	}
 	u.RawPath, u.Fragment, u.RawFragment = "", "", ""
 	return u, nil
+}
+
+// UnixHost is the host a daemon names (and signs for) when it dials its hub
+// over a unix socket: the hub's socket acceptor expects exactly this one.
+const UnixHost = "agenthub.unix"
+
+// unixSocket returns the socket path of a unix:// hub URL, or "".
+func unixSocket(hub string) string {
+	u, err := url.Parse(strings.TrimSpace(hub))
+	if err != nil || u.Scheme != "unix" {
+		return ""
+	}
+	return u.Path
 }
 
 func isLoopback(host string) bool {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,44 @@ func TestTunnelEndToEnd(t *testing.T) {
 				t.Fatalf("pulled %d bytes, err %v; want %d", n, err, 64*chunkSize)
 			}
 		})
+	}
+}
+
+// A daemon reaches a hub over a unix socket (a sandbox's tunnel) with a
+// unix:// URL, naming and signing for UnixHost; a hub expecting another host
+// refuses it.
+func TestTunnelUnixSocket(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "hub.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, hubConfig{listener: lis, host: transport.UnixHost})
+	pub, key := newKey(t)
+	h.addMachine("sb-1", pub, "acme")
+	d := startDaemon(t, daemonOptions(t, "unix://"+sock, "sb-1", key))
+	if err := h.health(t.Context(), "sb-1"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, d.tun, "connected", isConnected)
+	if want := "ws://" + transport.UnixHost + "/v1/tunnel"; st.Hub != want {
+		t.Errorf("status hub %q, want %q", st.Hub, want)
+	}
+
+	// The same daemon against a unix socket whose hub is another host: the
+	// signature names UnixHost, so the hub refuses it.
+	sock2 := filepath.Join(t.TempDir(), "hub.sock")
+	lis2, err := net.Listen("unix", sock2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := startHub(t, hubConfig{listener: lis2, host: "hub.example.com"})
+	h2.addMachine("sb-1", pub, "acme")
+	d2 := startDaemon(t, daemonOptions(t, "unix://"+sock2, "sb-1", key))
+	st = waitStatus(t, d2.tun, "rejected", func(s transport.Status) bool { return s.State == transport.StateRejected })
+	if !errors.Is(st.Err, transport.ErrWrongHost) {
+		t.Errorf("err %v, want ErrWrongHost", st.Err)
 	}
 }
 
