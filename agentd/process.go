@@ -42,6 +42,8 @@ func newProcessService(ctx context.Context, s *Server) (*processService, error) 
 		Env:    env,
 		Dir:    s.opts.Workspace,
 		Shell:  s.opts.Shell,
+
+		ChildOOMScoreAdj: childOOMScoreAdj(s.opts.Mode),
 	})
 	return &processService{s: s, log: log, m: m}, nil
 }

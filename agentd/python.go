@@ -34,6 +34,8 @@ func newPythonService(_ context.Context, s *Server) (*pythonService, error) {
 		Env:       env,
 		Workspace: s.opts.Workspace,
 		Logger:    s.log.Named("python"),
+
+		ChildOOMScoreAdj: childOOMScoreAdj(s.opts.Mode),
 	})
 	return &pythonService{s: s, m: m}, nil
 }

@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -27,19 +29,59 @@ type RunOptions struct {
 	Socket string
 	// Backoff paces reconnects (zero: the defaults).
 	Backoff transport.Backoff
+	// Sandbox, when set, is the credential of a sandbox the hub started:
+	// used instead of a pairing in ConfigDir (see SandboxFromEnv).
+	Sandbox *SandboxCredential
+}
+
+// SandboxCredential is what a hub gives the agentd of a sandbox it starts:
+// the hub's socket, the sandbox's id and a key made for it alone, valid
+// while the sandbox exists. No org secret or API token is in it.
+type SandboxCredential struct {
+	Hub         string // unix:///run/agentd/hub.sock
+	ID          string // sb-…
+	Org         string
+	Key         ed25519.PrivateKey
+	Environment string // the hub environment, for SystemService.Info
+	Image       string // the pinned image, for SystemService.Info
+}
+
+// The environment variables a hub sets for a sandbox's agentd. Like every
+// AGENTD_* variable they never reach the commands the agent runs.
+const (
+	EnvSandboxHub   = "AGENTD_SANDBOX_HUB"
+	EnvSandboxID    = "AGENTD_SANDBOX_ID"
+	EnvSandboxOrg   = "AGENTD_SANDBOX_ORG"
+	EnvSandboxKey   = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded)
+	EnvSandboxEnv   = "AGENTD_SANDBOX_ENVIRONMENT"
+	EnvSandboxImage = "AGENTD_SANDBOX_IMAGE"
+)
+
+// SandboxFromEnv reads a sandbox's credential from the variables a hub
+// sets (getenv is os.Getenv in agentd). ok is false when there is none.
+func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, err error) {
+	seed := getenv(EnvSandboxKey)
+	if seed == "" {
+		return nil, false, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(seed)
+	if err != nil || len(raw) != ed25519.SeedSize {
+		return nil, true, fmt.Errorf("%s: want a base64 Ed25519 seed of %d bytes", EnvSandboxKey, ed25519.SeedSize)
+	}
+	c = &SandboxCredential{
+		Hub: getenv(EnvSandboxHub), ID: getenv(EnvSandboxID), Org: getenv(EnvSandboxOrg),
+		Key: ed25519.NewKeyFromSeed(raw), Environment: getenv(EnvSandboxEnv), Image: getenv(EnvSandboxImage),
+	}
+	if c.Hub == "" || c.ID == "" {
+		return nil, true, fmt.Errorf("%s and %s must be set with %s", EnvSandboxHub, EnvSandboxID, EnvSandboxKey)
+	}
+	return c, true, nil
 }
 
 // Run is `agentd run`: the daemon serving its paired hub through the tunnel
 // it dials, and its local socket, until ctx is cancelled.
 func Run(ctx context.Context, o RunOptions) error {
-	if o.ConfigDir == "" {
-		d, err := config.ConfigDir()
-		if err != nil {
-			return err
-		}
-		o.ConfigDir = d
-	}
-	m, key, err := config.LoadMachine(o.ConfigDir)
+	m, key, err := pairing(o)
 	if err != nil {
 		return err
 	}
@@ -96,6 +138,23 @@ func Run(ctx context.Context, o RunOptions) error {
 	log.Info("running", zap.String("hub", m.Hub), zap.String("machine", m.MachineID), zap.String("org", m.Org),
 		zap.String("workspace", srv.Options().Workspace), zap.String("version", version.Version))
 	return srv.Serve(ctx, listeners...)
+}
+
+// pairing returns the hub, machine and key Run dials with: the sandbox's
+// credential, or the pairing stored in the config dir.
+func pairing(o RunOptions) (config.Machine, ed25519.PrivateKey, error) {
+	if c := o.Sandbox; c != nil {
+		return config.Machine{Hub: c.Hub, MachineID: c.ID, Org: c.Org, Name: c.ID}, c.Key, nil
+	}
+	dir := o.ConfigDir
+	if dir == "" {
+		d, err := config.ConfigDir()
+		if err != nil {
+			return config.Machine{}, nil, err
+		}
+		dir = d
+	}
+	return config.LoadMachine(dir)
 }
 
 // tunnelInfo feeds SystemService.Info the tunnel's state.

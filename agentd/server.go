@@ -64,6 +64,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Version is reported by SystemService.Info. Default: the build's version.
 	Version string
+	// Environment and Image, in sandbox mode, name the hub environment the
+	// sandbox belongs to and the image (pinned) it runs; Info reports them.
+	Environment, Image string
 	// Tunnel, when set, is the tunnel to the hub that SystemService.Info
 	// reports on (set by Run).
 	Tunnel *tunnelInfo
@@ -414,6 +417,16 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		return err
 	}
 	return handler(srv, ss)
+}
+
+// childOOMScoreAdj is the OOM score adjustment of what the daemon runs: in a
+// sandbox, commands that eat the memory limit die before agentd does (the
+// hub starts the container lower, at -500; raising needs no privilege).
+func childOOMScoreAdj(mode string) int {
+	if mode == ModeSandbox {
+		return 500
+	}
+	return 0
 }
 
 func defaultWorkspace(mode string) (string, error) {

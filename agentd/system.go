@@ -49,6 +49,8 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 		Shell:        o.Shell,
 		Cpus:         int32(runtime.NumCPU()),
 		Capabilities: platformCapabilities(capabilities),
+		Environment:  o.Environment,
+		Image:        o.Image,
 	}
 	resp.Hostname, _ = os.Hostname()
 	if u, err := user.Current(); err == nil {

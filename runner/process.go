@@ -159,6 +159,11 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
 	p.start = m.opts.Now()
+	if adj := m.opts.ChildOOMScoreAdj; adj != 0 {
+		if err := SetOOMScoreAdj(p.pid, adj); err != nil {
+			m.log.Warn("cannot raise the command's OOM score", zap.Int("pid", p.pid), zap.Error(err))
+		}
+	}
 	if err := p.startGroup(); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -54,6 +54,10 @@ type Options struct {
 	// Now is the clock for start and end times and for Linger. Default:
 	// time.Now.
 	Now func() time.Time
+	// ChildOOMScoreAdj, when not 0, is set as the OOM score adjustment of
+	// every command right after it starts (Linux): a sandbox's agentd makes
+	// what it runs die first when memory runs out, so it survives.
+	ChildOOMScoreAdj int
 }
 
 // Manager starts processes and keeps track of them until they have

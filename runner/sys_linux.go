@@ -7,6 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SetOOMScoreAdj sets the OOM killer's score adjustment of process pid
+// (-1000 to 1000; higher dies first). Raising it needs no privilege, so a
+// sandbox's agentd makes the commands it starts die before it does.
+func SetOOMScoreAdj(pid, adj int) error {
+	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+}
+
 // waitLeader blocks until the process pid has exited, without reaping it.
 // While the leader is an unreaped zombie its pid, which is also the id of
 // its process group, cannot be reused, so the group can still be signalled

@@ -8,5 +8,8 @@ import "errors"
 // signals what is left of its group after.
 func waitLeader(pid int) error { return errors.ErrUnsupported }
 
+// SetOOMScoreAdj does nothing here: there is no OOM score to adjust.
+func SetOOMScoreAdj(pid, adj int) error { return nil }
+
 // cloexecInherited does nothing here.
 func cloexecInherited() {}

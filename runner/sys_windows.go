@@ -7,6 +7,9 @@ import "errors"
 // a pid, names the group, so it cannot have been reused).
 func waitLeader(pid int) error { return errors.ErrUnsupported }
 
+// SetOOMScoreAdj does nothing on Windows: there is no OOM score to adjust.
+func SetOOMScoreAdj(pid, adj int) error { return nil }
+
 // cloexecInherited does nothing on Windows: os/exec passes a child only the
 // handles it names (PROC_THREAD_ATTRIBUTE_HANDLE_LIST), so nothing the
 // daemon inherited leaks into commands.

@@ -93,12 +93,25 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 				return usageError{fmt.Errorf("--log-level: %w", err)}
 			}
 			defer log.Sync() //nolint:errcheck // stderr
+			opts := agentd.RunOptions{
+				Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Python: python, Reflection: true, Logger: log.Named("agentd")},
+				ConfigDir: dir,
+				Socket:    socket,
+			}
+			if mode == agentd.ModeSandbox {
+				// A sandbox the hub started: its credential comes from the
+				// hub, in the environment, instead of a pairing.
+				c, ok, err := agentd.SandboxFromEnv(os.Getenv)
+				if err != nil {
+					return usageError{err}
+				}
+				if ok {
+					opts.Sandbox = c
+					opts.Server.Environment, opts.Server.Image = c.Environment, c.Image
+				}
+			}
 			return install.RunService(cmd.Context(), func(ctx context.Context) error {
-				return agentd.Run(ctx, agentd.RunOptions{
-					Server:    agentd.Options{Workspace: workspace, Mode: mode, StateDir: stateDir, Python: python, Reflection: true, Logger: log.Named("agentd")},
-					ConfigDir: dir,
-					Socket:    socket,
-				})
+				return agentd.Run(ctx, opts)
 			})
 		},
 	}

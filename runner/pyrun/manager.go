@@ -39,6 +39,9 @@ type Options struct {
 	// Workspace is where runs start and what relative cwds are resolved
 	// against. Default: the daemon's working directory.
 	Workspace string
+	// ChildOOMScoreAdj, when not 0, is set as the OOM score adjustment of
+	// every interpreter right after it starts (see runner.Options).
+	ChildOOMScoreAdj int
 	// IdleTimeout ends a session that has not run code for this long.
 	// Default 30 min; negative: sessions never expire.
 	IdleTimeout time.Duration
@@ -263,6 +266,7 @@ func (m *Manager) acquire(name string) (s *session, fresh bool, err error) {
 		return s, false, nil
 	}
 	s = newSession(name, m.log.With(zap.String("session", name)), m.opts.Now())
+	s.oomAdj = m.opts.ChildOOMScoreAdj
 	s.busy = true
 	m.sessions[name] = s
 	m.calls.Add(1)
@@ -281,7 +285,9 @@ func (m *Manager) acquireOneOff() (*session, error) {
 		return nil, errs.New(errs.Unavailable, "python: agentd is shutting down")
 	}
 	m.calls.Add(1)
-	return newSession("", m.log, m.opts.Now()), nil
+	s := newSession("", m.log, m.opts.Now())
+	s.oomAdj = m.opts.ChildOOMScoreAdj
+	return s, nil
 }
 
 // launch starts s's interpreter. On error s is gone (and out of the map).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/wire"
+	"github.com/devdepot-ai/agentd/runner"
 )
 
 const (
@@ -42,8 +43,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // of the control pipe and one reader per output stream) are stopped and
 // waited for by stop.
 type session struct {
-	name string // "" for a one-off run
-	log  *zap.Logger
+	name   string // "" for a one-off run
+	log    *zap.Logger
+	oomAdj int // Options.ChildOOMScoreAdj
 
 	// Guarded by Manager.mu.
 	busy     bool
@@ -144,6 +146,11 @@ func (s *session) launch(ctx context.Context, python, dir string, env []string) 
 	if err := cmd.Start(); err != nil {
 		closeAll()
 		return errs.Wrap(errs.Precondition, err, "start %s", python)
+	}
+	if s.oomAdj != 0 {
+		if err := runner.SetOOMScoreAdj(cmd.Process.Pid, s.oomAdj); err != nil {
+			s.log.Warn("cannot raise the interpreter's OOM score", zap.Error(err))
+		}
 	}
 	for _, f := range []*os.File{cmdR, evW, outW, errW} {
 		f.Close()

@@ -99,7 +99,12 @@ type InfoResponse struct {
 	// When the daemon started.
 	Started *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=started,proto3" json:"started,omitempty"`
 	// The tunnel to the hub, when the daemon runs paired (agentd run).
-	Tunnel        *TunnelStatus `protobuf:"bytes,19,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	Tunnel *TunnelStatus `protobuf:"bytes,19,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	// In a sandbox: the hub environment it belongs to (e.g. "builtin").
+	Environment string `protobuf:"bytes,20,opt,name=environment,proto3" json:"environment,omitempty"`
+	// In a sandbox: the image it runs, pinned (repo@sha256:…) or the local
+	// image id.
+	Image         string `protobuf:"bytes,21,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +270,20 @@ func (x *InfoResponse) GetTunnel() *TunnelStatus {
 		return x.Tunnel
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
 }
 
 // TunnelStatus describes the daemon's tunnel to its hub.
@@ -610,7 +629,7 @@ var File_agentd_v1_system_proto protoreflect.FileDescriptor
 const file_agentd_v1_system_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\xd0\x04\n" +
+	"\vInfoRequest\"\x88\x05\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1a\n" +
@@ -632,7 +651,9 @@ const file_agentd_v1_system_proto_rawDesc = "" +
 	"os_version\x18\x10 \x01(\tR\tosVersion\x124\n" +
 	"\x16memory_available_bytes\x18\x11 \x01(\x03R\x14memoryAvailableBytes\x124\n" +
 	"\astarted\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12/\n" +
-	"\x06tunnel\x18\x13 \x01(\v2\x17.agentd.v1.TunnelStatusR\x06tunnel\"\xbc\x02\n" +
+	"\x06tunnel\x18\x13 \x01(\v2\x17.agentd.v1.TunnelStatusR\x06tunnel\x12 \n" +
+	"\venvironment\x18\x14 \x01(\tR\venvironment\x12\x14\n" +
+	"\x05image\x18\x15 \x01(\tR\x05image\"\xbc\x02\n" +
 	"\fTunnelStatus\x12\x10\n" +
 	"\x03hub\x18\x01 \x01(\tR\x03hub\x12\x1d\n" +
 	"\n" +
