@@ -148,8 +148,12 @@ through the hub — and runs the same operations an AI agent runs.
 
 Target (first match wins):
   --addr unix:///path/agentd.sock | tcp://host:port   direct to a daemon ($AGENTCTL_ADDR)
-  --hub URL --machine ID                              through the hub ($AGENTD_HUB, $AGENTD_MACHINE),
-                                                      API token in $AGENTD_TOKEN
+  --hub URL --machine ID                              through the hub to a machine or sandbox (sb-…)
+                                                      ($AGENTD_HUB, $AGENTD_MACHINE), API token in $AGENTD_TOKEN
+  --hub URL --env NAME [--conversation ID]            through the hub to the conversation's sandbox of an
+                                                      environment ($AGENTD_ENV, $AGENTD_CONVERSATION);
+                                                      neither --machine nor --env: the org's default environment
+                                                      (exec, sh and python take --env K=V: use $AGENTD_ENV there)
   default: the local daemon's socket, $AGENTD_STATE_DIR/agentd.sock
            (~/.local/state/agentd/agentd.sock)`,
 		Example: `  agentctl --addr unix:///tmp/agentd.sock sh 'ls -la | head'
@@ -157,7 +161,8 @@ Target (first match wins):
   echo 'hello' | agentctl write notes/hello.txt
   agentctl edit notes/hello.txt --old hello --new goodbye
   agentctl grep -i 'todo' src --glob '*.go'
-  agentctl --json info`,
+  agentctl --json info
+  agentctl --hub https://hub.example.com --env py --conversation c-42 info`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		Version:           version.Version,
@@ -186,7 +191,7 @@ Target (first match wins):
 		root.AddCommand(c)
 	}
 	root.AddGroup(&cobra.Group{ID: "hub", Title: "Hub:"})
-	for _, c := range []*cobra.Command{a.machinesCmd(), a.activityCmd(), a.adminCmd()} {
+	for _, c := range []*cobra.Command{a.machinesCmd(), a.envCmd(), a.sandboxCmd(), a.activityCmd(), a.adminCmd()} {
 		c.GroupID = "hub"
 		root.AddCommand(c)
 	}

@@ -25,13 +25,17 @@ type targetFlags struct {
 	addr      string
 	hub       string
 	machine   string
+	env       string // with --hub: route to the sandbox for (org, env, conversation)
+	conv      string // with --hub: the conversation the call belongs to
 	tokenFile string
 }
 
 func (t *targetFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&t.addr, "addr", os.Getenv("AGENTCTL_ADDR"), "daemon address: unix:///path/agentd.sock or tcp://host:port ($AGENTCTL_ADDR)")
 	f.StringVar(&t.hub, "hub", os.Getenv("AGENTD_HUB"), "hub URL, http://… or https://… ($AGENTD_HUB)")
-	f.StringVar(&t.machine, "machine", os.Getenv("AGENTD_MACHINE"), "machine id, with --hub ($AGENTD_MACHINE)")
+	f.StringVar(&t.machine, "machine", os.Getenv("AGENTD_MACHINE"), "with --hub: a machine or sandbox (sb-…) id; neither --machine nor --env: the org's default environment ($AGENTD_MACHINE)")
+	f.StringVar(&t.env, "env", os.Getenv("AGENTD_ENV"), "with --hub: run in a sandbox of this environment, one per conversation ($AGENTD_ENV)")
+	f.StringVar(&t.conv, "conversation", os.Getenv("AGENTD_CONVERSATION"), "with --hub: the conversation the call belongs to; picks the sandbox and is recorded in activity ($AGENTD_CONVERSATION)")
 	f.StringVar(&t.tokenFile, "token-file", "", "file with the bearer token (default: $AGENTD_TOKEN)")
 }
 
@@ -117,7 +121,8 @@ func dialOpts(creds credentials.TransportCredentials) []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(size), grpc.WithWriteBufferSize(size)}
 }
 
-// dialHubOnly connects to the hub itself, for its own services.
+// dialHubOnly connects to the hub itself, for its own services: the
+// routing flags (--machine, --env, --conversation) are not sent.
 func (a *app) dialHubOnly() (*conn, error) {
 	tok, err := a.target.token()
 	if err != nil {
@@ -128,9 +133,13 @@ func (a *app) dialHubOnly() (*conn, error) {
 	return dialHub(&a.target, md, tok, false)
 }
 
-func dialHub(t *targetFlags, md metadata.MD, tok string, needMachine bool) (*conn, error) {
-	if needMachine && t.machine == "" {
-		return nil, usagef("--hub needs --machine ID (or $AGENTD_MACHINE); list machines with 'agentctl machines'")
+// dialHub connects to the hub. With route, the call goes on to an agentd:
+// the machine or sandbox --machine names, else a sandbox of the --env
+// environment, else (neither) one of the org's default environment; the
+// hub picks the sandbox by conversation.
+func dialHub(t *targetFlags, md metadata.MD, tok string, route bool) (*conn, error) {
+	if route && t.machine != "" && t.env != "" {
+		return nil, usagef("--hub needs --machine ID or --env NAME, not both (they may come from $AGENTD_MACHINE and $AGENTD_ENV); list them with 'agentctl machines' and 'agentctl env ls'")
 	}
 	if tok == "" {
 		return nil, errors.New("--hub needs an API token in $AGENTD_TOKEN (or --token-file); an admin creates one with 'agentctl admin token create'")
@@ -160,11 +169,17 @@ func dialHub(t *targetFlags, md metadata.MD, tok string, needMachine bool) (*con
 	if err != nil {
 		return nil, err
 	}
-	if t.machine != "" {
-		md.Set("agentd-machine", t.machine)
-	}
-	if conv := os.Getenv("AGENTD_CONVERSATION"); conv != "" {
-		md.Set("agentd-conversation", conv)
+	if route {
+		setMD(md, "agentd-machine", t.machine)
+		setMD(md, "agentd-environment", t.env)
+		setMD(md, "agentd-conversation", t.conv)
 	}
 	return &conn{ClientConn: cc, md: md}, nil
+}
+
+// setMD sets key to v unless v is empty.
+func setMD(md metadata.MD, key, v string) {
+	if v != "" {
+		md.Set(key, v)
+	}
 }
