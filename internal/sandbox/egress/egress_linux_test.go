@@ -1,0 +1,263 @@
+//go:build linux
+
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/client"
+	"go.uber.org/zap/zaptest"
+)
+
+// uncoveredHostAddrs lists the host's IPv4 addresses that none of blocked
+// holds, sorted, computed here independently of the package.
+func uncoveredHostAddrs(t *testing.T, blocked []string) []string {
+	t.Helper()
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+outer:
+	for _, a := range ifaddrs {
+		ip, ok := netip.AddrFromSlice(a.(*net.IPNet).IP)
+		if !ok || !ip.Unmap().Is4() {
+			continue
+		}
+		ip = ip.Unmap()
+		for _, b := range blocked {
+			if netip.MustParsePrefix(b).Contains(ip) {
+				continue outer
+			}
+		}
+		if !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	var s []string
+	for _, a := range out {
+		s = append(s, a.String())
+	}
+	return s
+}
+
+func TestEnsureIdempotent(t *testing.T) {
+	cli := requireEnv(t)
+	opts := Options{
+		NetworkName:  "agentd-egress-test-rules",
+		BridgeName:   "agentd-etr0",
+		Subnet:       netip.MustParsePrefix("172.30.250.0/24"),
+		ExtraBlocked: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")},
+		AllowDNS:     []netip.Addr{netip.MustParseAddr("10.250.77.53")},
+		Logger:       zaptest.NewLogger(t),
+	}
+	clean(t, cli, opts)
+	t.Cleanup(func() { clean(t, cli, opts) })
+
+	first, err := Ensure(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("first Ensure: %v", err)
+	}
+	second, err := Ensure(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("second Ensure: %v", err)
+	}
+	if first.ID != second.ID {
+		t.Errorf("second Ensure made another network: %s, then %s", first.ID, second.ID)
+	}
+
+	// Exactly one copy of each rule, as nft lists them.
+	blocked := []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+		"100.64.0.0/10", "127.0.0.0/8", "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", "203.0.113.0/24"}
+	var want strings.Builder
+	want.WriteString(`table inet agentd_agentd-etr0 {
+	chain prerouting {
+		type filter hook prerouting priority mangle; policy accept;
+		iifname "agentd-etr0" jump egress
+	}
+
+	chain egress {
+		meta nfproto ipv6 drop
+		ct state established,related accept
+		ip daddr 10.250.77.53 udp dport 53 accept
+		ip daddr 10.250.77.53 tcp dport 53 accept
+`)
+	for _, b := range blocked {
+		fmt.Fprintf(&want, "\t\tip daddr %s drop\n", b)
+	}
+	for _, a := range uncoveredHostAddrs(t, blocked) {
+		fmt.Fprintf(&want, "\t\tip daddr %s drop\n", a)
+	}
+	want.WriteString("\t\tfib daddr type local drop\n\t}\n}\n")
+	got := run(t, "nft", "list", "table", "inet", "agentd_agentd-etr0")
+	if diff := cmp.Diff(got, want.String()); diff != "" {
+		t.Errorf("rules after Ensure twice (-got +want):\n%s", diff)
+	}
+	if err := second.Check(t.Context()); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+
+	// The network, as the engine reports it.
+	res, err := cli.NetworkInspect(t.Context(), opts.NetworkName, client.NetworkInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := res.Network
+	type settings struct {
+		Driver, Bridge, ICC, Subnet string
+		Internal, IPv6              bool
+	}
+	gotS := settings{nw.Driver, nw.Options[optBridgeName], nw.Options[optICC], "", nw.Internal, nw.EnableIPv6}
+	if len(nw.IPAM.Config) == 1 {
+		gotS.Subnet = nw.IPAM.Config[0].Subnet.String()
+	}
+	wantS := settings{"bridge", "agentd-etr0", "false", "172.30.250.0/24", false, false}
+	if diff := cmp.Diff(gotS, wantS); diff != "" {
+		t.Errorf("network settings (-got +want):\n%s", diff)
+	}
+	if second.Gateway != netip.MustParseAddr("172.30.250.1") {
+		t.Errorf("gateway = %s, want 172.30.250.1", second.Gateway)
+	}
+
+	// A network of that name with other settings is refused, not changed.
+	other := opts
+	other.Subnet = netip.MustParsePrefix("172.30.249.0/24")
+	if _, err := Ensure(t.Context(), other); !errors.Is(err, ErrNetworkConflict) || !strings.Contains(err.Error(), "subnets [172.30.250.0/24]") {
+		t.Errorf("Ensure with another subnet: %v, want ErrNetworkConflict naming the subnets", err)
+	}
+
+	// Remove takes the table away, twice without error, and Check says so.
+	for range 2 {
+		if err := second.Remove(t.Context()); err != nil {
+			t.Fatalf("Remove: %v", err)
+		}
+	}
+	if err := second.Check(t.Context()); !errors.Is(err, ErrRulesAltered) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Check after Remove: %v, want ErrRulesAltered (table does not exist)", err)
+	}
+	if err := second.RemoveNetwork(t.Context()); err != nil {
+		t.Errorf("RemoveNetwork: %v", err)
+	}
+	if _, err := cli.NetworkInspect(t.Context(), opts.NetworkName, client.NetworkInspectOptions{}); !isNotFound(err) {
+		t.Errorf("network still there after RemoveNetwork: %v", err)
+	}
+}
+
+// TestSandboxEgress proves the rules from inside a real container: the same
+// listener in the test's own namespace is reached over a public-range
+// address and not over a private one, the host's addresses (the gateway, and
+// one added after Ensure) are not reached, and without the rules all of them
+// are (so the blocks are the rules' doing, not a broken setup); a rule
+// deleted by hand is a real hole that Check names and Ensure closes.
+func TestSandboxEgress(t *testing.T) {
+	cli := requireEnv(t)
+	buildImage(t, cli)
+	opts := Options{
+		NetworkName: "agentd-egress-test-ct",
+		BridgeName:  "agentd-etc0",
+		Subnet:      netip.MustParsePrefix("172.30.251.0/24"),
+		Logger:      zaptest.NewLogger(t),
+	}
+	clean(t, cli, opts)
+	t.Cleanup(func() { clean(t, cli, opts) })
+	newNetns(t)
+	ns := serve(t, listenInNetns(t))
+	private := netip.AddrPortFrom(nsPrivate.Addr(), ns.port)
+	public := netip.AddrPortFrom(nsPublic.Addr(), ns.port)
+	hostReaches(t, private, ns)
+	hostReaches(t, public, ns)
+
+	n, err := Ensure(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	gln, err := net.Listen("tcp4", netip.AddrPortFrom(n.Gateway, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := serve(t, gln)
+	gateway := netip.AddrPortFrom(n.Gateway, gw.port)
+
+	reached := func(what string, to netip.AddrPort, s *tokenServer) {
+		t.Helper()
+		out, code := probe(t, cli, opts.NetworkName, to)
+		if code != 0 || !strings.Contains(out, s.token) {
+			t.Errorf("%s: %s not reached from the container (exit %d): %q", what, to, code, out)
+		}
+	}
+	blocked := func(what string, to netip.AddrPort, s *tokenServer) {
+		t.Helper()
+		before := s.accepted.Load()
+		out, code := probe(t, cli, opts.NetworkName, to)
+		if code == 0 || strings.Contains(out, s.token) || s.accepted.Load() != before {
+			t.Errorf("%s: %s reached from the container (exit %d, accepted %d): %q", what, to, code, s.accepted.Load()-before, out)
+		}
+	}
+
+	// An address the host gains after Ensure has no rule of its own; the
+	// fib rule (daddr is local) blocks it.
+	run(t, "ip", "addr", "add", hostLate.String(), "dev", vethH)
+	if slices.Contains(n.rules.chains[chainEgress], "ip daddr "+hostLate.Addr().String()+" drop") {
+		t.Fatalf("%s was on the host before Ensure", hostLate.Addr())
+	}
+	lln, err := net.Listen("tcp4", netip.AddrPortFrom(hostLate.Addr(), 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := serve(t, lln)
+	lateHost := netip.AddrPortFrom(hostLate.Addr(), late.port)
+
+	reached("with rules, public-range address of the namespace", public, ns)
+	blocked("with rules, private address of the namespace", private, ns)
+	blocked("with rules, the gateway (a host address)", gateway, gw)
+	blocked("with rules, a public-range host address added after Ensure", lateHost, late)
+
+	if err := n.Remove(t.Context()); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	reached("control without rules, private address", private, ns)
+	reached("control without rules, gateway", gateway, gw)
+	reached("control without rules, host address added after Ensure", lateHost, late)
+
+	if n, err = Ensure(t.Context(), opts); err != nil {
+		t.Fatalf("Ensure again: %v", err)
+	}
+	blocked("rules back, private address", private, ns)
+
+	// Someone deletes a rule by hand: Check names it, and the hole is real.
+	deleteRule(t, tableName(opts.BridgeName), "ip daddr 10.0.0.0/8 drop")
+	err = n.Check(t.Context())
+	if !errors.Is(err, ErrRulesAltered) || !strings.Contains(err.Error(), `missing "ip daddr 10.0.0.0/8 drop"`) || !strings.Contains(err.Error(), "CAP_NET_ADMIN") {
+		t.Errorf("Check after a rule was deleted: %v, want ErrRulesAltered naming the rule and the fix", err)
+	}
+	t.Logf("Check after a rule was deleted: %v", err)
+	reached("rule deleted, private address", private, ns)
+	if n, err = Ensure(t.Context(), opts); err != nil {
+		t.Fatalf("Ensure after tampering: %v", err)
+	}
+	if err := n.Check(t.Context()); err != nil {
+		t.Errorf("Check after Ensure: %v", err)
+	}
+	blocked("rules restored, private address", private, ns)
+}
+
+// deleteRule deletes one rule of the egress chain by its handle, as an
+// operator would by hand.
+func deleteRule(t *testing.T, table, rule string) {
+	t.Helper()
+	out := run(t, "nft", "-a", "list", "chain", "inet", table, chainEgress)
+	m := regexp.MustCompile(regexp.QuoteMeta(rule) + ` # handle (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("rule %q not in:\n%s", rule, out)
+	}
+	run(t, "nft", "delete", "rule", "inet", table, chainEgress, "handle", m[1])
+}

@@ -1,0 +1,264 @@
+package egress
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// DefaultBlocked returns the IPv4 destinations no sandbox may reach: private
+// (RFC 1918), link-local (with the cloud metadata address), carrier-grade
+// NAT, loopback, "this network", multicast and reserved. A fresh slice on
+// every call.
+func DefaultBlocked() []netip.Prefix {
+	return []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("172.16.0.0/12"),
+		netip.MustParsePrefix("192.168.0.0/16"),
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("100.64.0.0/10"),
+		netip.MustParsePrefix("127.0.0.0/8"),
+		netip.MustParsePrefix("0.0.0.0/8"),
+		netip.MustParsePrefix("224.0.0.0/4"),
+		netip.MustParsePrefix("240.0.0.0/4"),
+	}
+}
+
+// Names of the two chains in the table: the base chain on the prerouting
+// hook, and the chain it jumps to for packets from the bridge.
+const (
+	chainHook   = "prerouting"
+	chainEgress = "egress"
+	// hookLine is the base chain's header as nft lists it; older nft
+	// versions print the priority as a number (see normalize).
+	hookLine = "type filter hook prerouting priority mangle; policy accept;"
+)
+
+// ruleset is everything Ensure installs for one bridge: the table and the
+// rules of each chain, each written exactly as `nft list table` prints it,
+// so that reading back is a comparison of lines.
+type ruleset struct {
+	table  string              // name of the inet table
+	chains map[string][]string // chain name -> lines (header first)
+}
+
+// tableName is the inet table that holds one bridge's rules; one table per
+// bridge, so a test's bridge never replaces the hub's.
+func tableName(bridge string) string { return "agentd_" + bridge }
+
+// ruleInput is what the rules are computed from.
+type ruleInput struct {
+	bridge   string
+	subnet   netip.Prefix
+	extra    []netip.Prefix
+	allowDNS []netip.Addr
+	host     []netip.Addr // every address the host holds (any family)
+}
+
+// buildRules computes the ruleset for in; see the package comment for the
+// order and the reasons.
+func buildRules(in ruleInput) ruleset {
+	blocked := DefaultBlocked()
+	egress := []string{
+		"meta nfproto ipv6 drop",
+		"ct state established,related accept",
+	}
+	for _, a := range in.allowDNS {
+		egress = append(egress,
+			fmt.Sprintf("ip daddr %s udp dport 53 accept", a),
+			fmt.Sprintf("ip daddr %s tcp dport 53 accept", a))
+	}
+	for _, p := range in.extra {
+		p = p.Masked()
+		if p.Addr().Is4() && !slices.Contains(blocked, p) {
+			blocked = append(blocked, p)
+		}
+	}
+	if !covered(blocked, in.subnet) {
+		blocked = append(blocked, in.subnet.Masked())
+	}
+	var host []netip.Addr
+	for _, a := range in.host {
+		a = a.Unmap()
+		if a.Is4() && !covered(blocked, netip.PrefixFrom(a, 32)) {
+			host = append(host, a)
+		}
+	}
+	slices.SortFunc(host, netip.Addr.Compare)
+	host = slices.Compact(host)
+	for _, p := range blocked {
+		egress = append(egress, "ip daddr "+prefixString(p)+" drop")
+	}
+	for _, a := range host {
+		egress = append(egress, "ip daddr "+a.String()+" drop")
+	}
+	egress = append(egress, "fib daddr type local drop")
+	return ruleset{
+		table: tableName(in.bridge),
+		chains: map[string][]string{
+			chainHook:   {hookLine, fmt.Sprintf("iifname %q jump %s", in.bridge, chainEgress)},
+			chainEgress: egress,
+		},
+	}
+}
+
+// covered reports whether some prefix in blocked holds all of p.
+func covered(blocked []netip.Prefix, p netip.Prefix) bool {
+	for _, b := range blocked {
+		if b.Bits() <= p.Bits() && b.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixString writes p as nft lists it: a /32 as a bare address.
+func prefixString(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// script is the nft transaction that replaces the table with rs: creating
+// the table first makes the delete succeed when it does not exist yet, and
+// nft applies the whole file atomically.
+func (rs ruleset) script() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", rs.table, rs.table, rs.table)
+	for _, name := range []string{chainHook, chainEgress} {
+		fmt.Fprintf(&b, "\tchain %s {\n", name)
+		for _, line := range rs.chains[name] {
+			if line == hookLine {
+				line = "type filter hook prerouting priority -150; policy accept;"
+			}
+			fmt.Fprintf(&b, "\t\t%s\n", line)
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// removeScript deletes the table, and succeeds when it is already gone.
+func removeScript(table string) string {
+	return fmt.Sprintf("table inet %s\ndelete table inet %s\n", table, table)
+}
+
+// parseListing splits the output of `nft list table` into its chains:
+// chain name -> lines, trimmed, blank lines and braces left out.
+func parseListing(out string) (map[string][]string, error) {
+	chains := map[string][]string{}
+	var cur string
+	inTable := false
+	for raw := range strings.Lines(out) {
+		line := strings.TrimSpace(raw)
+		if i := strings.Index(line, " # handle "); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "table ") && strings.HasSuffix(line, "{"):
+			inTable = true
+		case strings.HasPrefix(line, "chain ") && strings.HasSuffix(line, "{"):
+			cur = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "chain "), "{"))
+			chains[cur] = []string{}
+		case line == "}":
+			cur = ""
+		case cur != "":
+			chains[cur] = append(chains[cur], normalize(line))
+		default:
+			return nil, fmt.Errorf("unexpected line outside a chain: %q", line)
+		}
+	}
+	if !inTable {
+		return nil, fmt.Errorf("no table in nft output")
+	}
+	return chains, nil
+}
+
+// normalize turns what older nft versions print into the form we compare
+// against.
+func normalize(line string) string {
+	return strings.Replace(line, "priority -150;", "priority mangle;", 1)
+}
+
+// problems compares a table read back with the ruleset and says, line by
+// line, what is missing, what is there that should not be, and whether the
+// order changed (an accept moved above a drop is a hole). Empty means equal.
+func (rs ruleset) problems(got map[string][]string) []string {
+	var out []string
+	for _, name := range []string{chainHook, chainEgress} {
+		want := rs.chains[name]
+		have, ok := got[name]
+		if !ok {
+			out = append(out, fmt.Sprintf("chain %s is missing", name))
+			continue
+		}
+		missing, unexpected := multisetDiff(want, have)
+		for _, l := range missing {
+			out = append(out, fmt.Sprintf("chain %s: missing %q", name, l))
+		}
+		for _, l := range unexpected {
+			out = append(out, fmt.Sprintf("chain %s: unexpected %q", name, l))
+		}
+		if len(missing) == 0 && len(unexpected) == 0 && !slices.Equal(want, have) {
+			out = append(out, fmt.Sprintf("chain %s: rules out of order", name))
+		}
+	}
+	var extra []string
+	for name := range got {
+		if _, ok := rs.chains[name]; !ok {
+			extra = append(extra, name)
+		}
+	}
+	slices.Sort(extra)
+	for _, name := range extra {
+		out = append(out, "unexpected chain "+name)
+	}
+	return out
+}
+
+// multisetDiff returns the lines of want not in have and of have not in
+// want, counting repeats (a rule listed twice is one unexpected copy).
+func multisetDiff(want, have []string) (missing, unexpected []string) {
+	count := map[string]int{}
+	for _, l := range have {
+		count[l]++
+	}
+	for _, l := range want {
+		if count[l] > 0 {
+			count[l]--
+		} else {
+			missing = append(missing, l)
+		}
+	}
+	for _, l := range have {
+		if count[l] > 0 {
+			count[l]--
+			unexpected = append(unexpected, l)
+		}
+	}
+	return missing, unexpected
+}
+
+// hostAddrs returns every address on the host's interfaces.
+func hostAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list host addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}
