@@ -25,7 +25,7 @@ BINARIES := agentd agentctl agenthub
 BUILD_TAGS := grpcnotrace
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub demo demo-local clean
-.PHONY: dist dist-tools package-test cross
+.PHONY: dist dist-tools package-test cross sandbox-base
 
 all: build
 
@@ -88,6 +88,9 @@ dist: ## reproducible release archives, .deb/.rpm and SHA256SUMS under dist/ (se
 
 package-test: ## check what make dist built: package contents, install.sh, the .deb in a Debian container
 	bash scripts/test-packages.sh
+
+sandbox-base: ## the sandbox images ghcr.io/devdepot-ai/sandbox-base:1 and agentd-test/minimal:1, built locally (debootstrap, no registry; root); FORCE=1 rebuilds
+	bash scripts/sandbox-base.sh $(if $(FORCE),--force)
 
 clean:
 	rm -rf bin dist
