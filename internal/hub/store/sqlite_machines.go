@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -123,6 +124,7 @@ func (s *SQLite) RedeemPairingCode(ctx context.Context, id, remoteAddr string, a
 	if err := needTime("redemption time", at); err != nil {
 		return Machine{}, fmt.Errorf("redeem pairing code: %w", err)
 	}
+	m.ID = "" // a paired machine is always m-…
 	m, err := newMachine(m, at)
 	if err != nil {
 		return Machine{}, fmt.Errorf("redeem pairing code: %w", err)
@@ -159,7 +161,9 @@ func newMachine(m Machine, at time.Time) (Machine, error) {
 	if len(m.PublicKey) != ed25519.PublicKeySize {
 		return Machine{}, fmt.Errorf("%w: public key has %d bytes, want %d", ErrInvalid, len(m.PublicKey), ed25519.PublicKeySize)
 	}
-	m.ID = newID("m-")
+	if !strings.HasPrefix(m.ID, "sb-") || len(m.ID) > 64 {
+		m.ID = newID("m-")
+	}
 	m.PublicKey = append(ed25519.PublicKey(nil), m.PublicKey...)
 	m.CreatedAt = fromMicros(micros(at))
 	m.LastSeenAt, m.RevokedAt = time.Time{}, time.Time{}

@@ -53,6 +53,7 @@ type Store interface {
 	PairingCodes
 	Machines
 	ActivityLog
+	Environments
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed
@@ -124,8 +125,9 @@ type PairingCodes interface {
 // Machines stores paired machines.
 type Machines interface {
 	// CreateMachine registers m in m.OrgID without a pairing code (a
-	// sandbox the hub starts itself). The ID is assigned. ErrConflict if the
-	// public key is registered already.
+	// sandbox the hub starts itself). The ID is assigned ("m-…") unless m.ID
+	// is a sandbox id ("sb-…"), which is kept. ErrConflict if the public key
+	// or the ID is registered already.
 	CreateMachine(ctx context.Context, m Machine) (Machine, error)
 	// Machine returns the machine with that ID, revoked or not: a caller
 	// authenticating it must check RevokedAt, one serving an org must check
@@ -140,6 +142,69 @@ type Machines interface {
 	// RevokeMachine revokes one of the org's machines. Revoking twice keeps
 	// the first time.
 	RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error
+}
+
+// Environments stores an org's custom image environments and its default
+// environment. A validation is a run that only one caller can start at a
+// time: StartValidation bumps the generation, and only the run holding that
+// generation may finish it.
+type Environments interface {
+	// CreateEnvironment stores e (state validating, running "create",
+	// generation 1). ErrConflict if the org has one of that name.
+	CreateEnvironment(ctx context.Context, e Environment) (Environment, error)
+	// Environment returns one of the org's environments.
+	Environment(ctx context.Context, orgID, name string) (Environment, error)
+	// ListEnvironments returns the org's environments by name.
+	ListEnvironments(ctx context.Context, orgID string) ([]Environment, error)
+	// ListValidating returns every environment with a validation running
+	// (of every org): a hub that restarts runs them again.
+	ListValidating(ctx context.Context) ([]Environment, error)
+	// StartValidation starts a validation of kind "update" or
+	// "revalidate", bumping the generation. ErrPrecondition, changing
+	// nothing, if one is running already. "update" lets go of the pin at
+	// once (state validating, report cleared); "revalidate" keeps state,
+	// pin and report until FinishValidation, unless nothing is pinned, when
+	// it acts as "update".
+	StartValidation(ctx context.Context, orgID, name, kind string, at time.Time) (Environment, error)
+	// SetValidationReason records progress ("pulling …") of the run with
+	// that generation. ErrPrecondition if another run has started since.
+	SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error
+	// FinishValidation stores the outcome of the run with that generation
+	// (state, pinned, reason, report, inventory from r) and ends it.
+	// ErrPrecondition if another run has started since (nothing changes).
+	FinishValidation(ctx context.Context, orgID, name string, generation int64, r Environment, at time.Time) (Environment, error)
+	// DeleteEnvironment deletes one of the org's environments (and the
+	// org's default, if it named it).
+	DeleteEnvironment(ctx context.Context, orgID, name string) error
+	// SetDefaultEnvironment makes name the org's default ("builtin" or any
+	// name the hub accepts; the store does not check it exists).
+	SetDefaultEnvironment(ctx context.Context, orgID, name string) error
+	// DefaultEnvironment returns the org's default ("" when none was set).
+	DefaultEnvironment(ctx context.Context, orgID string) (string, error)
+}
+
+// Environment states.
+const (
+	EnvValidating = "validating"
+	EnvReady      = "ready"
+	EnvRejected   = "rejected"
+)
+
+// Environment is a custom image environment's stored form.
+type Environment struct {
+	OrgID      string
+	Name       string
+	Image      string // the reference as given
+	Network    string // "public" or "none"
+	State      string // EnvValidating, EnvReady, EnvRejected
+	Pinned     string // repo@sha256:… ("" until a validation passed)
+	Reason     string // one line: progress, or why it was rejected
+	Report     json.RawMessage
+	Inventory  json.RawMessage
+	Running    string // "", "create", "update", "revalidate"
+	Generation int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // ActivityLog stores the operations machines report, per org, with bounded

@@ -43,6 +43,9 @@ func Run(t *testing.T, open Opener) {
 		{"Machines", testMachines},
 		{"Activity", testActivity},
 		{"PruneActivity", testPruneActivity},
+		{"SandboxMachine", testSandboxMachine},
+		{"Environments", testEnvironments},
+		{"ValidationRace", testValidationRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

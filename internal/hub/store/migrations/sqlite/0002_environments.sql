@@ -1,0 +1,26 @@
+-- Environments: an org's custom sandbox images (the built-in sandbox and
+-- paired machines are not stored here), and each org's default.
+
+CREATE TABLE environments (
+    org_id     TEXT    NOT NULL REFERENCES orgs (id) ON DELETE CASCADE,
+    name       TEXT    NOT NULL CHECK (name <> ''),
+    image      TEXT    NOT NULL CHECK (image <> ''),
+    network    TEXT    NOT NULL CHECK (network IN ('public', 'none')),
+    state      TEXT    NOT NULL CHECK (state IN ('validating', 'ready', 'rejected')),
+    pinned     TEXT    NOT NULL DEFAULT '',
+    reason     TEXT    NOT NULL DEFAULT '',
+    report     TEXT    NOT NULL DEFAULT 'null',
+    inventory  TEXT    NOT NULL DEFAULT 'null',
+    -- the validation in progress: '' none, 'create', 'update', 'revalidate'
+    running    TEXT    NOT NULL DEFAULT '',
+    -- bumped when a validation starts; only that run may finish it
+    generation INTEGER NOT NULL DEFAULT 1,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, name)
+) STRICT;
+
+CREATE TABLE org_defaults (
+    org_id      TEXT NOT NULL PRIMARY KEY REFERENCES orgs (id) ON DELETE CASCADE,
+    environment TEXT NOT NULL CHECK (environment <> '')
+) STRICT;

@@ -1,0 +1,153 @@
+package storetest
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+)
+
+// A sandbox's machine keeps the sb-… id the hub gives it; any other id
+// given is replaced by an m-… one.
+func testSandboxMachine(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	key := func() ed25519.PublicKey {
+		pub, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pub
+	}
+	m := must(s.CreateMachine(ctx, store.Machine{ID: "sb-abc", OrgID: org.ID, Name: "sb-abc", PublicKey: key(), CreatedAt: T0}))(t)
+	if m.ID != "sb-abc" {
+		t.Errorf("sandbox machine id %q, want sb-abc", m.ID)
+	}
+	got := must(s.Machine(ctx, "sb-abc"))(t)
+	if got.OrgID != org.ID {
+		t.Errorf("machine org %q, want %q", got.OrgID, org.ID)
+	}
+	_, err := s.CreateMachine(ctx, store.Machine{ID: "sb-abc", OrgID: org.ID, PublicKey: key(), CreatedAt: T0})
+	wantErr(t, "same sandbox id twice", err, store.ErrConflict)
+	m = must(s.CreateMachine(ctx, store.Machine{ID: "x-1", OrgID: org.ID, PublicKey: key(), CreatedAt: T0}))(t)
+	if len(m.ID) < 3 || m.ID[:2] != "m-" {
+		t.Errorf("machine id %q, want an m-… id", m.ID)
+	}
+}
+
+func testEnvironments(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	other := must(s.CreateOrg(ctx, "other", T0))(t)
+
+	e := must(s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:1", Network: "public", CreatedAt: T0}))(t)
+	want := store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:1", Network: "public", State: store.EnvValidating,
+		Running: "create", Generation: 1, CreatedAt: T0, UpdatedAt: T0}
+	if diff := cmp.Diff(e, want); diff != "" {
+		t.Errorf("created (-got +want):\n%s", diff)
+	}
+	if diff := cmp.Diff(must(s.Environment(ctx, org.ID, "py"))(t), want); diff != "" {
+		t.Errorf("read back (-got +want):\n%s", diff)
+	}
+	_, err := s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:2", Network: "public", CreatedAt: T0})
+	wantErr(t, "same name twice", err, store.ErrConflict)
+	_, err = s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "bad", Image: "x", Network: "lan", CreatedAt: T0})
+	wantErr(t, "bad network", err, store.ErrInvalid)
+	_, err = s.Environment(ctx, other.ID, "py")
+	wantErr(t, "another org's environment", err, store.ErrNotFound)
+	must(s.CreateEnvironment(ctx, store.Environment{OrgID: other.ID, Name: "py", Image: "ghcr.io/other/py:1", Network: "none", CreatedAt: T0}))(t)
+
+	// A second start while the first runs is refused and changes nothing.
+	_, err = s.StartValidation(ctx, org.ID, "py", "update", T0.Add(time.Second))
+	wantErr(t, "update while creating", err, store.ErrPrecondition)
+
+	// Progress, then the outcome; only the current generation may write.
+	noErr(t, s.SetValidationReason(ctx, org.ID, "py", 1, "pulling", T0.Add(time.Second)))
+	wantErr(t, "stale progress", s.SetValidationReason(ctx, org.ID, "py", 7, "x", T0), store.ErrPrecondition)
+	report := json.RawMessage(`[{"id":"a","status":"pass"}]`)
+	done := must(s.FinishValidation(ctx, org.ID, "py", 1, store.Environment{State: store.EnvReady, Pinned: "ghcr.io/acme/py@sha256:aa", Report: report,
+		Inventory: json.RawMessage(`{"tools":["az"]}`)}, T0.Add(2*time.Second)))(t)
+	if done.State != store.EnvReady || done.Pinned != "ghcr.io/acme/py@sha256:aa" || done.Running != "" || string(done.Report) != string(report) {
+		t.Errorf("finished: %+v", done)
+	}
+	_, err = s.FinishValidation(ctx, org.ID, "py", 1, store.Environment{State: store.EnvRejected}, T0.Add(3*time.Second))
+	wantErr(t, "finish twice", err, store.ErrPrecondition)
+
+	// Revalidate keeps pin, state and report until it finishes.
+	rv := must(s.StartValidation(ctx, org.ID, "py", "revalidate", T0.Add(4*time.Second)))(t)
+	if rv.State != store.EnvReady || rv.Pinned == "" || rv.Running != "revalidate" || rv.Generation != 2 {
+		t.Errorf("revalidating: %+v", rv)
+	}
+	if got := must(s.Environment(ctx, org.ID, "py"))(t); string(got.Report) != string(report) || got.Pinned != rv.Pinned {
+		t.Errorf("revalidating lost the report or pin: %+v", got)
+	}
+	must(s.FinishValidation(ctx, org.ID, "py", 2, store.Environment{State: store.EnvRejected, Reason: "python3 gone", Report: report}, T0.Add(5*time.Second)))(t)
+
+	// Update lets go of the pin at once.
+	up := must(s.StartValidation(ctx, org.ID, "py", "update", T0.Add(6*time.Second)))(t)
+	if up.State != store.EnvValidating || up.Pinned != "" || up.Report != nil || up.Generation != 3 {
+		t.Errorf("updating: %+v", up)
+	}
+	if got := must(s.ListValidating(ctx))(t); len(got) != 2 || got[0].Running == "" {
+		t.Errorf("validating: %d environments, want 2 (py of acme, py of other)", len(got))
+	}
+	_, err = s.StartValidation(ctx, org.ID, "py", "rebuild", T0)
+	wantErr(t, "unknown kind", err, store.ErrInvalid)
+
+	// Defaults.
+	if d := must(s.DefaultEnvironment(ctx, org.ID))(t); d != "" {
+		t.Errorf("default %q before any was set", d)
+	}
+	noErr(t, s.SetDefaultEnvironment(ctx, org.ID, "py"))
+	noErr(t, s.SetDefaultEnvironment(ctx, org.ID, "py"))
+	if d := must(s.DefaultEnvironment(ctx, org.ID))(t); d != "py" {
+		t.Errorf("default %q, want py", d)
+	}
+	if d := must(s.DefaultEnvironment(ctx, other.ID))(t); d != "" {
+		t.Errorf("other org's default %q", d)
+	}
+	noErr(t, s.DeleteEnvironment(ctx, org.ID, "py"))
+	if d := must(s.DefaultEnvironment(ctx, org.ID))(t); d != "" {
+		t.Errorf("default %q after its environment was deleted", d)
+	}
+	wantErr(t, "delete twice", s.DeleteEnvironment(ctx, org.ID, "py"), store.ErrNotFound)
+	if got := must(s.ListEnvironments(ctx, other.ID))(t); len(got) != 1 {
+		t.Errorf("other org lost its environment: %+v", got)
+	}
+}
+
+// Of several concurrent updates of one environment exactly one starts.
+func testValidationRace(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	must(s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:1", Network: "public", CreatedAt: T0}))(t)
+	must(s.FinishValidation(ctx, org.ID, "py", 1, store.Environment{State: store.EnvReady, Pinned: "ghcr.io/acme/py@sha256:aa"}, T0))(t)
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = s.StartValidation(ctx, org.ID, "py", "update", T0.Add(time.Second))
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrPrecondition):
+			t.Errorf("a losing update: %v, want ErrPrecondition", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d updates started, want exactly 1", won)
+	}
+}
