@@ -1,11 +1,3 @@
-//go:build imagecheck
-
-// The imagecheck build tag keeps this package out of ./... until go.mod
-// requires what go-containerregistry's remote and authn import (docker/cli,
-// docker-credential-helpers, logrus, x/sync): with it in ./... every build
-// of the module fails with "updates to go.mod needed". Remove the tag from
-// every file of the package once `go mod tidy` has run.
-
 // Package imagecheck checks a custom sandbox image against the registry
 // before anything is pulled into Docker, and says in a report what would
 // break for the agent and how to fix it.

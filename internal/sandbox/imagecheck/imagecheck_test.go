@@ -1,5 +1,3 @@
-//go:build imagecheck
-
 package imagecheck
 
 import (
