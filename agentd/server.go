@@ -420,8 +420,9 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // childOOMScoreAdj is the OOM score adjustment of what the daemon runs: in a
-// sandbox, commands that eat the memory limit die before agentd does (the
-// hub starts the container lower, at -500; raising needs no privilege).
+// sandbox, commands that eat the memory limit die before agentd does (agentd
+// keeps the container's 0; raising a score needs no privilege, lowering one
+// does, and some engines run where even root may not).
 func childOOMScoreAdj(mode string) int {
 	if mode == ModeSandbox {
 		return 500
