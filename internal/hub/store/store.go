@@ -54,6 +54,7 @@ type Store interface {
 	Machines
 	ActivityLog
 	Environments
+	Sandboxes
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed
@@ -181,6 +182,46 @@ type Environments interface {
 	SetDefaultEnvironment(ctx context.Context, orgID, name string) error
 	// DefaultEnvironment returns the org's default ("" when none was set).
 	DefaultEnvironment(ctx context.Context, orgID string) (string, error)
+}
+
+// Sandboxes stores the sandboxes the hub runs. The store decides which
+// caller gets a conversation's sandbox: one row per (org, environment,
+// conversation) among those not warm.
+type Sandboxes interface {
+	// CreateSandbox stores sb. ErrConflict if it is not warm and the
+	// conversation has a sandbox in that environment already.
+	CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, error)
+	// Sandbox returns one sandbox.
+	Sandbox(ctx context.Context, id string) (Sandbox, error)
+	// ConversationSandbox returns the conversation's sandbox in env.
+	ConversationSandbox(ctx context.Context, orgID, env, conversation string) (Sandbox, error)
+	// ListSandboxes returns the org's sandboxes ("" : every org's), oldest
+	// first.
+	ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, error)
+	// ClaimWarmSandbox gives the oldest warm sandbox of env whose container
+	// is set to the conversation, in one transaction. ErrNotFound if there
+	// is none; ErrConflict if the conversation has one already.
+	ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error)
+	// SetSandboxContainer records the container that runs the sandbox.
+	SetSandboxContainer(ctx context.Context, id, containerID string) error
+	// TouchSandbox records that a call used the sandbox at `at`.
+	TouchSandbox(ctx context.Context, id string, at time.Time) error
+	// DeleteSandbox deletes the row; deleting a missing one is not an error.
+	DeleteSandbox(ctx context.Context, id string) error
+}
+
+// Sandbox is a sandbox's stored form.
+type Sandbox struct {
+	ID           string // sb-…, also its machine id
+	OrgID        string
+	Environment  string
+	Conversation string // "" while warm
+	Warm         bool
+	Image        string // what it runs: repo@sha256:… or an image id
+	ContainerID  string // "" until created
+	Hub          string // the hub instance that drives its container
+	CreatedAt    time.Time
+	LastUsedAt   time.Time
 }
 
 // Environment states.

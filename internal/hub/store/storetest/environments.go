@@ -151,3 +151,57 @@ func testValidationRace(t *testing.T, s store.Store) {
 		t.Errorf("%d updates started, want exactly 1", won)
 	}
 }
+
+func testSandboxes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	other := must(s.CreateOrg(ctx, "other", T0))(t)
+	sb := must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-1", OrgID: org.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0}))(t)
+	if sb.LastUsedAt != T0 || sb.Warm {
+		t.Errorf("created %+v", sb)
+	}
+	_, err := s.CreateSandbox(ctx, store.Sandbox{ID: "sb-2", OrgID: org.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0})
+	wantErr(t, "second sandbox for one conversation", err, store.ErrConflict)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-3", OrgID: other.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0}))(t)
+	_, err = s.CreateSandbox(ctx, store.Sandbox{ID: "sb-4", OrgID: org.ID, Environment: "builtin", Conversation: "c-9", Warm: true, Image: "img", CreatedAt: T0})
+	wantErr(t, "warm with a conversation", err, store.ErrInvalid)
+
+	// Warm ones: two, only one with a container; claimed oldest first, once.
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w1", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0}))(t)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w2", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0.Add(time.Second)}))(t)
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-2", T0.Add(time.Minute))
+	wantErr(t, "claim before any container is set", err, store.ErrNotFound)
+	noErr(t, s.SetSandboxContainer(ctx, "sb-w1", "ctr-1"))
+	noErr(t, s.SetSandboxContainer(ctx, "sb-w2", "ctr-2"))
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-1", T0.Add(time.Minute))
+	wantErr(t, "claim for a conversation that has one", err, store.ErrConflict)
+	got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-2", T0.Add(time.Minute)))(t)
+	if got.ID != "sb-w1" || got.Conversation != "c-2" || got.Warm || got.ContainerID != "ctr-1" {
+		t.Errorf("claimed %+v, want sb-w1 for c-2", got)
+	}
+	if c := must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-2"))(t); c.ID != "sb-w1" {
+		t.Errorf("conversation c-2 has %s", c.ID)
+	}
+	if got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-3", T0.Add(time.Minute)))(t); got.ID != "sb-w2" {
+		t.Errorf("second claim got %s, want sb-w2", got.ID)
+	}
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-4", T0.Add(time.Minute))
+	wantErr(t, "claim with the pool empty", err, store.ErrNotFound)
+
+	noErr(t, s.TouchSandbox(ctx, "sb-1", T0.Add(time.Hour)))
+	noErr(t, s.TouchSandbox(ctx, "sb-1", T0))
+	if got := must(s.Sandbox(ctx, "sb-1"))(t); !got.LastUsedAt.Equal(T0.Add(time.Hour)) {
+		t.Errorf("last used %v, want %v (never moves back)", got.LastUsedAt, T0.Add(time.Hour))
+	}
+	if n := len(must(s.ListSandboxes(ctx, org.ID))(t)); n != 3 {
+		t.Errorf("org has %d sandboxes, want 3", n)
+	}
+	if n := len(must(s.ListSandboxes(ctx, ""))(t)); n != 4 {
+		t.Errorf("hub has %d sandboxes, want 4", n)
+	}
+	noErr(t, s.DeleteSandbox(ctx, "sb-1"))
+	noErr(t, s.DeleteSandbox(ctx, "sb-1"))
+	_, err = s.Sandbox(ctx, "sb-1")
+	wantErr(t, "deleted sandbox", err, store.ErrNotFound)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-5", OrgID: org.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0}))(t)
+}

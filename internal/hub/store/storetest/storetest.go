@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"SandboxMachine", testSandboxMachine},
 		{"Environments", testEnvironments},
 		{"ValidationRace", testValidationRace},
+		{"Sandboxes", testSandboxes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

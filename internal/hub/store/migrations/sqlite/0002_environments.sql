@@ -24,3 +24,21 @@ CREATE TABLE org_defaults (
     org_id      TEXT NOT NULL PRIMARY KEY REFERENCES orgs (id) ON DELETE CASCADE,
     environment TEXT NOT NULL CHECK (environment <> '')
 ) STRICT;
+
+-- The sandboxes the hub runs: one per (org, environment, conversation), or
+-- warm (started ahead, no conversation yet). The id is also the sandbox's
+-- machine id; the container carries the same id in its labels.
+CREATE TABLE sandboxes (
+    id           TEXT    PRIMARY KEY,
+    org_id       TEXT    NOT NULL REFERENCES orgs (id) ON DELETE CASCADE,
+    environment  TEXT    NOT NULL,
+    conversation TEXT    NOT NULL DEFAULT '',
+    warm         INTEGER NOT NULL DEFAULT 0 CHECK (warm IN (0, 1)),
+    image        TEXT    NOT NULL,
+    container_id TEXT    NOT NULL DEFAULT '',
+    hub          TEXT    NOT NULL DEFAULT '',
+    created_at   INTEGER NOT NULL,
+    last_used_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX sandboxes_conversation ON sandboxes (org_id, environment, conversation) WHERE warm = 0;
+CREATE INDEX sandboxes_warm ON sandboxes (org_id, environment, created_at) WHERE warm = 1;

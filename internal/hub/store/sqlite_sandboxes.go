@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at`
+
+func scanSandbox(r scanner) (Sandbox, error) {
+	var (
+		sb            Sandbox
+		warm          int
+		created, used int64
+	)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used)
+	if err != nil {
+		return Sandbox{}, notFound(err)
+	}
+	sb.Warm = warm == 1
+	sb.CreatedAt, sb.LastUsedAt = fromMicros(created), fromMicros(used)
+	return sb, nil
+}
+
+// CreateSandbox stores a new sandbox.
+func (s *SQLite) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, error) {
+	switch {
+	case sb.ID == "" || sb.OrgID == "" || sb.Environment == "" || sb.Image == "":
+		return Sandbox{}, fmt.Errorf("create sandbox: %w: id, org, environment and image are required", ErrInvalid)
+	case sb.Warm && sb.Conversation != "":
+		return Sandbox{}, fmt.Errorf("create sandbox: %w: a warm sandbox has no conversation", ErrInvalid)
+	}
+	if err := needTime("creation time", sb.CreatedAt); err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	sb.CreatedAt = fromMicros(micros(sb.CreatedAt))
+	sb.LastUsedAt = sb.CreatedAt
+	warm := 0
+	if sb.Warm {
+		warm = 1
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt))
+	switch {
+	case isUnique(err):
+		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
+	case isForeignKey(err):
+		return Sandbox{}, fmt.Errorf("create sandbox: org %s: %w", sb.OrgID, ErrNotFound)
+	case err != nil:
+		return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	return sb, nil
+}
+
+// Sandbox returns one sandbox.
+func (s *SQLite) Sandbox(ctx context.Context, id string) (Sandbox, error) {
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// ConversationSandbox returns the conversation's sandbox in env.
+func (s *SQLite) ConversationSandbox(ctx context.Context, orgID, env, conversation string) (Sandbox, error) {
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes
+		WHERE org_id = ? AND environment = ? AND conversation = ? AND warm = 0`, orgID, env, conversation))
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox of conversation %q in %s: %w", conversation, env, err)
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the org's sandboxes, or every org's.
+func (s *SQLite) ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE ? = '' OR org_id = ? ORDER BY created_at, id`, orgID, orgID)
+	sbs, err := collect(rows, err, scanSandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return sbs, nil
+}
+
+// ClaimWarmSandbox hands the oldest warm sandbox of env to a conversation.
+func (s *SQLite) ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error) {
+	var out Sandbox
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		sb, err := scanSandbox(tx.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes
+			WHERE org_id = ? AND environment = ? AND warm = 1 AND container_id <> '' ORDER BY created_at, id LIMIT 1`, orgID, env))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET warm = 0, conversation = ?, last_used_at = ? WHERE id = ?`, conversation, micros(at), sb.ID)
+		if isUnique(err) {
+			return fmt.Errorf("%w: conversation %q has a sandbox in %s already", ErrConflict, conversation, env)
+		}
+		sb.Warm, sb.Conversation, sb.LastUsedAt = false, conversation, fromMicros(micros(at))
+		out = sb
+		return err
+	})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("claim a warm sandbox of %s: %w", env, err)
+	}
+	return out, nil
+}
+
+// SetSandboxContainer records the sandbox's container.
+func (s *SQLite) SetSandboxContainer(ctx context.Context, id, containerID string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET container_id = ? WHERE id = ?`, containerID, id)
+	if err := checkAffected(res, err); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// TouchSandbox records the sandbox's last use (never moving it back).
+func (s *SQLite) TouchSandbox(ctx context.Context, id string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET last_used_at = max(last_used_at, ?) WHERE id = ?`, micros(at), id)
+	return err
+}
+
+// DeleteSandbox deletes the sandbox's row.
+func (s *SQLite) DeleteSandbox(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	return err
+}
