@@ -125,14 +125,26 @@ create orgs and act in any of them (agentctl admin …, with AGENTD_TOKEN set).`
 
 func newServeCmd() *cobra.Command {
 	var addr, certFile, keyFile, db, publicURL, logLevel string
+	var sb sandboxFlags
 	cmd := &cobra.Command{
-		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL]",
+		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL] [--docker-host URL] [--allow-registry HOST]...",
 		Short: "Serve the hub: tunnels, pairing and the routed API on one port",
 		Long: `Serve gRPC (the hub's services and every agentd.v1 call, routed to machines)
 and HTTP (POST /v1/pair, GET /v1/tunnel, /healthz, /metrics) on one port.
 A loopback address may run without TLS (http://); any other needs
---tls-cert and --tls-key.`,
+--tls-cert and --tls-key.
+
+When a Docker engine answers (--docker-host, default the local socket), the hub
+also runs container sandboxes: the built-in environment (the image
+ghcr.io/devdepot-ai/sandbox-base:1, built with 'make sandbox-base') and the
+custom images admins add with 'agentctl env create'. Each sandbox runs a static
+agentd (--agentd) as uid 1000 on a read-only root, and dials the hub over a
+unix socket under --sandbox-dir. Sandboxes with network access join a network
+whose egress rules the hub installs (public internet yes, private networks and
+the host no); if they cannot be installed (run as root, or with
+CAP_NET_ADMIN), environments that need a network are refused.`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
+  agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -166,7 +178,12 @@ A loopback address may run without TLS (http://); any other needs
 				}
 				host = u.Host
 			}
-			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub")})
+			sbo, closeSandboxes, err := sb.options(cmd.Context(), db, log.Named("hub"))
+			if err != nil {
+				return err
+			}
+			defer closeSandboxes()
+			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo})
 			if err != nil {
 				return err
 			}
@@ -189,5 +206,6 @@ A loopback address may run without TLS (http://); any other needs
 	f.StringVar(&db, "db", defaultDB(), "SQLite file ($AGENTHUB_DB)")
 	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	sb.register(f)
 	return cmd
 }

@@ -223,6 +223,9 @@ func (a *adminService) ListMachines(ctx context.Context, req *hubv1.ListMachines
 	}
 	resp := &hubv1.ListMachinesResponse{}
 	for _, m := range ms {
+		if isSandboxID(m.ID) {
+			continue // 'agentctl sandbox ls' lists them
+		}
 		resp.Machines = append(resp.Machines, a.s.machineProto(m, org.Name))
 	}
 	slices.SortFunc(resp.Machines, func(x, y *hubv1.Machine) int { return strings.Compare(x.Name+x.Id, y.Name+y.Id) })

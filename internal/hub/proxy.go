@@ -67,6 +67,8 @@ func (rawCodec) Name() string { return protoenc.Name }
 type Route struct {
 	Conn grpc.ClientConnInterface
 	MD   metadata.MD
+	// Done, if set, is called when the call has ended.
+	Done func()
 }
 
 // Router authenticates and authorises a call to method and finds its
@@ -89,6 +91,9 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		r, err := route(ss.Context(), method)
 		if err != nil {
 			return err
+		}
+		if r.Done != nil {
+			defer r.Done()
 		}
 		return forward(ss, r, method)
 	}

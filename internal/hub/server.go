@@ -3,11 +3,16 @@ package hub
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +49,9 @@ type Options struct {
 	// Heartbeat is how often live tunnels are re-checked against
 	// revocation and their last-seen time stored (default 30 s).
 	Heartbeat time.Duration
+	// Sandboxes configures the container sandboxes the hub runs (none
+	// without a Driver).
+	Sandboxes SandboxOptions
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -60,6 +68,11 @@ type Server struct {
 	health   *health.Server
 	activity *activityHub
 	mux      *http.ServeMux
+
+	sandboxes  *sandboxes          // nil: no sandboxes
+	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
+	sbListener net.Listener
+	sbHTTP     *http.Server
 
 	calls, pairs atomic.Int64
 
@@ -125,6 +138,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
+	admin := &adminService{s: s}
+	hubv1.RegisterEnvironmentServiceServer(s.grpc, &environmentService{s: s, a: admin})
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)
@@ -135,9 +150,92 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	})
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 
+	if opts.Sandboxes.Driver != nil {
+		if err := s.startSandboxes(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	s.wg.Add(1)
 	go s.heartbeat()
 	return s, nil
+}
+
+// startSandboxes serves the sandboxes' unix socket, finds the sandboxes of
+// an earlier run again, and starts the reaper and unfinished validations.
+func (s *Server) startSandboxes(ctx context.Context) error {
+	o := s.opts.Sandboxes
+	if o.AgentdDir == "" || o.SocketDir == "" {
+		return errors.New("hub: sandboxes need AgentdDir (the static agentd) and SocketDir (the hub's socket)")
+	}
+	// Mounted into every sandbox, where uid 1000 must reach the socket.
+	if err := os.MkdirAll(o.SocketDir, 0o755); err != nil {
+		return fmt.Errorf("sandbox socket dir: %w", err)
+	}
+	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
+		return fmt.Errorf("sandbox socket dir: %w", err)
+	}
+	sock := filepath.Join(o.SocketDir, hubSocketName)
+	if fi, err := os.Lstat(sock); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		os.Remove(sock) // a stale socket of an earlier run
+	}
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("sandbox socket: %w", err)
+	}
+	// uid 1000 in every sandbox dials it; the directory is mounted into
+	// sandboxes only, and the tunnel proves each one with its own key.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		lis.Close()
+		return fmt.Errorf("sandbox socket: %w", err)
+	}
+	s.sbAcceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
+		Authenticate: s.authenticateSandbox,
+		OnTunnel:     s.registry.Add,
+		Host:         transport.UnixHost,
+		Logger:       s.log.Named("sandbox"),
+	})
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/tunnel", s.sbAcceptor)
+	s.sbListener = lis
+	s.sbHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.sbHTTP.Serve(lis)
+	}()
+
+	if o.HubID == "" {
+		// Unique per store: hubs sharing an engine leave each other's
+		// sandboxes alone.
+		secret, err := s.store.ServerSecret(ctx)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
+		o.HubID = "hub-" + hex.EncodeToString(sum[:6])
+	}
+	m := newSandboxes(s, o)
+	s.sandboxes = m
+	if err := m.reconcile(ctx); err != nil {
+		s.log.Warn("finding sandboxes again", zap.Error(err))
+	}
+	m.goFn(m.run)
+	m.resumeValidations(ctx)
+	return nil
+}
+
+// authenticateSandbox admits, on the sandboxes' socket, only sandboxes.
+func (s *Server) authenticateSandbox(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
+	if !isSandboxID(id) {
+		return nil, "", transport.ErrUnknownMachine
+	}
+	return s.authenticateMachine(ctx, id)
 }
 
 // Handler serves HTTP and, for HTTP/2 requests of content type
@@ -211,8 +309,15 @@ func ignoreClosed(err error) error {
 func (s *Server) Close() {
 	s.cancel()
 	_ = s.acceptor.Close()
+	if s.sbAcceptor != nil {
+		_ = s.sbAcceptor.Close()
+		_ = s.sbHTTP.Close()
+	}
 	s.registry.CloseAll()
 	s.wg.Wait()
+	if s.sandboxes != nil {
+		s.sandboxes.wait()
+	}
 	s.activity.wait()
 }
 
@@ -277,8 +382,15 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	id := firstMD(md, "agentd-machine")
+	env := firstMD(md, "agentd-environment")
+	if id != "" && env != "" {
+		return Route{}, status.Error(codes.InvalidArgument, "name a machine (agentd-machine) or an environment (agentd-environment), not both")
+	}
 	if id == "" {
-		return Route{}, status.Error(codes.InvalidArgument, "no machine named: set the agentd-machine metadata (agentctl --machine ID); list machines with 'agentctl machines'")
+		var err error
+		if id, err = s.routeEnvironment(ctx, c.org, env, firstMD(md, "agentd-conversation")); err != nil {
+			return Route{}, err
+		}
 	}
 	m, err := s.store.Machine(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
@@ -302,7 +414,41 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if conv := firstMD(md, "agentd-conversation"); conv != "" {
 		out.Set("agentd-conversation", conv)
 	}
-	return Route{Conn: cc, MD: out}, nil
+	r := Route{Conn: cc, MD: out}
+	if s.sandboxes != nil && isSandboxID(id) {
+		r.Done = s.sandboxes.enter(id)
+	}
+	return r, nil
+}
+
+// routeEnvironment finds the machine an environment's call goes to: the
+// paired machine it names, or the conversation's sandbox (made if need
+// be). No environment named: the org's default. An environment that cannot
+// take the call fails it (FAILED_PRECONDITION naming it and why); the call
+// never runs anywhere else.
+func (s *Server) routeEnvironment(ctx context.Context, org store.Org, env, conv string) (string, error) {
+	if env == "" {
+		d, err := s.defaultEnv(ctx, org)
+		if err != nil {
+			return "", err
+		}
+		env = d
+	}
+	if env != BuiltinEnvironment && !isSandboxID(env) {
+		if _, err := s.store.Environment(ctx, org.ID, env); errors.Is(err, store.ErrNotFound) {
+			if m, err := s.store.Machine(ctx, env); err == nil && m.OrgID == org.ID {
+				return m.ID, nil // a paired machine as an environment
+			}
+		}
+	}
+	if s.sandboxes == nil {
+		return "", status.Errorf(codes.FailedPrecondition, "environment %s: %s; or name a paired machine (agentctl --machine ID, see 'agentctl machines')",
+			env, statusMessage(noSandboxes))
+	}
+	if len(conv) > 256 || !utf8Printable(conv) {
+		return "", status.Error(codes.InvalidArgument, "conversation id: want at most 256 printable characters")
+	}
+	return s.sandboxes.get(ctx, org, env, conv)
 }
 
 func firstMD(md metadata.MD, key string) string {

@@ -26,6 +26,8 @@ type Options struct {
 	Actor  string      // name of its admin token (the actor in activity); default "tester"
 	Logger *zap.Logger // the hub's logger; default a zaptest logger named "hub"
 	TLS    *tls.Config // set: the hub serves TLS with it
+	// Sandboxes, with a Driver, makes the hub run container sandboxes.
+	Sandboxes hub.SandboxOptions
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -77,7 +79,7 @@ func Start(tb testing.TB, opts Options) *Hub {
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
-	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger})
+	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes})
 	if err != nil {
 		h.tb.Fatal(err)
 	}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
+	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
+)
+
+// sandboxFlags are agenthub serve's sandbox settings.
+type sandboxFlags struct {
+	mode        string // auto, on, off
+	dockerHost  string
+	agentd      string
+	dir         string
+	network     string
+	subnet      string
+	allow       []string
+	warmBuiltin int
+	warmCustom  int
+	idleTTL     time.Duration
+	maxImage    int64
+}
+
+func (f *sandboxFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.mode, "sandboxes", "auto", "run container sandboxes: auto (when a Docker engine answers), on (refuse to start without one) or off")
+	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker engine for sandboxes (default: $DOCKER_HOST, else the local socket)")
+	fs.StringVar(&f.agentd, "agentd", "", "static agentd binary mounted into sandboxes (default: agentd next to agenthub, else on PATH)")
+	fs.StringVar(&f.dir, "sandbox-dir", "", "directory for the sandboxes' socket and agentd (default: 'sandboxes' beside --db)")
+	fs.StringVar(&f.network, "sandbox-network", egress.DefaultNetworkName, "Docker network of sandboxes with network access (the hub makes it and installs its egress rules)")
+	fs.StringVar(&f.subnet, "sandbox-subnet", "", "IPv4 subnet of that network (default "+egress.DefaultSubnet+"; change it if it clashes)")
+	fs.StringArrayVar(&f.allow, "allow-registry", nil, "also allow custom images from this registry host (repeatable; '*.example.com' for subdomains)")
+	fs.IntVar(&f.warmBuiltin, "warm-builtin", 2, "started-ahead sandboxes per org for the built-in environment")
+	fs.IntVar(&f.warmCustom, "warm-custom", 0, "started-ahead sandboxes per org for each custom image")
+	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
+	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
+}
+
+// options checks the engine, the agentd binary and the egress rules and
+// returns the hub's sandbox options. Sandboxes off, or auto without an
+// engine: a zero SandboxOptions (no driver). The returned close releases
+// the driver.
+func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) (hub.SandboxOptions, func(), error) {
+	none := func() {}
+	switch f.mode {
+	case "off":
+		log.Info("sandboxes are off (--sandboxes off)")
+		return hub.SandboxOptions{}, none, nil
+	case "auto", "on":
+	default:
+		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandboxes %q: want auto, on or off", f.mode)}
+	}
+	if f.warmBuiltin < 0 || f.warmCustom < 0 || f.warmBuiltin > 100 || f.warmCustom > 100 {
+		return hub.SandboxOptions{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}
+	}
+	if f.idleTTL < time.Minute {
+		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
+	}
+	var subnet netip.Prefix
+	if f.subnet != "" {
+		p, err := netip.ParsePrefix(f.subnet)
+		if err != nil {
+			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-subnet: %w", err)}
+		}
+		subnet = p
+	}
+	drv, err := docker.New(docker.Options{Host: f.dockerHost, Logger: log.Named("docker")})
+	if err != nil {
+		return hub.SandboxOptions{}, none, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = drv.Ping(pctx)
+	cancel()
+	if err != nil {
+		drv.Close()
+		if f.mode == "on" {
+			return hub.SandboxOptions{}, none, fmt.Errorf("--sandboxes on: %w", err)
+		}
+		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
+		return hub.SandboxOptions{}, none, nil
+	}
+	dir := f.dir
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(db), "sandboxes")
+	}
+	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
+	if err != nil {
+		drv.Close()
+		return hub.SandboxOptions{}, none, err
+	}
+	o := hub.SandboxOptions{
+		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
+		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
+	}
+	o.ImageCheck.AllowRegistries = f.allow
+	o.ImageCheck.MaxCompressedBytes = f.maxImage
+	// Fail closed: without the egress rules no sandbox gets a network;
+	// environments that need one are refused, and say why.
+	if _, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
+		AllowDNS: hostResolvers(), Logger: log}); err != nil {
+		log.Error("sandboxes get no network: the egress rules could not be installed; environments with network public are refused", zap.Error(err))
+	} else {
+		o.PublicNetwork = f.network
+	}
+	if _, err := drv.Image(ctx, sandbox.BaseImage); err != nil {
+		log.Warn("the built-in sandbox's image is not on the engine: build it with 'make sandbox-base'", zap.String("image", sandbox.BaseImage), zap.Error(err))
+	}
+	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
+		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))
+	return o, func() { drv.Close() }, nil
+}
+
+func dockerHostName(h string) string {
+	if h != "" {
+		return h
+	}
+	if e := os.Getenv("DOCKER_HOST"); e != "" {
+		return e
+	}
+	return "unix:///var/run/docker.sock"
+}
+
+// stageAgentd copies the static agentd into dir (which then holds it
+// alone, for a read-only mount) and returns dir.
+func stageAgentd(bin, dir string) (string, error) {
+	if bin == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "agentd"); fileExists(p) {
+				bin = p
+			}
+		}
+	}
+	if bin == "" {
+		p, err := exec.LookPath("agentd")
+		if err != nil {
+			return "", errors.New("no agentd binary to put into sandboxes: give --agentd PATH (a static linux/amd64 build: make build)")
+		}
+		bin = p
+	}
+	if err := checkStatic(bin); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox agentd dir: %w", err)
+	}
+	src, err := os.Open(bin)
+	if err != nil {
+		return "", fmt.Errorf("--agentd: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".agentd-*")
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	tmp.Close()
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, "agentd")); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return dir, nil
+}
+
+// checkStatic refuses an agentd that cannot run in every image: not a
+// linux/amd64 ELF, or linked dynamically (Alpine has no glibc).
+func checkStatic(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("--agentd %s: not a Linux executable: %w", bin, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return fmt.Errorf("--agentd %s: built for %s; sandboxes are linux/amd64 (GOARCH=amd64 make build)", bin, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("--agentd %s is linked dynamically and would not run in images without its libc: build it with CGO_ENABLED=0 (make build)", bin)
+		}
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// hostResolvers are the IPv4 nameservers of /etc/resolv.conf outside
+// loopback: Docker's embedded DNS forwards sandboxes' queries to them from
+// the sandbox's namespace, so the egress rules let port 53 through to them.
+func hostResolvers() []netip.Addr {
+	f, err := os.Open("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []netip.Addr
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			if a, err := netip.ParseAddr(fields[1]); err == nil && a.Is4() && !a.IsLoopback() {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,375 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// environmentService is agentd.hub.v1.EnvironmentService.
+type environmentService struct {
+	hubv1.UnimplementedEnvironmentServiceServer
+	s *Server
+	a *adminService // org resolution
+}
+
+var _ hubv1.EnvironmentServiceServer = (*environmentService)(nil)
+
+// statusFrom returns a status error's message.
+func statusFrom(err error) (string, bool) {
+	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
+		return s.Message(), true
+	}
+	return "", false
+}
+
+// noSandboxes is the error of sandbox calls on a hub that runs none.
+var noSandboxes = status.Error(codes.FailedPrecondition,
+	"this hub runs no sandboxes: start agenthub serve on a host whose Docker engine it can reach (--docker-host), as root so it can install the sandboxes' egress rules")
+
+func (v *environmentService) sandboxes() (*sandboxes, error) {
+	if v.s.sandboxes == nil {
+		return nil, noSandboxes
+	}
+	return v.s.sandboxes, nil
+}
+
+func envStateProto(s string) hubv1.EnvironmentState {
+	switch s {
+	case store.EnvValidating:
+		return hubv1.EnvironmentState_ENVIRONMENT_STATE_VALIDATING
+	case store.EnvReady:
+		return hubv1.EnvironmentState_ENVIRONMENT_STATE_READY
+	case store.EnvRejected:
+		return hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED
+	}
+	return hubv1.EnvironmentState_ENVIRONMENT_STATE_UNSPECIFIED
+}
+
+func checkStatusProto(s sandbox.CheckStatus) hubv1.CheckStatus {
+	switch s {
+	case sandbox.Pass:
+		return hubv1.CheckStatus_CHECK_STATUS_PASS
+	case sandbox.Warn:
+		return hubv1.CheckStatus_CHECK_STATUS_WARN
+	case sandbox.Fail:
+		return hubv1.CheckStatus_CHECK_STATUS_FAIL
+	}
+	return hubv1.CheckStatus_CHECK_STATUS_UNSPECIFIED
+}
+
+func environmentProto(e store.Environment, def string) *hubv1.Environment {
+	p := &hubv1.Environment{Name: e.Name, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_IMAGE, State: envStateProto(e.State),
+		Image: e.Image, Pinned: e.Pinned, Reason: e.Reason, Network: e.Network, Default: e.Name == def,
+		Created: timestamppb.New(e.CreatedAt), Updated: timestamppb.New(e.UpdatedAt)}
+	if e.Running != "" && e.State != store.EnvValidating {
+		p.Reason = "revalidating: " + e.Reason
+	}
+	var report sandbox.Report
+	if json.Unmarshal(e.Report, &report) == nil {
+		for _, c := range report {
+			p.Report = append(p.Report, &hubv1.Check{Id: c.ID, Status: checkStatusProto(c.Status), Title: c.Title, Breaks: c.Breaks, Fix: c.Fix})
+		}
+	}
+	var inv inventory
+	if json.Unmarshal(e.Inventory, &inv) == nil && (inv.Tools != nil || inv.PythonPackages != nil) {
+		p.Inventory = &hubv1.Inventory{Tools: inv.Tools, PythonPackages: inv.PythonPackages}
+	}
+	return p
+}
+
+// builtinProto describes the built-in environment.
+func (v *environmentService) builtinProto(ctx context.Context, org store.Org, def string) *hubv1.Environment {
+	p := &hubv1.Environment{Name: BuiltinEnvironment, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_BUILTIN, Default: def == BuiltinEnvironment,
+		Image: sandbox.BaseImage, Network: "public", State: hubv1.EnvironmentState_ENVIRONMENT_STATE_READY}
+	m := v.s.sandboxes
+	if m == nil {
+		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, statusMessage(noSandboxes)
+		return p
+	}
+	p.Image, p.Network = m.o.BaseImage, m.o.BuiltinNetwork
+	env, err := m.resolve(ctx, org, BuiltinEnvironment)
+	if err != nil {
+		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, statusMessage(err)
+		return p
+	}
+	p.Pinned = env.image
+	return p
+}
+
+// defaultEnv returns the org's default environment's name.
+func (s *Server) defaultEnv(ctx context.Context, org store.Org) (string, error) {
+	d, err := s.store.DefaultEnvironment(ctx, org.ID)
+	if err != nil {
+		return "", status.Errorf(codes.Unavailable, "default environment: %v", err)
+	}
+	if d == "" {
+		d = BuiltinEnvironment
+	}
+	return d, nil
+}
+
+func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.ListEnvironmentsRequest) (*hubv1.ListEnvironmentsResponse, error) {
+	_, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	def, err := v.s.defaultEnv(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	resp := &hubv1.ListEnvironmentsResponse{Environments: []*hubv1.Environment{v.builtinProto(ctx, org, def)}}
+	es, err := v.s.store.ListEnvironments(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "environments")
+	}
+	for _, e := range es {
+		resp.Environments = append(resp.Environments, environmentProto(e, def))
+	}
+	ms, err := v.s.store.ListMachines(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "machines")
+	}
+	var machines []*hubv1.Environment
+	for _, m := range ms {
+		if isSandboxID(m.ID) || !m.RevokedAt.IsZero() {
+			continue
+		}
+		p := &hubv1.Environment{Name: m.ID, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_MACHINE, Default: def == m.ID,
+			Image: m.Name, State: hubv1.EnvironmentState_ENVIRONMENT_STATE_READY, Created: timestamppb.New(m.CreatedAt)}
+		if _, online := v.s.registry.Get(m.ID); !online {
+			p.Reason = "offline"
+		}
+		machines = append(machines, p)
+	}
+	slices.SortFunc(machines, func(x, y *hubv1.Environment) int { return strings.Compare(x.Image+x.Name, y.Image+y.Name) })
+	resp.Environments = append(resp.Environments, machines...)
+	return resp, nil
+}
+
+func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetEnvironmentRequest) (*hubv1.GetEnvironmentResponse, error) {
+	_, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	def, err := v.s.defaultEnv(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetName() == BuiltinEnvironment {
+		return &hubv1.GetEnvironmentResponse{Environment: v.builtinProto(ctx, org, def)}, nil
+	}
+	e, err := v.s.store.Environment(ctx, org.ID, req.GetName())
+	if errors.Is(err, store.ErrNotFound) {
+		if m, merr := v.s.store.Machine(ctx, req.GetName()); merr == nil && m.OrgID == org.ID && !isSandboxID(m.ID) {
+			return &hubv1.GetEnvironmentResponse{Environment: &hubv1.Environment{Name: m.ID, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_MACHINE,
+				Image: m.Name, State: hubv1.EnvironmentState_ENVIRONMENT_STATE_READY, Default: def == m.ID}}, nil
+		}
+	}
+	if err != nil {
+		return nil, storeError(err, "environment "+req.GetName())
+	}
+	return &hubv1.GetEnvironmentResponse{Environment: environmentProto(e, def)}, nil
+}
+
+func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.CreateEnvironmentRequest) (*hubv1.CreateEnvironmentResponse, error) {
+	c, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	m, err := v.sandboxes()
+	if err != nil {
+		return nil, err
+	}
+	name, image, network := req.GetName(), strings.TrimSpace(req.GetImage()), req.GetNetwork()
+	switch {
+	case !orgNameRE.MatchString(name):
+		return nil, status.Errorf(codes.InvalidArgument, "environment name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", truncateRunes(name, 80))
+	case name == BuiltinEnvironment || isSandboxID(name) || strings.HasPrefix(name, "m-"):
+		return nil, status.Errorf(codes.InvalidArgument, "environment name %q is reserved (builtin, and machine and sandbox ids)", name)
+	case image == "":
+		return nil, status.Error(codes.InvalidArgument, "no image: give the reference with its registry host, e.g. ghcr.io/acme/sandbox:v1")
+	case len(image) > 512:
+		return nil, status.Error(codes.InvalidArgument, "image reference longer than 512 characters")
+	}
+	if network == "" {
+		network = "public"
+	}
+	if network != "public" && network != "none" {
+		return nil, status.Errorf(codes.InvalidArgument, "network %q: want public (internet, no private networks) or none", truncateRunes(network, 40))
+	}
+	e, err := v.s.store.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: name, Image: image, Network: network,
+		Reason: "validation queued", CreatedAt: v.s.opts.Now()})
+	if err != nil {
+		return nil, storeError(err, "environment "+name)
+	}
+	m.startValidation(org, e)
+	def, _ := v.s.defaultEnv(ctx, org)
+	return &hubv1.CreateEnvironmentResponse{Environment: environmentProto(e, def)}, nil
+}
+
+// restart starts an update or a revalidation.
+func (v *environmentService) restart(ctx context.Context, orgName, name, kind string) (*hubv1.Environment, error) {
+	c, org, err := v.a.org(ctx, orgName)
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	m, err := v.sandboxes()
+	if err != nil {
+		return nil, err
+	}
+	if name == BuiltinEnvironment {
+		return nil, status.Errorf(codes.InvalidArgument, "builtin is the hub's own image: rebuild it on the hub with 'make sandbox-base'")
+	}
+	e, err := v.s.store.StartValidation(ctx, org.ID, name, kind, v.s.opts.Now())
+	if err != nil {
+		return nil, storeError(err, "environment "+name)
+	}
+	m.startValidation(org, e)
+	def, _ := v.s.defaultEnv(ctx, org)
+	return environmentProto(e, def), nil
+}
+
+func (v *environmentService) UpdateEnvironment(ctx context.Context, req *hubv1.UpdateEnvironmentRequest) (*hubv1.UpdateEnvironmentResponse, error) {
+	e, err := v.restart(ctx, req.GetOrg(), req.GetName(), "update")
+	if err != nil {
+		return nil, err
+	}
+	return &hubv1.UpdateEnvironmentResponse{Environment: e}, nil
+}
+
+func (v *environmentService) RevalidateEnvironment(ctx context.Context, req *hubv1.RevalidateEnvironmentRequest) (*hubv1.RevalidateEnvironmentResponse, error) {
+	e, err := v.restart(ctx, req.GetOrg(), req.GetName(), "revalidate")
+	if err != nil {
+		return nil, err
+	}
+	return &hubv1.RevalidateEnvironmentResponse{Environment: e}, nil
+}
+
+func (v *environmentService) SetDefaultEnvironment(ctx context.Context, req *hubv1.SetDefaultEnvironmentRequest) (*hubv1.SetDefaultEnvironmentResponse, error) {
+	c, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	name := req.GetName()
+	if name != BuiltinEnvironment {
+		if _, err := v.s.store.Environment(ctx, org.ID, name); err != nil {
+			m, merr := v.s.store.Machine(ctx, name)
+			if merr != nil || m.OrgID != org.ID || isSandboxID(name) || !m.RevokedAt.IsZero() {
+				return nil, status.Errorf(codes.NotFound, "environment %s not found in org %s; list them with 'agentctl env ls'", truncateRunes(name, 80), org.Name)
+			}
+		}
+	}
+	if err := v.s.store.SetDefaultEnvironment(ctx, org.ID, name); err != nil {
+		return nil, storeError(err, "default environment")
+	}
+	return &hubv1.SetDefaultEnvironmentResponse{}, nil
+}
+
+func (v *environmentService) DeleteEnvironment(ctx context.Context, req *hubv1.DeleteEnvironmentRequest) (*hubv1.DeleteEnvironmentResponse, error) {
+	c, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	if req.GetName() == BuiltinEnvironment {
+		return nil, status.Error(codes.InvalidArgument, "builtin cannot be removed; make another environment the default with 'agentctl env default NAME'")
+	}
+	if err := v.s.store.DeleteEnvironment(ctx, org.ID, req.GetName()); err != nil {
+		return nil, storeError(err, "environment "+req.GetName())
+	}
+	if m := v.s.sandboxes; m != nil {
+		sbs, _ := v.s.store.ListSandboxes(ctx, org.ID)
+		for _, sb := range sbs {
+			if sb.Environment == req.GetName() {
+				m.destroy(context.WithoutCancel(ctx), sb, "its environment was removed")
+			}
+		}
+	}
+	return &hubv1.DeleteEnvironmentResponse{}, nil
+}
+
+func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListSandboxesRequest) (*hubv1.ListSandboxesResponse, error) {
+	_, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	sbs, err := v.s.store.ListSandboxes(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "sandboxes")
+	}
+	resp := &hubv1.ListSandboxesResponse{}
+	for _, sb := range sbs {
+		if req.GetEnvironment() != "" && sb.Environment != req.GetEnvironment() {
+			continue
+		}
+		_, online := v.s.registry.Get(sb.ID)
+		state := "starting"
+		switch {
+		case online:
+			state = "running"
+		case sb.ContainerID != "" && v.s.opts.Now().Sub(sb.CreatedAt) > 2*v.startTimeout():
+			state = "stopped"
+		}
+		conv := sb.Conversation
+		if strings.HasPrefix(conv, validationConversation) {
+			conv = "(validation)"
+		}
+		resp.Sandboxes = append(resp.Sandboxes, &hubv1.Sandbox{Id: sb.ID, Environment: sb.Environment, Conversation: conv, State: state,
+			Image: sb.Image, Online: online, Created: timestamppb.New(sb.CreatedAt), LastUsed: timestamppb.New(sb.LastUsedAt)})
+	}
+	return resp, nil
+}
+
+func (v *environmentService) startTimeout() time.Duration {
+	if v.s.sandboxes == nil {
+		return time.Minute
+	}
+	return v.s.sandboxes.o.StartTimeout
+}
+
+func (v *environmentService) RemoveSandbox(ctx context.Context, req *hubv1.RemoveSandboxRequest) (*hubv1.RemoveSandboxResponse, error) {
+	c, _ := callerFrom(ctx)
+	m, err := v.sandboxes()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.remove(ctx, c.org, req.GetId()); err != nil {
+		return nil, err
+	}
+	return &hubv1.RemoveSandboxResponse{}, nil
+}
+
+// isSandboxID reports whether a machine id is a sandbox's.
+func isSandboxID(id string) bool { return strings.HasPrefix(id, "sb-") }
+
+// truncateRunes cuts s to at most n runes for an error message.
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

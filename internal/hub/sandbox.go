@@ -1,0 +1,629 @@
+package hub
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
+)
+
+// SandboxOptions configures the container sandboxes a hub runs. A hub
+// without a Driver runs none, and says so to calls that need one.
+type SandboxOptions struct {
+	// Driver runs the containers. Nil: no sandboxes.
+	Driver sandbox.Driver
+	// AgentdDir is a host directory holding the static agentd binary that
+	// every sandbox runs (mounted read-only). Required with Driver.
+	AgentdDir string
+	// SocketDir is the host directory where the hub serves the unix socket
+	// sandboxes dial (mounted read-only into each). Required with Driver.
+	SocketDir string
+	// BaseImage is the built-in sandbox's image. Default sandbox.BaseImage.
+	BaseImage string
+	// PublicNetwork is the Docker network of environments with network
+	// "public" (internet yes, private networks no: see package egress).
+	// Empty: such environments are refused, never run on another network.
+	PublicNetwork string
+	// BuiltinNetwork is the built-in environment's network, "public" or
+	// "none". Default "public".
+	BuiltinNetwork string
+	// Limits bound each sandbox. Zero fields get defaults (2 CPUs, 2 GiB,
+	// 512 pids, /tmp 1 GiB, HOME 1 GiB).
+	Limits sandbox.Limits
+	// IdleTTL is how long a sandbox lives without calls. Default 30 min.
+	IdleTTL time.Duration
+	// WarmBuiltin and WarmCustom are the warm-pool sizes per org and
+	// environment, filled after the org first uses the environment.
+	WarmBuiltin, WarmCustom int
+	// StartTimeout bounds a sandbox's start until its agentd is connected.
+	// Default 60 s.
+	StartTimeout time.Duration
+	// HubID names this hub on the containers it makes, so that a restart
+	// finds them again and leaves other hubs' alone. Default: derived from
+	// the store's secret (the same across restarts of one hub).
+	HubID string
+	// ImageCheck configures the registry checks of custom images (allowed
+	// registries, size limit).
+	ImageCheck imagecheck.Options
+}
+
+func (o *SandboxOptions) defaults() {
+	if o.BaseImage == "" {
+		o.BaseImage = sandbox.BaseImage
+	}
+	if o.BuiltinNetwork == "" {
+		o.BuiltinNetwork = "public"
+	}
+	l := &o.Limits
+	if l.CPUs <= 0 {
+		l.CPUs = 2
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = 2 << 30
+	}
+	if l.Pids <= 0 {
+		l.Pids = 512
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = 1 << 30
+	}
+	if l.HomeBytes <= 0 {
+		l.HomeBytes = 1 << 30
+	}
+	if o.IdleTTL <= 0 {
+		o.IdleTTL = 30 * time.Minute
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+}
+
+// BuiltinEnvironment is the name of the environment every org has.
+const BuiltinEnvironment = "builtin"
+
+// envSpec is what a sandbox of an environment runs.
+type envSpec struct {
+	name    string
+	image   string // pinned digest or the base image
+	network string // "public" or "none"
+}
+
+// sandboxes runs an org's sandboxes: get-or-create per (org, environment,
+// conversation), the warm pool, the idle reaper, and finding them again
+// after a restart.
+type sandboxes struct {
+	s   *Server
+	o   SandboxOptions
+	log *zap.Logger
+
+	mu       sync.Mutex
+	starting map[string]*startOp   // org/env/conversation → creation in flight
+	active   map[string]int        // sandbox id → calls in flight
+	used     map[string]time.Time  // sandbox id → last call (stored at most once a minute)
+	stored   map[string]time.Time  // sandbox id → last stored use
+	filling  map[string]int        // org/env → warm sandboxes being made
+	baseInv  map[string]*inventory // base image → its inventory
+	jobs     map[string]context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+type startOp struct {
+	done chan struct{}
+	id   string
+	err  error
+}
+
+func newSandboxes(s *Server, o SandboxOptions) *sandboxes {
+	o.defaults()
+	return &sandboxes{
+		s: s, o: o, log: s.log.Named("sandbox"),
+		starting: map[string]*startOp{}, active: map[string]int{}, used: map[string]time.Time{},
+		stored: map[string]time.Time{}, filling: map[string]int{}, baseInv: map[string]*inventory{},
+		jobs: map[string]context.CancelFunc{},
+	}
+}
+
+// go runs fn in a goroutine the hub waits for at Close.
+func (m *sandboxes) goFn(fn func(ctx context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn(m.s.ctx)
+	}()
+}
+
+// unavailable turns an engine error into the caller's status.
+func engineStatus(err error, what string) error {
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+}
+
+// resolve finds what an environment runs, or why it cannot run now
+// (FAILED_PRECONDITION naming it: never another environment instead).
+func (m *sandboxes) resolve(ctx context.Context, org store.Org, name string) (envSpec, error) {
+	if name == BuiltinEnvironment {
+		img, err := m.o.Driver.Image(ctx, m.o.BaseImage)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			return envSpec{}, status.Errorf(codes.FailedPrecondition,
+				"environment builtin is unavailable: the sandbox base image %s is not on this hub's Docker engine; build it there with 'make sandbox-base'", m.o.BaseImage)
+		case err != nil:
+			return envSpec{}, engineStatus(err, "environment builtin")
+		}
+		return envSpec{name: name, image: img.ID, network: m.o.BuiltinNetwork}, nil
+	}
+	e, err := m.s.store.Environment(ctx, org.ID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return envSpec{}, status.Errorf(codes.NotFound, "environment %s not found in org %s; list them with 'agentctl env ls'", name, org.Name)
+	}
+	if err != nil {
+		return envSpec{}, status.Errorf(codes.Unavailable, "environment %s: %v", name, err)
+	}
+	if e.State != store.EnvReady || e.Pinned == "" {
+		why := e.Reason
+		if why == "" {
+			why = "no validated image yet"
+		}
+		return envSpec{}, status.Errorf(codes.FailedPrecondition, "environment %s is %s: %s", name, e.State, why)
+	}
+	return envSpec{name: name, image: e.Pinned, network: e.Network}, nil
+}
+
+// network returns the Docker network for an environment's network choice.
+func (m *sandboxes) network(env envSpec) (string, error) {
+	if env.network == "none" {
+		return "none", nil
+	}
+	if m.o.PublicNetwork == "" {
+		return "", status.Errorf(codes.FailedPrecondition,
+			"environment %s needs the public network, which this hub has not set up (its egress rules could not be installed; see the hub's log), and it never runs elsewhere", env.name)
+	}
+	return m.o.PublicNetwork, nil
+}
+
+// get returns the conversation's sandbox in the environment, creating it
+// (from the warm pool when it can) if there is none, once it is online.
+func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string) (string, error) {
+	env, err := m.resolve(ctx, org, envName)
+	if err != nil {
+		m.refuse(org, envName, err)
+		return "", err
+	}
+	key := org.ID + "/" + envName + "/" + conv
+	for {
+		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil {
+			if sb.Image != env.image {
+				// The environment was updated: the conversation moves to
+				// the new pin in a fresh sandbox.
+				m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
+			} else if _, ok := m.s.registry.Get(sb.ID); ok {
+				m.touch(sb.ID)
+				return sb.ID, nil
+			} else if err := m.awaitOnline(ctx, sb); err == nil {
+				m.touch(sb.ID)
+				return sb.ID, nil
+			} else {
+				m.log.Warn("sandbox lost; starting a new one", zap.String("sandbox", sb.ID), zap.Error(err))
+				m.destroy(context.WithoutCancel(ctx), sb, "lost: "+err.Error())
+			}
+		}
+		m.mu.Lock()
+		op, busy := m.starting[key]
+		if !busy {
+			op = &startOp{done: make(chan struct{})}
+			m.starting[key] = op
+		}
+		m.mu.Unlock()
+		if busy {
+			select {
+			case <-op.done:
+			case <-ctx.Done():
+				return "", status.FromContextError(ctx.Err()).Err()
+			}
+			if op.err != nil {
+				return "", op.err
+			}
+			continue // read the row the other caller made
+		}
+		op.id, op.err = m.start(ctx, org, env, conv)
+		m.mu.Lock()
+		delete(m.starting, key)
+		m.mu.Unlock()
+		close(op.done)
+		if op.err != nil {
+			m.refuse(org, envName, op.err)
+		}
+		return op.id, op.err
+	}
+}
+
+// refuse logs a call that an environment could not take, at error level.
+func (m *sandboxes) refuse(org store.Org, env string, err error) {
+	if status.Code(err) == codes.NotFound {
+		return
+	}
+	m.log.Error("environment refused a call", zap.String("org", org.Name), zap.String("environment", env), zap.Error(err))
+}
+
+// start gives the conversation a warm sandbox, or makes one.
+func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
+	defer m.fill(org, env)
+	sb, err := m.s.store.ClaimWarmSandbox(ctx, org.ID, env.name, conv, m.s.opts.Now())
+	if err == nil {
+		if sb.Image == env.image && m.awaitOnline(ctx, sb) == nil {
+			m.touch(sb.ID)
+			return sb.ID, nil
+		}
+		m.destroy(context.WithoutCancel(ctx), sb, "a stale warm sandbox")
+	}
+	sb, err = m.create(ctx, org, env, conv, false)
+	if errors.Is(err, store.ErrConflict) {
+		// Another hub made it meanwhile.
+		sb, err = m.s.store.ConversationSandbox(ctx, org.ID, env.name, conv)
+		if err == nil {
+			return sb.ID, m.awaitOnline(ctx, sb)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	m.touch(sb.ID)
+	return sb.ID, nil
+}
+
+// create makes a sandbox: its machine identity (a key for it alone), its
+// row, its container; and waits until its agentd is connected.
+func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv string, warm bool) (store.Sandbox, error) {
+	network, err := m.network(env)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	id := newSandboxID()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return store.Sandbox{}, status.Errorf(codes.Internal, "sandbox key: %v", err)
+	}
+	now := m.s.opts.Now()
+	if _, err := m.s.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: org.ID, Name: id, Hostname: id, OS: "linux", Arch: "amd64",
+		PublicKey: pub, CreatedAt: now}); err != nil {
+		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
+	}
+	sb, err := m.s.store.CreateSandbox(ctx, store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
+		Image: env.image, Hub: m.o.HubID, CreatedAt: now})
+	if err != nil {
+		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, id, now)
+		if errors.Is(err, store.ErrConflict) {
+			return store.Sandbox{}, err
+		}
+		return store.Sandbox{}, status.Errorf(codes.Unavailable, "record sandbox: %v", err)
+	}
+	spec := sandbox.Spec{
+		Name:  "agentd-" + id,
+		Image: env.image,
+		Labels: map[string]string{
+			sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID, sandbox.LabelID: id,
+			sandbox.LabelOrg: org.ID, sandbox.LabelEnv: env.name,
+		},
+		Env: []string{
+			agentd.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + hubSocketName,
+			agentd.EnvSandboxID + "=" + id,
+			agentd.EnvSandboxOrg + "=" + org.Name,
+			agentd.EnvSandboxKey + "=" + base64.StdEncoding.EncodeToString(key.Seed()),
+			agentd.EnvSandboxEnv + "=" + env.name,
+			agentd.EnvSandboxImage + "=" + env.image,
+		},
+		Cmd:              []string{sandbox.AgentdDir + "/agentd", "run", "--mode", "sandbox"},
+		AgentdHostDir:    m.o.AgentdDir,
+		HubSocketHostDir: m.o.SocketDir,
+		Network:          network,
+		Limits:           m.o.Limits,
+	}
+	fail := func(err error) (store.Sandbox, error) {
+		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
+		return store.Sandbox{}, err
+	}
+	cid, err := m.o.Driver.Create(ctx, spec)
+	if err != nil {
+		return fail(engineStatus(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
+	}
+	sb.ContainerID = cid
+	if err := m.s.store.SetSandboxContainer(ctx, id, cid); err != nil {
+		return fail(status.Errorf(codes.Unavailable, "record sandbox container: %v", err))
+	}
+	if err := m.o.Driver.Start(ctx, cid); err != nil {
+		return fail(engineStatus(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
+	}
+	if err := m.awaitOnline(ctx, sb); err != nil {
+		return fail(err)
+	}
+	m.log.Info("sandbox started", zap.String("sandbox", id), zap.String("org", org.Name), zap.String("environment", env.name),
+		zap.String("conversation", conv), zap.Bool("warm", warm), zap.Duration("took", m.s.opts.Now().Sub(now)))
+	return sb, nil
+}
+
+// awaitOnline waits for the sandbox's agentd to connect, watching its
+// container: one that exits first is reported with why.
+func (m *sandboxes) awaitOnline(ctx context.Context, sb store.Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, m.o.StartTimeout)
+	defer cancel()
+	up := make(chan error, 1)
+	go func() {
+		_, err := m.s.registry.Wait(ctx, sb.ID)
+		up <- err
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-up:
+			if err == nil {
+				return nil
+			}
+			return status.Errorf(codes.FailedPrecondition, "environment %s: sandbox %s did not connect within %s: agentd in the image never reached the hub",
+				sb.Environment, sb.ID, m.o.StartTimeout)
+		case <-tick.C:
+		}
+		if sb.ContainerID == "" {
+			continue
+		}
+		info, err := m.o.Driver.Inspect(ctx, sb.ContainerID)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			return status.Errorf(codes.FailedPrecondition, "environment %s: sandbox %s's container is gone", sb.Environment, sb.ID)
+		case err != nil && ctx.Err() == nil:
+			return engineStatus(err, "environment "+sb.Environment)
+		case err == nil && info.State != sandbox.StateRunning && info.State != sandbox.StateCreated:
+			return status.Errorf(codes.FailedPrecondition, "environment %s: sandbox %s stopped before agentd connected: %s",
+				sb.Environment, sb.ID, exitReason(info))
+		}
+	}
+}
+
+// exitReason says why a container stopped, in words.
+func exitReason(info sandbox.Info) string {
+	var parts []string
+	switch {
+	case info.OOMKilled:
+		parts = append(parts, "killed for using more memory than its limit")
+	case info.ExitCode == 126 || info.ExitCode == 127:
+		parts = append(parts, fmt.Sprintf("exit code %d: agentd could not be run in the image", info.ExitCode))
+	default:
+		parts = append(parts, fmt.Sprintf("exit code %d", info.ExitCode))
+	}
+	if info.Error != "" {
+		parts = append(parts, info.Error)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// destroy removes a sandbox: its tunnel, container and workspace, machine
+// identity and row.
+func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
+	now := m.s.opts.Now()
+	if err := m.s.store.RevokeMachine(ctx, sb.OrgID, sb.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
+	}
+	m.s.registry.Close(sb.ID)
+	cid := sb.ContainerID
+	if cid == "" {
+		cid = "agentd-" + sb.ID
+	}
+	if err := m.o.Driver.Remove(ctx, cid); err != nil {
+		m.log.Warn("removing a sandbox's container", zap.String("sandbox", sb.ID), zap.Error(err))
+	}
+	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
+		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
+	}
+	m.mu.Lock()
+	delete(m.used, sb.ID)
+	delete(m.stored, sb.ID)
+	m.mu.Unlock()
+	m.log.Info("sandbox removed", zap.String("sandbox", sb.ID), zap.String("environment", sb.Environment), zap.String("why", why))
+}
+
+// touch records a call's use of a sandbox (in the store at most once a
+// minute).
+func (m *sandboxes) touch(id string) {
+	now := m.s.opts.Now()
+	m.mu.Lock()
+	m.used[id] = now
+	last := m.stored[id]
+	store := now.Sub(last) >= time.Minute
+	if store {
+		m.stored[id] = now
+	}
+	m.mu.Unlock()
+	if store {
+		_ = m.s.store.TouchSandbox(context.WithoutCancel(m.s.ctx), id, now)
+	}
+}
+
+// enter and leave count the calls in flight to a sandbox: the reaper
+// leaves a busy sandbox alone.
+func (m *sandboxes) enter(id string) func() {
+	m.mu.Lock()
+	m.active[id]++
+	m.mu.Unlock()
+	m.touch(id)
+	return func() {
+		m.mu.Lock()
+		if m.active[id]--; m.active[id] <= 0 {
+			delete(m.active, id)
+		}
+		m.mu.Unlock()
+		m.touch(id)
+	}
+}
+
+// fill tops up the warm pool of (org, environment) in the background.
+func (m *sandboxes) fill(org store.Org, env envSpec) {
+	want := m.o.WarmCustom
+	if env.name == BuiltinEnvironment {
+		want = m.o.WarmBuiltin
+	}
+	if want <= 0 {
+		return
+	}
+	key := org.ID + "/" + env.name
+	sbs, err := m.s.store.ListSandboxes(context.WithoutCancel(m.s.ctx), org.ID)
+	if err != nil {
+		return
+	}
+	have := 0
+	for _, sb := range sbs {
+		if sb.Warm && sb.Environment == env.name && sb.Hub == m.o.HubID {
+			have++
+		}
+	}
+	m.mu.Lock()
+	n := want - have - m.filling[key]
+	if n > 0 {
+		m.filling[key] += n
+	}
+	m.mu.Unlock()
+	for range n {
+		m.goFn(func(ctx context.Context) {
+			defer func() {
+				m.mu.Lock()
+				m.filling[key]--
+				m.mu.Unlock()
+			}()
+			if _, err := m.create(ctx, org, env, "", true); err != nil && ctx.Err() == nil {
+				m.log.Warn("filling the warm pool", zap.String("environment", env.name), zap.Error(err))
+			}
+		})
+	}
+}
+
+// reap removes sandboxes idle for longer than IdleTTL, and warm ones whose
+// environment's image changed.
+func (m *sandboxes) reap(ctx context.Context) {
+	sbs, err := m.s.store.ListSandboxes(ctx, "")
+	if err != nil {
+		return
+	}
+	now := m.s.opts.Now()
+	for _, sb := range sbs {
+		if sb.Hub != m.o.HubID || sb.Warm || strings.HasPrefix(sb.Conversation, validationConversation) {
+			continue
+		}
+		m.mu.Lock()
+		busy := m.active[sb.ID] > 0
+		last := sb.LastUsedAt
+		if t := m.used[sb.ID]; t.After(last) {
+			last = t
+		}
+		m.mu.Unlock()
+		if !busy && now.Sub(last) > m.o.IdleTTL {
+			m.destroy(ctx, sb, fmt.Sprintf("idle for %s", now.Sub(last).Round(time.Second)))
+		}
+	}
+}
+
+// reconcile runs at start: sandboxes whose containers are still there are
+// kept (and started again if they stopped); containers nothing knows and
+// rows without a container are removed.
+func (m *sandboxes) reconcile(ctx context.Context) error {
+	infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID})
+	if err != nil {
+		return err
+	}
+	byID := map[string]sandbox.Info{}
+	for _, in := range infos {
+		byID[in.Labels[sandbox.LabelID]] = in
+	}
+	sbs, err := m.s.store.ListSandboxes(ctx, "")
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, sb := range sbs {
+		if sb.Hub != m.o.HubID {
+			continue
+		}
+		in, ok := byID[sb.ID]
+		switch {
+		case !ok || strings.HasPrefix(sb.Conversation, validationConversation):
+			m.destroy(ctx, sb, "not found again after a restart")
+			continue
+		case in.State != sandbox.StateRunning:
+			if err := m.o.Driver.Start(ctx, in.ID); err != nil {
+				m.destroy(ctx, sb, "could not be started again: "+err.Error())
+				continue
+			}
+		}
+		known[sb.ID] = true
+	}
+	for id, in := range byID {
+		if !known[id] {
+			if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
+				m.log.Warn("removing an orphaned sandbox", zap.String("container", in.ID), zap.Error(err))
+			} else {
+				m.log.Info("orphaned sandbox removed", zap.String("sandbox", id), zap.String("container", in.ID))
+			}
+		}
+	}
+	m.log.Info("sandboxes found again", zap.Int("kept", len(known)), zap.Int("containers", len(infos)))
+	return nil
+}
+
+// run is the background work: the idle reaper.
+func (m *sandboxes) run(ctx context.Context) {
+	every := min(m.o.IdleTTL/4, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.reap(ctx)
+		}
+	}
+}
+
+// remove removes one of the org's sandboxes.
+func (m *sandboxes) remove(ctx context.Context, org store.Org, id string) error {
+	sb, err := m.s.store.Sandbox(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && sb.OrgID != org.ID) {
+		return status.Errorf(codes.NotFound, "sandbox %s not found in org %s; list them with 'agentctl sandbox ls'", id, org.Name)
+	}
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "sandbox %s: %v", id, err)
+	}
+	m.destroy(ctx, sb, "removed by request")
+	return nil
+}
+
+// wait waits for the background work to end (the hub's context is done).
+func (m *sandboxes) wait() { m.wg.Wait() }
+
+// newSandboxID returns "sb-" and 12 random characters.
+func newSandboxID() string {
+	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return "sb-" + string(b)
+}
+
+// hubSocketName is the hub's socket in SocketDir.
+const hubSocketName = "hub.sock"

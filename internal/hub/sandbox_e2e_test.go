@@ -1,0 +1,190 @@
+package hub_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// sandboxHub is a real hub running sandboxes on this machine's Docker
+// engine, with the static agentd built from this tree.
+type sandboxHub struct {
+	*hubtest.Hub
+	t      *testing.T
+	driver *docker.Driver
+	cc     *grpc.ClientConn
+}
+
+func startSandboxHub(t *testing.T, tune func(*hub.SandboxOptions)) *sandboxHub {
+	t.Helper()
+	base := sandboxtest.BaseImage(t) // skips without an engine
+	_ = base
+	drv, err := docker.New(docker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	o := hub.SandboxOptions{
+		Driver:         drv,
+		AgentdDir:      sandboxtest.AgentdBinary(t),
+		SocketDir:      t.TempDir(),
+		BuiltinNetwork: "none", // egress has its own tests; these need no network
+		StartTimeout:   60 * time.Second,
+		Limits:         sandbox.Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpBytes: 64 << 20, HomeBytes: 64 << 20},
+	}
+	if tune != nil {
+		tune(&o)
+	}
+	h := hubtest.Start(t, hubtest.Options{Sandboxes: o})
+	cc, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	sh := &sandboxHub{Hub: h, t: t, driver: drv, cc: cc}
+	// Whatever a test leaves, its containers go with it.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		infos, _ := drv.List(ctx, map[string]string{sandbox.LabelManaged: "1"})
+		sbs, _ := h.Store.ListSandboxes(ctx, "")
+		mine := map[string]bool{}
+		for _, sb := range sbs {
+			mine[sb.ID] = true
+		}
+		for _, in := range infos {
+			if mine[in.Labels[sandbox.LabelID]] {
+				_ = drv.Remove(ctx, in.ID)
+			}
+		}
+	})
+	return sh
+}
+
+// ctx is the admin's context routed by environment and conversation.
+func (h *sandboxHub) ctx(env, conv string) context.Context {
+	md := metadata.Pairs("authorization", "Bearer "+h.Token)
+	if env != "" {
+		md.Set("agentd-environment", env)
+	}
+	if conv != "" {
+		md.Set("agentd-conversation", conv)
+	}
+	return metadata.NewOutgoingContext(h.t.Context(), md)
+}
+
+// run runs argv in the environment's sandbox for conv; stdout and exit code.
+func (h *sandboxHub) run(ctx context.Context, argv ...string) (string, int32, error) {
+	st, err := agentdv1.NewProcessServiceClient(h.cc).Start(ctx, &agentdv1.StartRequest{Argv: argv})
+	if err != nil {
+		return "", 0, err
+	}
+	var out strings.Builder
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out.String(), 0, errors.New("no exit event")
+		}
+		if err != nil {
+			return out.String(), 0, err
+		}
+		if o := r.GetEvent().GetOutput(); o != nil {
+			out.Write(o.GetData())
+		}
+		if x := r.GetEvent().GetExited(); x != nil {
+			return out.String(), x.GetExitCode(), nil
+		}
+	}
+}
+
+// The built-in environment: a conversation's first call creates its
+// sandbox (agentd in sandbox mode, uid 1000, /workspace), later calls and
+// --machine sb-… reach the same one, another conversation gets another,
+// removing it deletes the container and its workspace volume.
+func TestSandboxBuiltin(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	info, err := agentdv1.NewSystemServiceClient(h.cc).Info(ctx, &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GetMode() != "sandbox" || info.GetEnvironment() != "builtin" || info.GetUid() != 1000 || info.GetWorkspace() != "/workspace" || info.GetImage() == "" {
+		t.Errorf("info: mode %q env %q uid %d workspace %q image %q; want sandbox builtin 1000 /workspace and an image",
+			info.GetMode(), info.GetEnvironment(), info.GetUid(), info.GetWorkspace(), info.GetImage())
+	}
+	sbID := info.GetTunnel().GetMachineId()
+	if !strings.HasPrefix(sbID, "sb-") {
+		t.Fatalf("sandbox id %q", sbID)
+	}
+	out, code, err := h.run(ctx, "sh", "-c", "echo hi > /workspace/f && cat /workspace/f && touch /etc/x 2>/dev/null || echo ro")
+	if err != nil || code != 0 || out != "hi\nro\n" {
+		t.Errorf("run: %q exit %d err %v; want hi, ro", out, code, err)
+	}
+	// The same conversation: the same sandbox, its files still there.
+	out, _, err = h.run(h.ctx("builtin", "c-1"), "cat", "/workspace/f")
+	if err != nil || out != "hi\n" {
+		t.Errorf("second call: %q %v", out, err)
+	}
+	// By id, like a machine.
+	byID := metadata.NewOutgoingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+h.Token, "agentd-machine", sbID))
+	if out, _, err := h.run(byID, "cat", "/workspace/f"); err != nil || out != "hi\n" {
+		t.Errorf("--machine %s: %q %v", sbID, out, err)
+	}
+	// Another conversation: another sandbox, an empty workspace.
+	info2, err := agentdv1.NewSystemServiceClient(h.cc).Info(h.ctx("builtin", "c-2"), &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info2.GetTunnel().GetMachineId() == sbID {
+		t.Errorf("conversation c-2 got c-1's sandbox")
+	}
+	// No environment named: the org's default, builtin.
+	if _, err := agentdv1.NewSystemServiceClient(h.cc).Info(h.ctx("", "c-1"), &agentdv1.InfoRequest{}); err != nil {
+		t.Errorf("default environment: %v", err)
+	}
+
+	envs := hubv1.NewEnvironmentServiceClient(h.cc)
+	list, err := envs.ListSandboxes(h.ctx("", ""), &hubv1.ListSandboxesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetSandboxes()); n != 2 {
+		t.Errorf("%d sandboxes listed, want 2: %v", n, list.GetSandboxes())
+	}
+	machines, err := hubv1.NewAdminServiceClient(h.cc).ListMachines(h.ctx("", ""), &hubv1.ListMachinesRequest{})
+	if err != nil || len(machines.GetMachines()) != 0 {
+		t.Errorf("machines lists sandboxes: %v %v", machines.GetMachines(), err)
+	}
+	sb, err := h.Store.Sandbox(t.Context(), sbID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: sbID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("container after rm: %v, want ErrNotFound", err)
+	}
+	if _, _, err := h.run(byID, "true"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("call to a removed sandbox: %v, want FailedPrecondition (revoked)", err)
+	}
+	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: sbID}); status.Code(err) != codes.NotFound {
+		t.Errorf("rm twice: %v, want NotFound", err)
+	}
+}
