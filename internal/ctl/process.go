@@ -30,12 +30,14 @@ type execFlags struct {
 	stdin   bool
 	detach  bool
 	tag     string
+	envName string // a bare --env NAME: the hub environment
+	viaHub  bool   // the target is a hub (set before request)
 }
 
 func (f *execFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.cwd, "cwd", "", "working directory (default: the daemon's workspace)")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable); a NAME without '=' is the hub environment to run in, as agentctl --env NAME")
 	fl.DurationVar(&f.timeout, "timeout", 0, "kill the whole process group after this long, e.g. 30s (default: no timeout)")
 	fl.DurationVar(&f.grace, "grace", 0, "time between SIGTERM and SIGKILL on timeout (default 5s)")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "run in a pty; with a terminal, interactive (raw mode, window size follows)")
@@ -44,17 +46,49 @@ func (f *execFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tag, "tag", "", "label shown by ps")
 }
 
+// splitEnv reads the --env values of exec, sh and python: KEY=VALUE sets a
+// variable; a bare NAME (environment names have no '=') is the hub
+// environment to run in, the global --env NAME, which these commands'
+// own --env would otherwise hide.
+func splitEnv(vals []string) (vars map[string]string, envName string, err error) {
+	for _, kv := range vals {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok && k != "" && envName == "":
+			envName = k
+		case !ok && k != "":
+			return nil, "", usagef("--env %q: one environment name (%s given already); variables are KEY=VALUE", kv, envName)
+		case k == "":
+			return nil, "", usagef("--env %q: want KEY=VALUE, or an environment NAME", kv)
+		default:
+			if vars == nil {
+				vars = map[string]string{}
+			}
+			vars[k] = v
+		}
+	}
+	return vars, envName, nil
+}
+
+func (f *execFlags) checkEnvName() error { return envNameNeedsHub(f.envName, f.viaHub) }
+
+// envNameNeedsHub refuses a bare --env NAME when no hub routes the call.
+func envNameNeedsHub(name string, viaHub bool) error {
+	if name != "" && !viaHub {
+		return usagef("--env %q: want KEY=VALUE (a bare NAME picks a hub environment, with --hub)", name)
+	}
+	return nil
+}
+
 func (f *execFlags) request() (*agentdv1.StartRequest, error) {
 	req := &agentdv1.StartRequest{Cwd: f.cwd, Tag: f.tag, OpenStdin: f.stdin || f.tty}
-	if len(f.env) > 0 {
-		req.Env = map[string]string{}
-		for _, kv := range f.env {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return nil, usagef("--env %q: want KEY=VALUE", kv)
-			}
-			req.Env[k] = v
-		}
+	vars, envName, err := splitEnv(f.env)
+	if err != nil {
+		return nil, err
+	}
+	req.Env, f.envName = vars, envName
+	if err := f.checkEnvName(); err != nil {
+		return nil, err
 	}
 	if f.timeout < 0 || f.grace < 0 {
 		return nil, usagef("--timeout and --grace must not be negative")
@@ -89,6 +123,7 @@ Ctrl-C detaches and leaves the command running (see 'agentctl attach').`,
   agentctl exec -d --tag build -- make all      # start in the background`,
 		Args: needCommand("exec needs a command: agentctl exec [flags] -- CMD [ARG...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.viaHub = a.viaHub()
 			req, err := f.request()
 			if err != nil {
 				return err
@@ -115,6 +150,7 @@ so pipes, globs, redirections and variables work. Exit codes as for exec.`,
   agentctl sh --cwd /tmp 'echo $HOME > where.txt'`,
 		Args: needCommand("sh needs a command string: agentctl sh 'COMMAND STRING'"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.viaHub = a.viaHub()
 			req, err := f.request()
 			if err != nil {
 				return err
@@ -158,6 +194,9 @@ func exitCode(e *agentdv1.Exited) int {
 }
 
 func (a *app) runProcess(ctx context.Context, req *agentdv1.StartRequest, f *execFlags) error {
+	if f.envName != "" {
+		a.target.env = f.envName
+	}
 	c, err := a.dial()
 	if err != nil {
 		return err

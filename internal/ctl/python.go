@@ -84,7 +84,7 @@ Ctrl-C interrupted it, 125 when agentctl itself failed, 2 for a usage error.`,
 	fl.StringVarP(&f.session, "session", "s", "", "run in the persistent session `S` (1-64 characters: A-Z a-z 0-9 _ . -)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "interrupt the run after this long, e.g. 30s (default: no timeout)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory (default: the workspace; a session stays where it was)")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable; in a session it stays set)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable K=V (repeatable; in a session it stays set); a NAME without '=' is the hub environment")
 	fl.BoolVar(&f.reset, "reset", false, "restart the session's interpreter, clearing its globals, before running the code")
 	fl.BoolVar(&f.close, "close", false, "end the session after running the code")
 	fl.BoolVar(&f.list, "list-sessions", false, "list the live sessions")
@@ -111,15 +111,16 @@ func (a *app) runPython(cmd *cobra.Command, f *pythonFlags, args []string) error
 	if f.timeout > 0 {
 		req.Timeout = durationpb.New(f.timeout)
 	}
-	for _, kv := range f.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usagef("--env %q: want KEY=VALUE", kv)
-		}
-		if req.Env == nil {
-			req.Env = map[string]string{}
-		}
-		req.Env[k] = v
+	vars, envName, err := splitEnv(f.env)
+	if err != nil {
+		return err
+	}
+	req.Env = vars
+	if err := envNameNeedsHub(envName, a.viaHub()); err != nil {
+		return err
+	}
+	if envName != "" {
+		a.target.env = envName
 	}
 	// With --reset or --close alone there is no code to run, and stdin is
 	// not read.

@@ -131,7 +131,7 @@ func TestPythonCommand(t *testing.T) {
 		{"cwd and env", "", []string{"python", "--cwd", "/tmp", "-e", "GREETING=hey", "-c", "import os; os.getcwd(), os.environ['GREETING']"}, pyResult{0, "('/tmp', 'hey')\n", ""}},
 		{"-c and file", "", []string{"python", "-c", "1", script}, pyResult{2, "", "agentctl: give the code either with -c or as FILE, not both\n"}},
 		{"reset without session", "", []string{"python", "--reset"}, pyResult{2, "", "agentctl: --reset and --close need --session S\n"}},
-		{"bad env", "", []string{"python", "-e", "NOVALUE", "-c", "1"}, pyResult{2, "", "agentctl: --env \"NOVALUE\": want KEY=VALUE\n"}},
+		{"bad env", "", []string{"python", "-e", "NOVALUE", "-c", "1"}, pyResult{2, "", "agentctl: --env \"NOVALUE\": want KEY=VALUE (a bare NAME picks a hub environment, with --hub)\n"}},
 		{"missing file", "", []string{"python", "/no/such/file.py"}, pyResult{2, "", "agentctl: open /no/such/file.py: no such file or directory\n"}},
 		{"bad session", "", []string{"python", "--session", "a b", "-c", "1"}, pyResult{125, "", "agentctl: invalid session name \"a b\": use 1 to 64 characters from A-Z a-z 0-9 _ . -\n"}},
 	}

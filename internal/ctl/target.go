@@ -39,6 +39,9 @@ func (t *targetFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&t.tokenFile, "token-file", "", "file with the bearer token (default: $AGENTD_TOKEN)")
 }
 
+// viaHub reports whether calls go through a hub (--hub without --addr).
+func (a *app) viaHub() bool { return a.target.addr == "" && a.target.hub != "" }
+
 // token returns the bearer token from --token-file or $AGENTD_TOKEN.
 func (t *targetFlags) token() (string, error) {
 	if t.tokenFile != "" {
