@@ -2,19 +2,24 @@ package hub
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // environmentService is agentd.hub.v1.EnvironmentService.
@@ -372,4 +377,37 @@ func truncateRunes(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// recordRefusal adds an activity record of a call an environment refused to
+// the org's stream, under the org's "hub" pseudo-machine (an sb- id with a
+// key nobody holds: it never connects, and is listed neither as a machine
+// nor as a sandbox).
+func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, env, method string, refusal error) {
+	ctx = context.WithoutCancel(ctx)
+	id := "sb-hub-" + org.ID
+	if _, err := s.store.Machine(ctx, id); errors.Is(err, store.ErrNotFound) {
+		pub, _, kerr := ed25519.GenerateKey(rand.Reader)
+		if kerr != nil {
+			return
+		}
+		if _, err := s.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: org.ID, Name: "hub", Hostname: "hub", OS: "-", Arch: "-",
+			PublicKey: pub, CreatedAt: s.opts.Now()}); err != nil && !errors.Is(err, store.ErrConflict) {
+			s.log.Warn("activity: the hub's record", zap.Error(err))
+			return
+		}
+	}
+	now := s.opts.Now()
+	msg := statusMessage(refusal)
+	r := &agentdv1.ActivityRecord{Seq: uint64(now.UnixMicro()), Time: timestamppb.New(now), Actor: actor, Conversation: conv,
+		Kind: "environment.refused", Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)}
+	b, err := protojson.Marshal(r)
+	if err != nil {
+		return
+	}
+	if err := s.store.AppendActivity(ctx, id, []store.Activity{{Seq: r.GetSeq(), Time: now, Record: b}}); err != nil {
+		s.log.Warn("activity: the hub's record", zap.Error(err))
+		return
+	}
+	s.activity.notify()
 }

@@ -388,7 +388,11 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	if id == "" {
 		var err error
-		if id, err = s.routeEnvironment(ctx, c.org, env, firstMD(md, "agentd-conversation")); err != nil {
+		conv := firstMD(md, "agentd-conversation")
+		if id, err = s.routeEnvironment(ctx, c.org, env, conv); err != nil {
+			if status.Code(err) == codes.FailedPrecondition {
+				s.recordRefusal(ctx, c.org, c.token.Name, conv, env, method, err)
+			}
 			return Route{}, err
 		}
 	}

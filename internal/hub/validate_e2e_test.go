@@ -248,6 +248,27 @@ func TestSandboxCustomImages(t *testing.T) {
 		}
 	}
 
+	// Each refusal is in the org's activity, with who asked and why.
+	st, err := hubv1.NewActivityServiceClient(h.cc).Watch(h.ctx("", ""), &hubv1.WatchRequest{NoFollow: true, Tail: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]string{}
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			break
+		}
+		if rec := r.GetRecord(); rec.GetKind() == "environment.refused" {
+			refused[rec.GetObjectId()] = rec.GetActor() + ": " + rec.GetError()
+		}
+	}
+	for _, env := range []string{"good", "nomarker", "nopython", "rootonly", "noshell", "implicit"} {
+		if !strings.Contains(refused[env], "environment "+env+" is ") || !strings.HasPrefix(refused[env], "tester: ") {
+			t.Errorf("activity of the refused call to %s: %q", env, refused[env])
+		}
+	}
+
 	// The tag moves: revalidate keeps checking the pinned digest, update
 	// follows the tag and pins the new one.
 	pin1 := good.GetPinned()
