@@ -449,8 +449,8 @@ func (s *Server) routeEnvironment(ctx context.Context, org store.Org, env, conv 
 		return "", status.Errorf(codes.FailedPrecondition, "environment %s: %s; or name a paired machine (agentctl --machine ID, see 'agentctl machines')",
 			env, statusMessage(noSandboxes))
 	}
-	if len(conv) > 256 || !utf8Printable(conv) {
-		return "", status.Error(codes.InvalidArgument, "conversation id: want at most 256 printable characters")
+	if len(conv) > 256 || !utf8Printable(conv) || strings.HasPrefix(conv, "hub:") {
+		return "", status.Error(codes.InvalidArgument, "conversation id: want at most 256 printable characters, not starting with 'hub:' (the hub's own)")
 	}
 	return s.sandboxes.get(ctx, org, env, conv)
 }
