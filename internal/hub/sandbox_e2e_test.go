@@ -1,9 +1,12 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -186,5 +190,47 @@ func TestSandboxBuiltin(t *testing.T) {
 	}
 	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: sbID}); status.Code(err) != codes.NotFound {
 		t.Errorf("rm twice: %v, want NotFound", err)
+	}
+}
+
+// agentctl against a hub with sandboxes: the environment flags, the
+// conformance suite in a sandbox (its container checks included), and the
+// env and sandbox listings.
+func TestSandboxAgentctl(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
+			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+	if code, out, errs := run("--env", "builtin", "--conversation", "c-1", "sh", "id -u; echo oops >&2; exit 3"); code != 3 || out != "1000\n" || errs != "oops\n" {
+		t.Errorf("sh in the builtin sandbox = %d %q %q, want 3 '1000' 'oops'", code, out, errs)
+	}
+	// exec's own --env with a bare NAME is the environment.
+	if code, out, errs := run("--conversation", "c-1", "exec", "--env", "builtin", "-e", "X=1", "--", "sh", "-c", "echo $X"); code != 0 || out != "1\n" {
+		t.Errorf("exec --env builtin = %d %q %q", code, out, errs)
+	}
+	code, out, errs := run("--env", "builtin", "--conversation", "c-1", "validate")
+	if code != 0 {
+		t.Errorf("validate in a sandbox failed:\n%s%s", out, errs)
+	}
+	for _, want := range []string{"sandbox uid", "read-only root", "writable workspace", "writable /tmp"} {
+		if !strings.Contains(out, "PASS  "+want) {
+			t.Errorf("validate in a sandbox: no PASS %s line:\n%s", want, out)
+		}
+	}
+	if code, out, _ := run("env", "ls"); code != 0 || !strings.Contains(out, "builtin  builtin  ready  *") {
+		t.Errorf("env ls = %d\n%s", code, out)
+	}
+	if code, out, _ := run("sandbox", "ls"); code != 0 || !strings.Contains(out, " c-1 ") || !strings.Contains(out, "running") {
+		t.Errorf("sandbox ls = %d\n%s", code, out)
+	}
+	if code, _, errs := run("--env", "nosuch", "--conversation", "c-1", "sh", "true"); code != 125 || !strings.Contains(errs, "environment nosuch not found") {
+		t.Errorf("an unknown environment = %d %q", code, errs)
 	}
 }
