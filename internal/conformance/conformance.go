@@ -223,7 +223,7 @@ func fail(breaks, fix string, cause any) error {
 	var detail string
 	switch c := cause.(type) {
 	case error:
-		detail = describe(c)
+		detail = Describe(c)
 		switch status.Code(c) {
 		case codes.Unimplemented:
 			fix = "upgrade agentd on the target: this version does not implement it"
@@ -236,8 +236,10 @@ func fail(breaks, fix string, cause any) error {
 	return &failure{breaks: breaks, detail: detail, fix: fix}
 }
 
-// describe says what went wrong with a call, without gRPC's framing.
-func describe(err error) string {
+// Describe says what went wrong with a call in one line for a person,
+// without gRPC's framing: the status message, with the code's name where it
+// adds something. agentctl prints RPC errors the same way.
+func Describe(err error) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()

@@ -13,11 +13,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/devdepot-ai/agentd/internal/conformance"
 	"github.com/devdepot-ai/agentd/internal/version"
 )
 
@@ -121,23 +120,9 @@ func isUsage(err error) bool {
 	return false
 }
 
-// describe turns an RPC error into one line for a person: the status
-// message, with the code's name when it adds something.
-func describe(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err.Error()
-	}
-	switch st.Code() {
-	case codes.Unavailable:
-		return "target unavailable: " + st.Message()
-	case codes.Unimplemented:
-		return "not supported by this agentd: " + st.Message()
-	case codes.Unauthenticated, codes.PermissionDenied, codes.DeadlineExceeded:
-		return strings.ToLower(strings.ReplaceAll(st.Code().String(), "Exceeded", " exceeded")) + ": " + st.Message()
-	}
-	return st.Message()
-}
+// describe turns an RPC error into one line for a person (the same words
+// as the conformance suite's).
+func describe(err error) string { return conformance.Describe(err) }
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{

@@ -125,12 +125,19 @@ func (s *Server) defaultEnv(ctx context.Context, org store.Org) (string, error) 
 	return d, nil
 }
 
-func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.ListEnvironmentsRequest) (*hubv1.ListEnvironmentsResponse, error) {
-	_, org, err := v.a.org(ctx, req.GetOrg())
+// orgAndDefault resolves the org a request names and its default
+// environment.
+func (v *environmentService) orgAndDefault(ctx context.Context, name string) (store.Org, string, error) {
+	_, org, err := v.a.org(ctx, name)
 	if err != nil {
-		return nil, err
+		return store.Org{}, "", err
 	}
 	def, err := v.s.defaultEnv(ctx, org)
+	return org, def, err
+}
+
+func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.ListEnvironmentsRequest) (*hubv1.ListEnvironmentsResponse, error) {
+	org, def, err := v.orgAndDefault(ctx, req.GetOrg())
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +171,7 @@ func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.Li
 }
 
 func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetEnvironmentRequest) (*hubv1.GetEnvironmentResponse, error) {
-	_, org, err := v.a.org(ctx, req.GetOrg())
-	if err != nil {
-		return nil, err
-	}
-	def, err := v.s.defaultEnv(ctx, org)
+	org, def, err := v.orgAndDefault(ctx, req.GetOrg())
 	if err != nil {
 		return nil, err
 	}
