@@ -118,7 +118,11 @@ type sandboxes struct {
 	filling  map[string]int        // org/env → warm sandboxes being made
 	baseInv  map[string]*inventory // base image → its inventory
 	jobs     map[string]context.CancelFunc
-	wg       sync.WaitGroup
+	// found is set while reconcile has succeeded since the last container
+	// that could not be removed: until then, the reaper's ticks reconcile
+	// again (the engine may be down for a while).
+	found bool
+	wg    sync.WaitGroup
 }
 
 type startOp struct {
@@ -426,6 +430,7 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	}
 	if err := m.o.Driver.Remove(ctx, cid); err != nil {
 		m.log.Warn("removing a sandbox's container", zap.String("sandbox", sb.ID), zap.Error(err))
+		m.setFound(false) // the next reconcile removes it, the row gone
 	}
 	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
 		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
@@ -539,7 +544,20 @@ func (m *sandboxes) reap(ctx context.Context) {
 // reconcile runs at start: sandboxes whose containers are still there are
 // kept (and started again if they stopped); containers nothing knows and
 // rows without a container are removed.
-func (m *sandboxes) reconcile(ctx context.Context) error {
+func (m *sandboxes) reconcile(ctx context.Context) error { return m.findAgain(ctx, false) }
+
+// findAgain is reconcile. Late (the hub serves calls already: the engine
+// was unreachable at the start, or a removal failed since) it removes only
+// containers no row knows, and starts again the stopped containers of
+// rows; it leaves alone rows without their container listed, which may be
+// being made meanwhile, and validations.
+func (m *sandboxes) findAgain(ctx context.Context, late bool) (err error) {
+	m.setFound(true) // a removal failing from now on clears it
+	defer func() {
+		if err != nil {
+			m.setFound(false)
+		}
+	}()
 	infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID})
 	if err != nil {
 		return err
@@ -559,6 +577,10 @@ func (m *sandboxes) reconcile(ctx context.Context) error {
 		}
 		in, ok := byID[sb.ID]
 		switch {
+		case late && (!ok || in.ID != sb.ContainerID || strings.HasPrefix(sb.Conversation, validationConversation)):
+			// Maybe being made or validated now (its container listed
+			// before it was made): kept. A lost one is removed by the
+			// next call that finds it.
 		case !ok || strings.HasPrefix(sb.Conversation, validationConversation):
 			m.destroy(ctx, sb, "not found again after a restart")
 			continue
@@ -574,6 +596,7 @@ func (m *sandboxes) reconcile(ctx context.Context) error {
 		if !known[id] {
 			if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
 				m.log.Warn("removing an orphaned sandbox", zap.String("container", in.ID), zap.Error(err))
+				m.setFound(false)
 			} else {
 				m.log.Info("orphaned sandbox removed", zap.String("sandbox", id), zap.String("container", in.ID))
 			}
@@ -583,7 +606,14 @@ func (m *sandboxes) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// run is the background work: the idle reaper.
+func (m *sandboxes) setFound(v bool) {
+	m.mu.Lock()
+	m.found = v
+	m.mu.Unlock()
+}
+
+// run is the background work: the idle reaper, and reconcile again until
+// it succeeds.
 func (m *sandboxes) run(ctx context.Context) {
 	every := min(m.o.IdleTTL/4, time.Minute)
 	t := time.NewTicker(every)
@@ -593,6 +623,12 @@ func (m *sandboxes) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			m.mu.Lock()
+			found := m.found
+			m.mu.Unlock()
+			if !found {
+				_ = m.findAgain(ctx, true) // logged at the start; calls say why meanwhile
+			}
 			m.reap(ctx)
 		}
 	}

@@ -1,0 +1,709 @@
+package hub_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// The lifecycle and fault tests of sandboxes run real hubs on this
+// machine's Docker engine. They are not parallel: they share the engine,
+// and several of them kill or starve containers on purpose.
+
+// info asks the sandbox behind ctx who it is.
+func (h *sandboxHub) info(ctx context.Context) (*agentdv1.InfoResponse, error) {
+	return agentdv1.NewSystemServiceClient(h.cc).Info(ctx, &agentdv1.InfoRequest{})
+}
+
+// sandboxOf returns the id of the sandbox that ctx's calls reach.
+func (h *sandboxHub) sandboxOf(ctx context.Context) string {
+	h.t.Helper()
+	info, err := h.info(ctx)
+	if err != nil {
+		h.t.Fatalf("info: %v", err)
+	}
+	return info.GetTunnel().GetMachineId()
+}
+
+// byID is the admin's context routed to one machine or sandbox by id.
+func (h *sandboxHub) byID(id string) context.Context {
+	return metadata.NewOutgoingContext(h.t.Context(), metadata.Pairs("authorization", "Bearer "+h.Token, "agentd-machine", id))
+}
+
+// listSandboxes lists the org's sandboxes.
+func (h *sandboxHub) listSandboxes() []*hubv1.Sandbox {
+	h.t.Helper()
+	list, err := hubv1.NewEnvironmentServiceClient(h.cc).ListSandboxes(h.ctx("", ""), &hubv1.ListSandboxesRequest{})
+	if err != nil {
+		h.t.Fatalf("list sandboxes: %v", err)
+	}
+	return list.GetSandboxes()
+}
+
+// start starts argv and returns the stream once the process has started,
+// with its process id.
+func (h *sandboxHub) start(ctx context.Context, req *agentdv1.StartRequest) (agentdv1.ProcessService_StartClient, string) {
+	h.t.Helper()
+	st, err := agentdv1.NewProcessServiceClient(h.cc).Start(ctx, req)
+	if err != nil {
+		h.t.Fatalf("start %v: %v", req.GetArgv(), err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		h.t.Fatalf("start %v: %v", req.GetArgv(), err)
+	}
+	started := r.GetEvent().GetStarted()
+	if started == nil {
+		h.t.Fatalf("start %v: first event %v, want started", req.GetArgv(), r.GetEvent())
+	}
+	return st, started.GetId()
+}
+
+// untilExit reads a process's events until it exits: its output and exit.
+func untilExit(recv func() (*agentdv1.ProcessEvent, error)) (string, *agentdv1.Exited, error) {
+	var out strings.Builder
+	for {
+		ev, err := recv()
+		if err != nil {
+			return out.String(), nil, err
+		}
+		if o := ev.GetOutput(); o != nil {
+			out.Write(o.GetData())
+		}
+		if x := ev.GetExited(); x != nil {
+			return out.String(), x, nil
+		}
+	}
+}
+
+func startEvents(st agentdv1.ProcessService_StartClient) func() (*agentdv1.ProcessEvent, error) {
+	return func() (*agentdv1.ProcessEvent, error) {
+		r, err := st.Recv()
+		if err != nil {
+			return nil, err
+		}
+		return r.GetEvent(), nil
+	}
+}
+
+func attachEvents(st agentdv1.ProcessService_AttachClient) func() (*agentdv1.ProcessEvent, error) {
+	return func() (*agentdv1.ProcessEvent, error) {
+		r, err := st.Recv()
+		if err != nil {
+			return nil, err
+		}
+		return r.GetEvent(), nil
+	}
+}
+
+// pollUntil polls cond every 100 ms until it holds, failing the test with
+// cond's last word after d.
+func pollUntil(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %s", what, d, why)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, t.Context().Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// volumeExists reports whether the engine has a volume of that name.
+func volumeExists(t *testing.T, name string) bool {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "docker", "volume", "ls", "-q", "--filter", "name=^"+name+"$").Output()
+	if err != nil {
+		t.Fatalf("docker volume ls: %v", err)
+	}
+	return strings.TrimSpace(string(out)) != ""
+}
+
+// assertGone fails unless the sandbox's container and workspace volume are
+// gone from the engine.
+func (h *sandboxHub) assertGone(id, containerID string) {
+	h.t.Helper()
+	if containerID == "" {
+		containerID = "agentd-" + id
+	}
+	if _, err := h.driver.Inspect(h.t.Context(), containerID); !errors.Is(err, sandbox.ErrNotFound) {
+		h.t.Errorf("sandbox %s's container: %v, want ErrNotFound", id, err)
+	}
+	if volumeExists(h.t, "agentd-"+id+"-workspace") {
+		h.t.Errorf("sandbox %s's workspace volume is still there", id)
+	}
+}
+
+// randomLower returns n lowercase letters and digits.
+func randomLower(n int) string {
+	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return string(b)
+}
+
+// startOrphan makes, with the driver directly, a running container that carries
+// hubID's labels but that no hub knows: what a hub that crashed between
+// making a container and recording it leaves behind.
+func startOrphan(t *testing.T, drv sandbox.Driver, hubID string) string {
+	t.Helper()
+	id := "sb-orphan" + randomLower(8)
+	name := "agentd-" + id
+	t.Cleanup(func() { _ = drv.Remove(context.Background(), name) })
+	cid, err := drv.Create(t.Context(), sandbox.Spec{
+		Name:  name,
+		Image: sandbox.BaseImage,
+		Labels: map[string]string{
+			sandbox.LabelManaged: "1", sandbox.LabelHub: hubID, sandbox.LabelID: id,
+		},
+		Cmd:     []string{"sleep", "300"},
+		Network: "none",
+		Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, HomeBytes: 1 << 20},
+	})
+	if err != nil {
+		t.Fatalf("orphan: %v", err)
+	}
+	if err := drv.Start(t.Context(), cid); err != nil {
+		t.Fatalf("orphan: %v", err)
+	}
+	return id
+}
+
+// A hub restart: the conversation reaches the same sandbox (same id, same
+// container, its workspace kept); a container with the hub's labels that
+// no row knows, and a sandbox whose row was deleted behind the hub's back,
+// are removed with their volumes.
+func TestSandboxRestart(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	if out, code, err := h.run(ctx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: %q exit %d %v", out, code, err)
+	}
+	id := h.sandboxOf(ctx)
+	sb, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := h.driver.Inspect(t.Context(), sb.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubID := in.Labels[sandbox.LabelHub]
+	if hubID == "" || hubID != sb.Hub {
+		t.Fatalf("hub id: label %q, row %q", hubID, sb.Hub)
+	}
+
+	orphanID := startOrphan(t, h.driver, hubID)
+	// A sandbox the store forgot: its container is an orphan too.
+	forgotten := h.sandboxOf(h.ctx("builtin", "c-forgotten"))
+	fsb, err := h.Store.Sandbox(t.Context(), forgotten)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.driver.Remove(context.Background(), fsb.ContainerID) })
+	if err := h.Store.DeleteSandbox(t.Context(), forgotten); err != nil {
+		t.Fatal(err)
+	}
+
+	h.Stop()
+	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil {
+		t.Fatalf("the sandbox's container after the hub stopped: %v", err)
+	}
+	h.Serve(h.Addr)
+	// Reconciling is part of the start: the orphans are gone now.
+	h.assertGone(orphanID, "")
+	h.assertGone(forgotten, fsb.ContainerID)
+
+	info, err := h.info(h.ctx("builtin", "c-1"))
+	if err != nil {
+		t.Fatalf("info after the restart: %v", err)
+	}
+	if got := info.GetTunnel().GetMachineId(); got != id {
+		t.Errorf("after the restart c-1 reached %s, want its sandbox %s", got, id)
+	}
+	if out, _, err := h.run(h.ctx("builtin", "c-1"), "cat", "/workspace/f"); err != nil || out != "kept\n" {
+		t.Errorf("workspace after the restart: %q %v, want kept", out, err)
+	}
+	sb2, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil || sb2.ContainerID != sb.ContainerID {
+		t.Errorf("row after the restart: container %q %v, want %q", sb2.ContainerID, err, sb.ContainerID)
+	}
+}
+
+// Idle sandboxes are removed after IdleTTL (container, workspace volume,
+// row; calls to the id fail FAILED_PRECONDITION and the conversation gets a
+// fresh one), but not while a call is in flight: the TTL counts from the
+// end of the last call.
+func TestSandboxIdleTTL(t *testing.T) {
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.IdleTTL = 2 * time.Second })
+	idleCtx := h.ctx("builtin", "c-idle")
+	if _, code, err := h.run(idleCtx, "sh", "-c", "echo x > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: exit %d %v", code, err)
+	}
+	idle := h.sandboxOf(idleCtx)
+	isb, err := h.Store.Sandbox(t.Context(), idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	busyCtx := h.ctx("builtin", "c-busy")
+	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "5"}})
+	callStart := time.Now()
+	busy := h.sandboxOf(busyCtx)
+
+	pollUntil(t, 10*time.Second, "idle sandbox removed", func() (bool, string) {
+		_, err := h.Store.Sandbox(t.Context(), idle)
+		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
+	})
+	h.assertGone(idle, isb.ContainerID)
+	if _, _, err := h.run(h.byID(idle), "true"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("call to a reaped sandbox: %v, want FailedPrecondition", err)
+	}
+	if time.Since(callStart) >= 5*time.Second {
+		t.Fatalf("the idle sandbox took until after the busy call to go: the test proves nothing")
+	}
+	if _, err := h.Store.Sandbox(t.Context(), busy); err != nil {
+		t.Errorf("a sandbox with a call in flight was removed: %v", err)
+	}
+	_, x, err := untilExit(startEvents(st))
+	if err != nil || x.GetExitCode() != 0 {
+		t.Fatalf("sleep 5 in the busy sandbox: %v %v, want exit 0", x, err)
+	}
+	ended := time.Now()
+	// Idle from the end of the call on.
+	pollUntil(t, 10*time.Second, "busy sandbox removed once idle", func() (bool, string) {
+		_, err := h.Store.Sandbox(t.Context(), busy)
+		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
+	})
+	if d := time.Since(ended); d < 2*time.Second {
+		t.Errorf("the busy sandbox went %s after its call ended, before the 2 s TTL", d)
+	}
+
+	// The conversation goes on in a fresh sandbox, with a fresh workspace.
+	out, code, err := h.run(h.ctx("builtin", "c-idle"), "sh", "-c", "ls /workspace | wc -l")
+	if err != nil || code != 0 || strings.TrimSpace(out) != "0" {
+		t.Errorf("c-idle after the reap: %q exit %d %v, want an empty workspace", out, code, err)
+	}
+	if again := h.sandboxOf(h.ctx("builtin", "c-idle")); again == idle {
+		t.Errorf("c-idle reached the reaped sandbox %s again", idle)
+	}
+}
+
+// The warm pool: after the org's first conversation a warm sandbox starts
+// (no conversation), the next conversation gets exactly that one, and the
+// pool refills.
+func TestSandboxWarmPool(t *testing.T) {
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.WarmBuiltin = 1 })
+	first := h.sandboxOf(h.ctx("builtin", "c-1"))
+	warmOne := func(not ...string) string {
+		var id string
+		pollUntil(t, 30*time.Second, "a warm sandbox", func() (bool, string) {
+			var seen []string
+			for _, sb := range h.listSandboxes() {
+				seen = append(seen, fmt.Sprintf("%s conv %q %s", sb.GetId(), sb.GetConversation(), sb.GetState()))
+				if sb.GetConversation() == "" && sb.GetState() == "running" && sb.GetOnline() && !slices.Contains(not, sb.GetId()) {
+					id = sb.GetId()
+					return true, ""
+				}
+			}
+			return false, strings.Join(seen, "; ")
+		})
+		return id
+	}
+	warm := warmOne(first)
+	t0 := time.Now()
+	second := h.sandboxOf(h.ctx("builtin", "c-2"))
+	took := time.Since(t0)
+	if second != warm {
+		t.Fatalf("c-2 got %s, want the warm sandbox %s", second, warm)
+	}
+	t.Logf("c-2's first call from the warm pool took %s", took)
+	var convs []string
+	for _, sb := range h.listSandboxes() {
+		if sb.GetId() == warm {
+			convs = append(convs, sb.GetConversation())
+		}
+	}
+	if len(convs) != 1 || convs[0] != "c-2" {
+		t.Errorf("the claimed sandbox is listed with conversations %q, want [c-2]", convs)
+	}
+	refill := warmOne(first, warm)
+	if n := len(h.listSandboxes()); n != 3 {
+		t.Errorf("%d sandboxes, want 3 (c-1, c-2 and the refilled warm %s)", n, refill)
+	}
+	// The claimed sandbox works for its conversation.
+	if out, code, err := h.run(h.ctx("builtin", "c-2"), "echo", "ok"); err != nil || code != 0 || out != "ok\n" {
+		t.Errorf("c-2: %q exit %d %v", out, code, err)
+	}
+}
+
+// A sandbox's container killed under a running command: the command's
+// stream ends with an error, not an exit, and the conversation's next call
+// gets a new, working sandbox; the dead one is removed.
+func TestSandboxKilledUnderCommand(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	id := h.sandboxOf(ctx)
+	sb, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := h.start(ctx, &agentdv1.StartRequest{Argv: []string{"sleep", "300"}})
+	if out, err := exec.CommandContext(t.Context(), "docker", "kill", sb.ContainerID).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v: %s", err, out)
+	}
+	errc := make(chan error, 1)
+	var x *agentdv1.Exited
+	go func() {
+		var err error
+		_, x, err = untilExit(startEvents(st))
+		errc <- err
+	}()
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command's stream did not end within 30 s of its container being killed")
+	}
+	if err == nil {
+		t.Fatalf("the command of a killed sandbox reported an exit: %v", x)
+	}
+	// What the client sees is the tunnel's end ("error reading from
+	// server: … EOF"): the hub's proxy passes on the broken stream as it
+	// is and does not say that the sandbox's container died, or why.
+	t.Logf("the client saw: %v", err)
+	if c := status.Code(err); c != codes.Unavailable {
+		t.Errorf("code %s, want Unavailable", c)
+	}
+
+	next := h.ctx("builtin", "c-1")
+	out, code, err := h.run(next, "echo", "ok")
+	if err != nil || code != 0 || out != "ok\n" {
+		t.Fatalf("the next call: %q exit %d %v, want a working sandbox", out, code, err)
+	}
+	if got := h.sandboxOf(next); got == id {
+		t.Errorf("the next call reached the dead sandbox %s", id)
+	}
+	h.assertGone(id, sb.ContainerID)
+}
+
+// sockProxy forwards a unix socket to another: an engine that comes back.
+type sockProxy struct {
+	lis   net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startSockProxy(t *testing.T, path, to string) *sockProxy {
+	t.Helper()
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &sockProxy{lis: lis}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("unix", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); u.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// engineSocket is the path of the local engine's unix socket.
+func engineSocket(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("DOCKER_HOST")
+	switch {
+	case host == "":
+		return "/var/run/docker.sock"
+	case strings.HasPrefix(host, "unix://"):
+		return strings.TrimPrefix(host, "unix://")
+	}
+	t.Skipf("the engine is at %s, not on a unix socket this test can forward", host)
+	return ""
+}
+
+func (p *sockProxy) Close() {
+	p.lis.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// The engine gone: calls to the built-in environment fail UNAVAILABLE
+// naming the engine's address; once the engine answers again, calls work
+// and the hub finds its sandboxes again (an orphan of its id is removed)
+// without a restart.
+func TestSandboxEngineGone(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	real := engineSocket(t)
+	dead, err := docker.New(docker.Options{Host: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	hubID := "hub-faults-" + randomLower(8)
+	var orphanID string
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+		// Made on the real engine before the hub starts, which cannot see it.
+		live, err := docker.New(docker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Close()
+		orphanID = startOrphan(t, live, hubID)
+		o.Driver = dead
+		o.HubID = hubID
+		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
+	})
+
+	_, err = h.info(h.ctx("builtin", "c-1"))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "unix://"+sock) {
+		t.Fatalf("a call while the engine is gone: %v, want Unavailable naming unix://%s", err, sock)
+	}
+	t.Logf("the client saw: %v", err)
+	if _, err := h.driver.Inspect(t.Context(), "agentd-"+orphanID); err != nil {
+		t.Fatalf("the orphan before the engine is back: %v", err)
+	}
+
+	p := startSockProxy(t, sock, real)
+	out, code, err := h.run(h.ctx("builtin", "c-1"), "echo", "ok")
+	if err != nil || code != 0 || out != "ok\n" {
+		t.Fatalf("a call once the engine is back: %q exit %d %v", out, code, err)
+	}
+	pollUntil(t, 10*time.Second, "the orphan removed once the engine is back", func() (bool, string) {
+		_, err := h.driver.Inspect(t.Context(), "agentd-"+orphanID)
+		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
+	})
+
+	// A sandbox reaped while the engine is gone loses its row at once and
+	// its container once the engine is back.
+	id := h.sandboxOf(h.ctx("builtin", "c-2"))
+	sb, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.driver.Remove(context.Background(), sb.ContainerID) })
+	p.Close()
+	pollUntil(t, 10*time.Second, "the idle sandbox reaped while the engine is gone", func() (bool, string) {
+		_, err := h.Store.Sandbox(t.Context(), id)
+		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
+	})
+	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil {
+		t.Fatalf("the reaped sandbox's container while the engine is gone: %v, want it still there", err)
+	}
+	startSockProxy(t, sock, real)
+	pollUntil(t, 10*time.Second, "the reaped sandbox's container removed once the engine is back", func() (bool, string) {
+		_, err := h.driver.Inspect(t.Context(), sb.ContainerID)
+		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
+	})
+	// Everything of this hub goes (c-1's sandbox, reaped meanwhile, too),
+	// volumes included.
+	pollUntil(t, 10*time.Second, "every container and volume of the hub removed", func() (bool, string) {
+		infos, err := h.driver.List(t.Context(), map[string]string{sandbox.LabelHub: hubID})
+		if err != nil || len(infos) > 0 {
+			return false, fmt.Sprintf("%d containers left (%v)", len(infos), err)
+		}
+		out, err := exec.CommandContext(t.Context(), "docker", "volume", "ls", "-q", "--filter", "label="+sandbox.LabelHub+"="+hubID).Output()
+		return err == nil && len(strings.TrimSpace(string(out))) == 0, fmt.Sprintf("volumes left: %q %v", out, err)
+	})
+}
+
+// Limits: a memory hog and a fork bomb in a sandbox fail (killed, or
+// refused forks), and the sandbox's agentd survives both: the same
+// process, the same sandbox, its tunnel online, commands run again.
+func TestSandboxLimits(t *testing.T) {
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+		o.Limits = sandbox.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 128, TmpBytes: 64 << 20, HomeBytes: 64 << 20}
+	})
+	ctx := h.ctx("builtin", "c-1")
+	before, err := h.info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := before.GetTunnel().GetMachineId()
+	sb, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cin, err := h.driver.Inspect(t.Context(), sb.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		timeout time.Duration
+	}{
+		{"memory hog", []string{"python3", "-c", "b=[]\nwhile True: b.append(bytearray(10<<20))"}, 30 * time.Second},
+		// The shell exits at its first refused fork; its sleeps hold
+		// the pids they have for 30 s.
+		{"fork bomb", []string{"sh", "-c", "for i in $(seq 1 500); do sleep 30 & done; wait"}, 5 * time.Second},
+	} {
+		st, _ := h.start(h.ctx("builtin", "c-1"), &agentdv1.StartRequest{Argv: tc.argv, Timeout: durationpb.New(tc.timeout)})
+		out, x, err := untilExit(startEvents(st))
+		if err != nil {
+			t.Fatalf("%s: the stream failed (the sandbox went down?): %v", tc.name, err)
+		}
+		t.Logf("%s: exit %d signal %q timed out %v; output %q", tc.name, x.GetExitCode(), x.GetSignal(), x.GetTimedOut(), lastLine(out))
+		if x.GetExitCode() == 0 {
+			t.Errorf("%s: exit 0, want a failure", tc.name)
+		}
+		if tc.name == "memory hog" && x.GetTimedOut() {
+			t.Errorf("memory hog: ran until its timeout, want the memory limit to stop it")
+		}
+
+		after, err := h.info(h.ctx("builtin", "c-1"))
+		if err != nil {
+			t.Fatalf("%s: info after: %v", tc.name, err)
+		}
+		if after.GetTunnel().GetMachineId() != id || !after.GetStarted().AsTime().Equal(before.GetStarted().AsTime()) {
+			t.Errorf("%s: after it, sandbox %s agentd started %v; want %s, the same agentd started %v", tc.name,
+				after.GetTunnel().GetMachineId(), after.GetStarted().AsTime(), id, before.GetStarted().AsTime())
+		}
+		// Commands run again once the limit's victims are gone.
+		pollUntil(t, 20*time.Second, tc.name+": a command runs after it", func() (bool, string) {
+			out, code, err := h.run(h.ctx("builtin", "c-1"), "echo", "ok")
+			return err == nil && code == 0 && out == "ok\n", fmt.Sprintf("%q exit %d %v", out, code, err)
+		})
+	}
+	cafter, err := h.driver.Inspect(t.Context(), sb.ContainerID)
+	if err != nil || cafter.State != sandbox.StateRunning || !cafter.StartedAt.Equal(cin.StartedAt) {
+		t.Errorf("container after: %s started %v %v; want running since %v", cafter.State, cafter.StartedAt, err, cin.StartedAt)
+	}
+	for _, sb := range h.listSandboxes() {
+		if sb.GetId() == id && !sb.GetOnline() {
+			t.Errorf("sandbox %s is listed offline", id)
+		}
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// Activity and Attach work on sandboxes as on machines: the command shows
+// in the org's activity under the sandbox's id with its command line, and
+// Attach from offset 0 after the Start stream was cancelled replays the
+// output and the exit.
+func TestSandboxActivityAndAttach(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	id := h.sandboxOf(ctx)
+	marker := "marker-" + randomLower(6)
+
+	sctx, cancel := context.WithCancel(ctx)
+	st, pid := h.start(sctx, &agentdv1.StartRequest{Argv: []string{"sh", "-c", "echo first " + marker + "; sleep 1; echo second"}})
+	// Read the first output, then walk away.
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		if o := r.GetEvent().GetOutput(); o != nil {
+			break
+		}
+	}
+	cancel()
+
+	at, err := agentdv1.NewProcessServiceClient(h.cc).Attach(h.ctx("builtin", "c-1"), &agentdv1.AttachRequest{Id: pid, FromOffset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, x, err := untilExit(attachEvents(at))
+	if err != nil || x.GetExitCode() != 0 || out != "first "+marker+"\nsecond\n" {
+		t.Errorf("attach: %q %v %v; want both lines and exit 0", out, x, err)
+	}
+
+	acts := hubv1.NewActivityServiceClient(h.cc)
+	pollUntil(t, 10*time.Second, "the command in the org's activity", func() (bool, string) {
+		w, err := acts.Watch(h.ctx("", ""), &hubv1.WatchRequest{MachineId: id, Tail: 1000, NoFollow: true})
+		if err != nil {
+			return false, err.Error()
+		}
+		var kinds []string
+		start, exit := false, false
+		for {
+			r, err := w.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			rec := r.GetRecord()
+			kinds = append(kinds, rec.GetKind())
+			if r.GetMachineId() != id || !strings.Contains(rec.GetCommand(), marker) {
+				continue
+			}
+			switch rec.GetKind() {
+			case "process.start":
+				start = rec.GetConversation() == "c-1" && rec.GetActor() != ""
+			case "process.exit":
+				exit = rec.GetExitCode() == 0
+			}
+		}
+		return start && exit, fmt.Sprintf("records %v (start %v exit %v)", kinds, start, exit)
+	})
+}
