@@ -247,13 +247,16 @@ func TestAuthAndIsolation(t *testing.T) {
 		ctx  context.Context
 		want codes.Code
 	}{
-		"no token":       {metadata.AppendToOutgoingContext(t.Context(), "agentd-machine", m.id), codes.Unauthenticated},
-		"bad token":      {authCtx(t.Context(), "agt_nope", m.id), codes.Unauthenticated},
-		"guessed token":  {authCtx(t.Context(), "agt_"+strings.Repeat("A", 43), m.id), codes.Unauthenticated},
-		"other org":      {authCtx(t.Context(), other, m.id), codes.NotFound},
-		"unknown":        {authCtx(t.Context(), h.owner, "m-doesnotexist"), codes.NotFound},
-		"no machine":     {authCtx(t.Context(), h.owner, ""), codes.InvalidArgument},
-		"right org, ok ": {authCtx(t.Context(), h.owner, m.id), codes.OK},
+		"no token":      {metadata.AppendToOutgoingContext(t.Context(), "agentd-machine", m.id), codes.Unauthenticated},
+		"bad token":     {authCtx(t.Context(), "agt_nope", m.id), codes.Unauthenticated},
+		"guessed token": {authCtx(t.Context(), "agt_"+strings.Repeat("A", 43), m.id), codes.Unauthenticated},
+		"other org":     {authCtx(t.Context(), other, m.id), codes.NotFound},
+		"unknown":       {authCtx(t.Context(), h.owner, "m-doesnotexist"), codes.NotFound},
+		// No machine: the org's default environment, builtin, which a hub
+		// without a Docker engine cannot run (and never runs elsewhere).
+		"no machine":      {authCtx(t.Context(), h.owner, ""), codes.FailedPrecondition},
+		"machine and env": {metadata.AppendToOutgoingContext(authCtx(t.Context(), h.owner, m.id), "agentd-environment", "builtin"), codes.InvalidArgument},
+		"right org, ok ":  {authCtx(t.Context(), h.owner, m.id), codes.OK},
 	} {
 		_, err := sys.Info(tc.ctx, &agentdv1.InfoRequest{})
 		if status.Code(err) != tc.want {
