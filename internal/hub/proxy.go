@@ -67,8 +67,9 @@ func (rawCodec) Name() string { return protoenc.Name }
 type Route struct {
 	Conn grpc.ClientConnInterface
 	MD   metadata.MD
-	// Done, if set, is called when the call has ended.
-	Done func()
+	// Done, if set, is called when the call has ended, with how it ended;
+	// what it returns is what the caller gets (it may say more).
+	Done func(error) error
 }
 
 // Router authenticates and authorises a call to method and finds its
@@ -92,10 +93,11 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		if err != nil {
 			return err
 		}
+		err = forward(ss, r, method)
 		if r.Done != nil {
-			defer r.Done()
+			err = r.Done(err)
 		}
-		return forward(ss, r, method)
+		return err
 	}
 }
 

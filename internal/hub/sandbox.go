@@ -122,7 +122,10 @@ type sandboxes struct {
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).
 	found bool
-	wg    sync.WaitGroup
+	// baseID is the built-in image's id as last asked (at baseAt).
+	baseID string
+	baseAt time.Time
+	wg     sync.WaitGroup
 }
 
 type startOp struct {
@@ -162,7 +165,24 @@ func engineStatus(err error, what string) error {
 // (FAILED_PRECONDITION naming it: never another environment instead).
 func (m *sandboxes) resolve(ctx context.Context, org store.Org, name string) (envSpec, error) {
 	if name == BuiltinEnvironment {
+		// The base image's id, asked of the engine at most every 30 s:
+		// not a Docker round trip on every call, and a connected sandbox
+		// keeps working while the engine is away.
+		m.mu.Lock()
+		id, at := m.baseID, m.baseAt
+		m.mu.Unlock()
+		if id != "" && time.Since(at) < 30*time.Second {
+			return envSpec{name: name, image: id, network: m.o.BuiltinNetwork}, nil
+		}
 		img, err := m.o.Driver.Image(ctx, m.o.BaseImage)
+		if err != nil && id != "" && !errors.Is(err, sandbox.ErrNotFound) {
+			return envSpec{name: name, image: id, network: m.o.BuiltinNetwork}, nil
+		}
+		if err == nil {
+			m.mu.Lock()
+			m.baseID, m.baseAt = img.ID, time.Now()
+			m.mu.Unlock()
+		}
 		switch {
 		case errors.Is(err, sandbox.ErrNotFound):
 			return envSpec{}, status.Errorf(codes.FailedPrecondition,
@@ -404,11 +424,13 @@ func exitReason(info sandbox.Info) string {
 	var parts []string
 	switch {
 	case info.OOMKilled:
-		parts = append(parts, "killed for using more memory than its limit")
+		parts = append(parts, "was killed for using more memory than its limit")
 	case info.ExitCode == 126 || info.ExitCode == 127:
-		parts = append(parts, fmt.Sprintf("exit code %d: agentd could not be run in the image", info.ExitCode))
+		parts = append(parts, fmt.Sprintf("exited with code %d: agentd could not be run in the image", info.ExitCode))
+	case info.ExitCode == 137:
+		parts = append(parts, "was killed (SIGKILL, exit code 137)")
 	default:
-		parts = append(parts, fmt.Sprintf("exit code %d", info.ExitCode))
+		parts = append(parts, fmt.Sprintf("exited with code %d", info.ExitCode))
 	}
 	if info.Error != "" {
 		parts = append(parts, info.Error)
@@ -459,20 +481,55 @@ func (m *sandboxes) touch(id string) {
 	}
 }
 
-// enter and leave count the calls in flight to a sandbox: the reaper
-// leaves a busy sandbox alone.
-func (m *sandboxes) enter(id string) func() {
+// enter counts a call in flight to a sandbox (the reaper leaves a busy
+// sandbox alone) and returns what the call's end runs: it uncounts the
+// call and, when the tunnel broke under it because the container stopped,
+// says why (killed, out of memory) instead of gRPC's bare "EOF".
+func (m *sandboxes) enter(ctx context.Context, id string) func(error) error {
 	m.mu.Lock()
 	m.active[id]++
 	m.mu.Unlock()
 	m.touch(id)
-	return func() {
+	return func(err error) error {
 		m.mu.Lock()
 		if m.active[id]--; m.active[id] <= 0 {
 			delete(m.active, id)
 		}
 		m.mu.Unlock()
 		m.touch(id)
+		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+			if why := m.stoppedUnder(context.WithoutCancel(ctx), id); why != "" {
+				return status.Errorf(codes.Unavailable, "sandbox %s stopped under the call: %s; the next call of the conversation gets a new sandbox", id, why)
+			}
+		}
+		return err
+	}
+}
+
+// stoppedUnder says why a sandbox's container stopped, or "" while it runs
+// (it may take a moment to be seen stopped once its tunnel broke).
+func (m *sandboxes) stoppedUnder(ctx context.Context, id string) string {
+	sb, err := m.s.store.Sandbox(ctx, id)
+	if err != nil || sb.ContainerID == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		info, err := m.o.Driver.Inspect(ctx, sb.ContainerID)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			return "its container was removed"
+		case err != nil:
+			return ""
+		case info.State != sandbox.StateRunning:
+			return "its container " + exitReason(info)
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -420,7 +420,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {
-		r.Done = s.sandboxes.enter(id)
+		r.Done = s.sandboxes.enter(ctx, id)
 	}
 	return r, nil
 }
