@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -81,6 +83,9 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 // Run is `agentd run`: the daemon serving its paired hub through the tunnel
 // it dials, and its local socket, until ctx is cancelled.
 func Run(ctx context.Context, o RunOptions) error {
+	if o.Server.Mode == ModeSandbox {
+		reserveThreads(sandboxThreads)
+	}
 	m, key, err := pairing(o)
 	if err != nil {
 		return err
@@ -138,6 +143,30 @@ func Run(ctx context.Context, o RunOptions) error {
 	log.Info("running", zap.String("hub", m.Hub), zap.String("machine", m.MachineID), zap.String("org", m.Org),
 		zap.String("workspace", srv.Options().Workspace), zap.String("version", version.Version))
 	return srv.Serve(ctx, listeners...)
+}
+
+// sandboxThreads is how many OS threads a sandbox's agentd makes at start.
+const sandboxThreads = 32
+
+// reserveThreads makes the Go runtime start n OS threads now and keep them
+// idle for reuse. In a sandbox, agentd shares the pids limit with what it
+// runs: once a fork bomb holds every pid, the runtime cannot start a thread
+// and dies ("failed to create new OS thread"); threads made before are
+// reused instead (the runtime never ends an idle thread).
+func reserveThreads(n int) {
+	var started, release sync.WaitGroup
+	started.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread() // this goroutine alone on its own thread
+			started.Done()
+			release.Wait()
+			runtime.UnlockOSThread() // the thread goes back to the idle pool
+		}()
+	}
+	started.Wait()
+	release.Done()
 }
 
 // pairing returns the hub, machine and key Run dials with: the sandbox's

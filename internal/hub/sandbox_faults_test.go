@@ -609,6 +609,20 @@ func TestSandboxLimits(t *testing.T) {
 			t.Errorf("memory hog: ran until its timeout, want the memory limit to stop it")
 		}
 
+		if tc.name == "fork bomb" {
+			// While the bomb's sleeps hold every pid, a burst of calls:
+			// agentd serves them on the threads it made at start (a
+			// thread it cannot create would kill it). Calls that need a
+			// new process may fail; agentd must not.
+			var wg sync.WaitGroup
+			for range 100 {
+				wg.Go(func() {
+					_, _ = h.info(h.ctx("builtin", "c-1"))
+					_, _ = agentdv1.NewProcessServiceClient(h.cc).List(h.ctx("builtin", "c-1"), &agentdv1.ProcessServiceListRequest{})
+				})
+			}
+			wg.Wait()
+		}
 		after, err := h.info(h.ctx("builtin", "c-1"))
 		if err != nil {
 			t.Fatalf("%s: info after: %v", tc.name, err)
