@@ -573,8 +573,8 @@ func (m *sandboxes) fill(org store.Org, env envSpec) {
 	}
 }
 
-// reap removes sandboxes idle for longer than IdleTTL, and warm ones whose
-// environment's image changed.
+// reap removes conversations' sandboxes idle for longer than IdleTTL. Warm
+// ones stay (a stale one is removed when claimed, or with its environment).
 func (m *sandboxes) reap(ctx context.Context) {
 	sbs, err := m.s.store.ListSandboxes(ctx, "")
 	if err != nil {
