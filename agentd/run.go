@@ -100,7 +100,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	tun, err := transport.Listen(transport.Options{
 		HubURL: m.Hub, MachineID: m.MachineID, Key: key, RootCAs: pool,
-		Logger: log.Named("tunnel"), UserAgent: "agentd/" + version.Version, Backoff: o.Backoff,
+		Logger: log, UserAgent: "agentd/" + version.Version, Backoff: o.Backoff, // the tunnel names itself "tunnel"
 	})
 	if err != nil {
 		return err

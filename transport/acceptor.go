@@ -52,7 +52,8 @@ type AcceptorOptions struct {
 	RecheckInterval time.Duration
 	// Clock decides when nonces expire. Default: the system clock.
 	Clock Clock
-	// Logger receives the acceptor's logs. Default: a no-op logger.
+	// Logger receives the acceptor's logs, which NewAcceptor names
+	// "tunnel" under it. Default: a no-op logger.
 	Logger *zap.Logger
 }
 

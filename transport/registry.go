@@ -25,7 +25,8 @@ import (
 // RegistryOptions configures a Registry. Zero fields get defaults in
 // NewRegistry.
 type RegistryOptions struct {
-	// Logger receives the registry's logs. Default: a no-op logger.
+	// Logger receives the registry's logs, which NewRegistry names
+	// "tunnels" under it. Default: a no-op logger.
 	Logger *zap.Logger
 	// OnUp is called when a machine's tunnel is added (also when it
 	// replaces an older one).

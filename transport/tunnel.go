@@ -44,7 +44,9 @@ type Options struct {
 	Proxy func(*http.Request) (*url.URL, error)
 	// UserAgent is sent with the upgrade request. Default "agentd/<version>".
 	UserAgent string
-	// Logger receives the tunnel's logs. Default: a no-op logger.
+	// Logger receives the tunnel's logs, which Listen names "tunnel" under
+	// it (pass the daemon's logger, not one already named so). Default: a
+	// no-op logger.
 	Logger *zap.Logger
 	// Backoff paces reconnects. Zero fields get defaults (1 s ×1.6 up to
 	// 30 s, full jitter, reset after 60 s up; 5 min after a rejection).

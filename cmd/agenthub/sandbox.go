@@ -80,7 +80,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		}
 		subnet = p
 	}
-	drv, err := docker.New(docker.Options{Host: f.dockerHost, Logger: log.Named("docker")})
+	drv, err := docker.New(docker.Options{Host: f.dockerHost, Logger: log}) // the driver names itself "docker"
 	if err != nil {
 		return hub.SandboxOptions{}, none, err
 	}
