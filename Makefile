@@ -24,7 +24,7 @@ BINARIES := agentd agentctl agenthub
 # golang.org/x/net/trace, which nothing here uses.
 BUILD_TAGS := grpcnotrace
 
-.PHONY: all build test fuzz lint proto proto-check tools bench bench-hub demo demo-local clean
+.PHONY: all build test fuzz lint proto proto-check tools bench bench-hub bench-sandbox demo demo-local clean
 .PHONY: dist dist-tools package-test cross sandbox-base
 
 all: build
@@ -68,6 +68,9 @@ bench: build ## benchmarks: Go benchmarks plus side-by-side comparisons (see doc
 
 bench-hub: build ## the hub's benchmarks: exec and stdout through the hub against ssh, idle tunnels, reconnect
 	bash scripts/bench-hub.sh
+
+bench-sandbox: ## the sandboxes' benchmarks on the local Docker engine: cold and warm-pool first exec against docker run + exec, exec against a paired machine
+	bash scripts/bench-sandbox.sh
 
 demo: build ## a hub, a paired agentd and a scripted chat session, all on loopback
 	bin/agenthub demo --exit

@@ -55,11 +55,10 @@ var sbTrue = &agentdv1.StartRequest{Argv: []string{"true"}}
 // engine's calls timed and the hub's log kept.
 type sbBench struct {
 	*benchHub
-	drv   *sbTimedDriver
-	logs  *observer.ObservedLogs
-	proc  agentdv1.ProcessServiceClient
-	envs  hubv1.EnvironmentServiceClient
-	label string // the hub's id, on everything it makes
+	drv  *sbTimedDriver
+	logs *observer.ObservedLogs
+	proc agentdv1.ProcessServiceClient
+	envs hubv1.EnvironmentServiceClient
 }
 
 // newSandboxBench starts the hub as startSandboxHub does (network none,
@@ -99,7 +98,7 @@ func newSandboxBench(b *testing.B, tune func(*hub.SandboxOptions)) *sbBench {
 	h := &benchHub{tb: b, hub: hb, store: hb.Store, org: hb.Org, token: hb.Token}
 	h.sync()
 	cc := h.conn()
-	return &sbBench{benchHub: h, drv: td, logs: logs, label: hubID,
+	return &sbBench{benchHub: h, drv: td, logs: logs,
 		proc: agentdv1.NewProcessServiceClient(cc), envs: hubv1.NewEnvironmentServiceClient(cc)}
 }
 
