@@ -14,9 +14,9 @@ import (
 
 func main() {
 	// agentctl lives for one command and its live heap is small, while a
-	// bulk stream allocates a buffer per message: collect less often than
-	// the default (1 GiB of output: 308 collections, 1.1 s CPU at 100;
-	// 0.84 s at 400). GOGC in the environment still wins.
+	// bulk stream allocates a buffer per message: collecting less often
+	// than the default saves CPU on large outputs (docs/performance.md).
+	// GOGC in the environment still wins.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}

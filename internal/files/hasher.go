@@ -15,8 +15,8 @@ const (
 )
 
 // hasher computes the sha256 of what is written to a temporary file.
-// Hashing a large file (22 % of the daemon's CPU writing 256 MiB) then runs
-// beside the writes, on another core where there is one, instead of
+// Hashing a large file (a large share of the daemon's CPU in a big write)
+// then runs beside the writes, on another core where there is one, instead of
 // between them. Writes are copied in pieces, so the caller may reuse its
 // buffer as soon as Write returns.
 type hasher struct {

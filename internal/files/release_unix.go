@@ -9,9 +9,8 @@ import (
 )
 
 // holdOld opens the file a rename is about to replace, so that the rename
-// only drops its name: freeing a large file's blocks (50–60 ms for 256 MiB
-// on ext4) then happens when the returned file is closed, after the write
-// has answered. Nil if it cannot be opened; O_NONBLOCK so that a FIFO
+// only drops its name: freeing a large file's blocks (slow on ext4) then
+// happens when the returned file is closed, after the write has answered. Nil if it cannot be opened; O_NONBLOCK so that a FIFO
 // swapped in meanwhile cannot block the open.
 func holdOld(path string) io.Closer {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)

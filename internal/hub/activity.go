@@ -76,7 +76,7 @@ const storeTimeout = 10 * time.Second
 // collect follows one machine's activity until its tunnel goes away.
 func (h *activityHub) collect(ctx context.Context, id string) {
 	// Not log.With: a logger made per tunnel holds an encoded copy of its
-	// fields for as long as the tunnel is up (1 KiB each).
+	// fields for as long as the tunnel is up, which idle tunnels pay for.
 	log, machine := h.s.log, zap.String("machine", id)
 	cc, ok := h.s.registry.Get(id)
 	if !ok {

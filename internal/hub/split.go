@@ -15,8 +15,8 @@ import (
 
 // The hub serves gRPC and HTTP on one port. Handing gRPC to net/http
 // (grpc.Server.ServeHTTP) works but costs a write system call per 16 KiB
-// HTTP/2 frame and several copies: through the hub, stdout moved at a
-// third of the rate of a direct connection. So each accepted connection is
+// HTTP/2 frame and several copies: through the hub, stdout moved far
+// slower than over a direct connection. So each accepted connection is
 // classified once and handed whole to one of two servers:
 //
 //   - plaintext: a connection that opens with the HTTP/2 client preface

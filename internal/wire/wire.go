@@ -7,5 +7,5 @@ package wire
 // margin for the message's own framing (protobuf tags, the 5-byte gRPC
 // header): a message that fits in 32 KiB is served from grpc-go's 32 KiB
 // buffer tier, while one a few bytes larger takes a 1 MiB buffer that is
-// zeroed on every use, which cost a quarter of the CPU of bulk streams.
+// zeroed on every use, the largest single cost of bulk streams.
 const ChunkSize = 32<<10 - 64

@@ -176,8 +176,8 @@ func (s *SQLite) Close() error {
 
 // stmt returns q prepared for the store's lifetime: database/sql prepares
 // it once on each connection it runs on, instead of on every call. The
-// queries every routed call makes go through it (preparing them was an
-// eighth of the hub's CPU serving exec calls).
+// queries every routed call makes go through it (preparing them on every
+// call showed in the hub's CPU profile of exec calls).
 func (s *SQLite) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	if st, ok := s.stmts.Load(q); ok {
 		return st.(*sql.Stmt), nil
