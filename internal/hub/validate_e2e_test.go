@@ -29,7 +29,9 @@ import (
 // Docker engine here pulls from (127.0.0.0/8 is plain http to it).
 type testRegistry struct {
 	host string // 127.0.0.1:PORT
-	tags []string
+
+	mu   sync.Mutex
+	tags []string // pushed, removed from the engine at the end
 }
 
 func startTestRegistry(t *testing.T) *testRegistry {
@@ -38,6 +40,8 @@ func startTestRegistry(t *testing.T) *testRegistry {
 	t.Cleanup(srv.Close)
 	r := &testRegistry{host: strings.TrimPrefix(srv.URL, "http://")}
 	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		if len(r.tags) > 0 {
 			_ = exec.Command("docker", append([]string{"rmi", "--force"}, r.tags...)...).Run()
 		}
@@ -62,7 +66,9 @@ func (r *testRegistry) build(t *testing.T, repoTag, dockerfile string, files map
 		}
 	}
 	ref := r.host + "/" + repoTag
+	r.mu.Lock()
 	r.tags = append(r.tags, ref)
+	r.mu.Unlock()
 	dockerCLI(t, "build", "-q", "-t", ref, dir)
 	dockerCLI(t, "push", "-q", ref)
 	return ref
