@@ -86,7 +86,7 @@ done
 debarch() { case $1 in amd64) echo amd64 ;; arm64) echo arm64 ;; esac; }
 rpmarch() { case $1 in amd64) echo x86_64 ;; arm64) echo aarch64 ;; esac; }
 pkgpaths=(/usr/bin/agentd /usr/bin/agentctl /usr/lib/systemd/user/agentd.service /usr/lib/systemd/system/agentd@.service
-	/etc/agentd/config.example /usr/share/doc/agentd/agentd.txt /usr/share/doc/agentd/agentctl.txt
+	/usr/share/doc/agentd/config.example /usr/share/doc/agentd/agentd.txt /usr/share/doc/agentd/agentctl.txt
 	/usr/share/doc/agentd/README.md /usr/share/doc/agentd/copyright)
 gobuildinfo() { # FILE GOARCH: a static (no cgo) Go binary for linux/GOARCH, built with -trimpath
 	local info
@@ -108,7 +108,8 @@ for goarch in amd64 arm64; do
 	done
 	check "$b: /usr/bin/agentd is -rwxr-xr-x root/root" grep -qE '^-rwxr-xr-x root/root .* \./usr/bin/agentd$' <<<"$list"
 	check "$b: Architecture is $(debarch $goarch)" test "$(dpkg-deb -f "$deb" Architecture)" = "$(debarch $goarch)"
-	check "$b: /etc/agentd/config.example is a conffile" bash -c "dpkg-deb -I '$deb' conffiles | grep -qx /etc/agentd/config.example"
+	check "$b: has no conffiles (agentd reads no file under /etc)" bash -c "! dpkg-deb -I '$deb' conffiles 2>/dev/null | grep -q ."
+	check "$b: installs nothing under /etc" bash -c '! grep -qE "[[:space:]]\./etc/" <<<"$1"' _ "$list"
 	x=$work/deb-$goarch
 	mkdir -p "$x" && dpkg-deb -x "$deb" "$x"
 	check "$b: the user unit is packaging/systemd/agentd.service" cmp -s "$x/usr/lib/systemd/user/agentd.service" packaging/systemd/agentd.service
@@ -131,7 +132,8 @@ for goarch in amd64 arm64; do
 		check "$r contains $p" grep -qx "$p" <<<"$list"
 	done
 	check "$r: arch is $(rpmarch $goarch)" test "$(rpm -qp --qf '%{ARCH}' "$rpmf" 2>/dev/null)" = "$(rpmarch $goarch)"
-	check "$r: /etc/agentd/config.example is %config(noreplace)" bash -c "rpm -qp --configfiles '$rpmf' 2>/dev/null | grep -qx /etc/agentd/config.example"
+	check "$r: has no %config files" bash -c "! rpm -qp --configfiles '$rpmf' 2>/dev/null | grep -q '^/'"
+	check "$r: installs nothing under /etc" bash -c '! grep -q "^/etc/" <<<"$1"' _ "$list"
 	check "$r: %post prints the next steps" bash -c "rpm -qp --scripts '$rpmf' 2>/dev/null | grep -q 'agentd pair --hub URL --code XXXX-XXXX'"
 	check "$r: the payload's /usr/bin/agentd equals the .deb's" bash -c \
 		"cd '$work' && mkdir -p rpm-$goarch && cd rpm-$goarch && rpm2archive - <'$root/$rpmf' | tar -xzf - ./usr/bin/agentd && cmp -s usr/bin/agentd '$x/usr/bin/agentd'"
@@ -293,7 +295,7 @@ check "postinst printed 'agentd pair --hub URL --code XXXX-XXXX'" grep -q 'agent
 check "postinst printed 'agentd install'" grep -q '^  agentd install' <<<"$out"
 check "dpkg says agentd is installed" bash -c "dpkg-query -W -f='\${Status}' agentd | grep -qx 'install ok installed'"
 for p in /usr/bin/agentd /usr/bin/agentctl /usr/lib/systemd/user/agentd.service /usr/lib/systemd/system/agentd@.service \
-	/etc/agentd/config.example /usr/share/doc/agentd/agentd.txt /usr/share/doc/agentd/agentctl.txt /usr/share/doc/agentd/copyright; do
+	/usr/share/doc/agentd/config.example /usr/share/doc/agentd/agentd.txt /usr/share/doc/agentd/agentctl.txt /usr/share/doc/agentd/copyright; do
 	check "$p is installed" test -s "$p"
 done
 left=$(others)
@@ -320,7 +322,8 @@ if out=$(dpkg -r agentd 2>&1); then pass "dpkg -r agentd"; else fail "dpkg -r: $
 printf '%s\n' "$out" | sed 's/^/    | /'
 check "removal deleted /usr/bin/agentd" test ! -e /usr/bin/agentd
 check "removal kept the user's ~/.config/agentd" grep -qx keep /home/alice/.config/agentd/machine.json
-check "removal kept /etc/agentd/config.example (a conffile, until purge)" test -e /etc/agentd/config.example
+check "removal deleted /usr/share/doc/agentd/config.example (documentation, not a conffile)" test ! -e /usr/share/doc/agentd/config.example
+check "nothing was ever put in /etc/agentd" test ! -e /etc/agentd
 EOF
 	rc=$?
 	cat "$work/docker.log"
