@@ -43,7 +43,7 @@ and every operation is recorded per org.`,
 	}
 	root.SetVersionTemplate(version.String("agenthub") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newInitCmd(), newServeCmd(), newDemoCmd(), &cobra.Command{
+	root.AddCommand(newInitCmd(), newServeCmd(), newDemoCmd(), newImageCmd(), &cobra.Command{
 		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String("agenthub")) },
 	})

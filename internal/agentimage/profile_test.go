@@ -1,0 +1,144 @@
+package agentimage
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEmbeddedProfiles: every profile built in decodes strictly and
+// validates, the set is the issue's, and each strategy is the intended one.
+func TestEmbeddedProfiles(t *testing.T) {
+	t.Parallel()
+	got := map[string]Strategy{}
+	for _, p := range Profiles() {
+		if err := p.Validate(); err != nil {
+			t.Error(err)
+		}
+		got[p.Name] = p.Strategy
+	}
+	want := map[string]Strategy{
+		"codex": StrategyBuilder, "claude-code": StrategyBuilder, "opencode": StrategyBuilder, "pi": StrategyBuilder,
+		"aider": StrategyImage, "goose": StrategyImage, "commandcode": StrategyCustom,
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("profiles and strategies (-got +want):\n%s", diff)
+	}
+}
+
+// TestPins: versions.json decodes strictly, pins every builder profile and
+// nothing else.
+func TestPins(t *testing.T) {
+	t.Parallel()
+	pins := Pins()
+	builders := map[string]bool{}
+	for _, p := range Profiles() {
+		if p.Strategy == StrategyBuilder {
+			builders[p.Name] = true
+			if pins.Agents[p.Name] == "" {
+				t.Errorf("versions.json has no pin for the builder profile %s", p.Name)
+			}
+		}
+	}
+	for name := range pins.Agents {
+		if !builders[name] {
+			t.Errorf("versions.json pins %s, which is not a builder profile", name)
+		}
+	}
+	if _, err := ParseVersions([]byte(`{"debian":"docker.io/library/debian:bookworm-slim","node":"22.0.0","docker":"28.0.0","agents":{"codex":"1"},"python":"3"}`)); err == nil || !strings.Contains(err.Error(), `unknown field "python"`) {
+		t.Errorf("an unknown field in versions: %v, want an error naming it", err)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	t.Parallel()
+	p, err := Lookup("claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Executable != "claude" || p.Install.NPM != "@anthropic-ai/claude-code" || p.SelfUpdateEnv["DISABLE_AUTOUPDATER"] != "1" {
+		t.Errorf("claude-code = %+v", p)
+	}
+	_, err = Lookup("copilot")
+	if !errors.Is(err, ErrUnknownProfile) {
+		t.Fatalf("Lookup(copilot) = %v, want ErrUnknownProfile", err)
+	}
+	want := `unknown agent profile "copilot" (known: aider, claude-code, codex, commandcode, goose, opencode, pi)`
+	if err.Error() != want {
+		t.Errorf("Lookup(copilot) error\n got %s\nwant %s", err, want)
+	}
+}
+
+// validProfile is a profile that passes; tests break one field at a time.
+const validProfile = `{
+  "name": "demo", "slug": "demo", "display_name": "Demo", "executable": "demo",
+  "strategy": "builder", "needs_node": true, "install": {"npm": "@demo/cli"},
+  "limits": {"cpus": 1, "memory_mib": 1024, "pids": 256},
+  "network": {"default": "none"}, "ttl": "1h", "sensitivity": "high",
+  "risk_notes": ["runs commands"]
+}`
+
+func TestParseProfile(t *testing.T) {
+	t.Parallel()
+	p, err := ParseProfile([]byte(validProfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TTL.Duration != time.Hour || p.Limits.MemoryMiB != 1024 || p.Install.NPM != "@demo/cli" {
+		t.Errorf("decoded %+v", p)
+	}
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"unknown field", `"slug": "demo"`, `"slug": "demo", "api_key": "sk-1"`, `unknown field "api_key"`},
+		{"unknown nested field", `"pids": 256`, `"pids": 256, "swap_mib": 1`, `unknown field "swap_mib"`},
+		{"bad name", `"name": "demo"`, `"name": "Demo"`, `name "Demo"`},
+		{"bad strategy", `"strategy": "builder"`, `"strategy": "build"`, `strategy "build"`},
+		{"npm without node", `"needs_node": true, `, ``, `needs_node`},
+		{"no install", `"install": {"npm": "@demo/cli"},`, ``, `install is missing`},
+		{"npm and script", `{"npm": "@demo/cli"}`, `{"npm": "@demo/cli", "script": ["true"]}`, `both npm and script`},
+		{"image with install", `"strategy": "builder"`, `"strategy": "image", "image": "docker.io/demo/demo"`, `install or needs_node is set`},
+		{"custom with install", `"strategy": "builder"`, `"strategy": "custom"`, `the strategy is custom`},
+		{"memory", `"memory_mib": 1024`, `"memory_mib": 1`, `memory_mib 1`},
+		{"cpus", `"cpus": 1`, `"cpus": 0`, `cpus 0`},
+		{"pids", `"pids": 256`, `"pids": 5`, `pids 5`},
+		{"allow without hosts", `{"default": "none"}`, `{"default": "allow"}`, `allow is empty`},
+		{"none with hosts", `{"default": "none"}`, `{"default": "none", "allow": ["a.example"]}`, `allow is set`},
+		{"bad host", `{"default": "none"}`, `{"default": "allow", "allow": ["https://a.example"]}`, `allow "https://a.example"`},
+		{"ttl", `"ttl": "1h"`, `"ttl": "48h"`, `ttl 48h0m0s`},
+		{"ttl not a string", `"ttl": "1h"`, `"ttl": 3600`, `duration string`},
+		{"sensitivity", `"sensitivity": "high"`, `"sensitivity": "extreme"`, `sensitivity "extreme"`},
+		{"no risk notes", `"risk_notes": ["runs commands"]`, `"risk_notes": []`, `risk_notes is empty`},
+		{"credential env", `"ttl": "1h"`, `"ttl": "1h", "self_update_env": {"OPENAI_API_KEY": "x"}`, `looks like a credential`},
+		{"bad env value", `"ttl": "1h"`, `"ttl": "1h", "self_update_env": {"NO_UPDATE": "a b"}`, `want a plain value`},
+		{"trailing data", `"risk_notes": ["runs commands"]
+}`, `"risk_notes": ["runs commands"]
+} {}`, `data after the JSON object`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if !strings.Contains(validProfile, tc.old) {
+				t.Fatalf("the valid profile has no %q", tc.old)
+			}
+			_, err := ParseProfile([]byte(strings.Replace(validProfile, tc.old, tc.new, 1)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	ps, err := Load(os.DirFS("testdata/profiles"))
+	if err != nil || len(ps) != 1 || ps[0].Name != "fixture-static" || ps[0].NeedsNode {
+		t.Fatalf("Load(testdata/profiles) = %+v, %v", ps, err)
+	}
+	_, err = Load(fstest.MapFS{"other.json": {Data: []byte(validProfile)}})
+	if err == nil || !strings.Contains(err.Error(), "the file must be demo.json") {
+		t.Errorf("a profile in the wrong file: %v", err)
+	}
+}
