@@ -9,21 +9,16 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
-)
-
-// Metadata keys the hub forwards with every call.
-const (
-	mdActor        = "agentd-actor"
-	mdConversation = "agentd-conversation"
 )
 
 // record adds an activity record for an operation done for the caller in
 // ctx: who asked comes from the call's metadata.
 func (s *Server) record(ctx context.Context, r activity.Record) activity.Record {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		r.Actor = firstMD(md, mdActor)
-		r.Conversation = firstMD(md, mdConversation)
+		r.Actor = firstMD(md, wire.MDActor)
+		r.Conversation = firstMD(md, wire.MDConversation)
 	}
 	return s.activity.Add(r)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // PairOptions says which hub to pair with and how.
@@ -28,23 +29,6 @@ type PairOptions struct {
 	Name      string // name shown in `agentctl machines` (default: hostname)
 	ConfigDir string // where the pairing and key are stored
 	CAFile    string // PEM file of the CA that signed the hub's certificate (default: system roots)
-}
-
-// pairRequest and pairResponse are the JSON of POST /v1/pair.
-type pairRequest struct {
-	Code      string `json:"code"`
-	PublicKey []byte `json:"public_key"`
-	Hostname  string `json:"hostname"`
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	Name      string `json:"name,omitempty"`
-	Version   string `json:"version,omitempty"`
-}
-
-type pairResponse struct {
-	MachineID string `json:"machine_id"`
-	Org       string `json:"org"`
-	Error     string `json:"error"`
 }
 
 // Pair registers this machine with a hub: it makes a key pair, sends the
@@ -73,13 +57,13 @@ func Pair(ctx context.Context, o PairOptions) (config.Machine, error) {
 		return config.Machine{}, err
 	}
 	host, _ := os.Hostname()
-	body, _ := json.Marshal(pairRequest{
+	body, _ := json.Marshal(wire.PairRequest{
 		Code: o.Code, PublicKey: key.Public().(ed25519.PublicKey), Hostname: host,
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Name: o.Name, Version: version.Version,
 	})
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.JoinPath("v1", "pair").String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.JoinPath(wire.PairPath).String(), bytes.NewReader(body))
 	if err != nil {
 		return config.Machine{}, err
 	}
@@ -90,7 +74,11 @@ func Pair(ctx context.Context, o PairOptions) (config.Machine, error) {
 		return config.Machine{}, fmt.Errorf("reach hub %s: %w", u.Host, err)
 	}
 	defer resp.Body.Close()
-	var pr pairResponse
+	// One decode for either answer: a PairResponse (200) or a PairError.
+	var pr struct {
+		wire.PairResponse
+		wire.PairError
+	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err := json.Unmarshal(data, &pr); err != nil {
 		return config.Machine{}, fmt.Errorf("hub answered %s, not a pairing response: %.200q", resp.Status, data)

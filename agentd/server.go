@@ -26,6 +26,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/runner"
 )
@@ -226,7 +227,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	// The first record of the shutdown: it tells the hub (through its
 	// activity watch, still open) that this machine takes no more calls,
 	// so it shows offline now rather than when the last call has drained.
-	s.activity.Add(activity.Record{Kind: activity.KindStop, Summary: "agentd is stopping: no new calls; running commands get TERM, then KILL after the grace period", Outcome: activity.OK})
+	s.activity.Add(activity.Record{Kind: wire.KindStop, Summary: "agentd is stopping: no new calls; running commands get TERM, then KILL after the grace period", Outcome: activity.OK})
 	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
@@ -393,8 +394,8 @@ func (s *Server) authorize(ctx context.Context) error {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		tok, ok := strings.CutPrefix(v, "Bearer ")
+	for _, v := range md.Get(wire.MDAuthorization) {
+		tok, ok := strings.CutPrefix(v, wire.BearerPrefix)
 		if ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1 {
 			return nil
 		}

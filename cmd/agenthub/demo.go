@@ -22,6 +22,7 @@ import (
 	"github.com/devdepot-ai/agentd/agentd"
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
@@ -271,7 +272,7 @@ func waitOnline(ctx context.Context, hubURL, token, id string) error {
 		return err
 	}
 	defer cc.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MDAuthorization, wire.BearerPrefix+token)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := hubv1.NewAdminServiceClient(cc).ListMachines(ctx, &hubv1.ListMachinesRequest{})
@@ -297,7 +298,7 @@ func followActivity(ctx context.Context, hubURL, token string, emit func(*hubv1.
 		return
 	}
 	defer cc.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MDAuthorization, wire.BearerPrefix+token)
 	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1})
 	if err != nil {
 		return

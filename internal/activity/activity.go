@@ -15,14 +15,17 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // Outcome says how an operation ended.
 type Outcome string
 
 // KindStop is the kind of the record a daemon adds when it starts to shut
-// down; the hub takes it as "offline from now on".
-const KindStop = "agentd.stop"
+// down; the hub takes it as "offline from now on". It is wire.KindStop,
+// kept here for the package's users.
+const KindStop = wire.KindStop
 
 // Outcomes.
 const (

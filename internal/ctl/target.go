@@ -18,6 +18,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/listen"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // targetFlags say which daemon to talk to.
@@ -77,7 +78,7 @@ func (a *app) dial() (*conn, error) {
 	}
 	md := metadata.MD{}
 	if tok != "" {
-		md.Set("authorization", "Bearer "+tok)
+		md.Set(wire.MDAuthorization, wire.BearerPrefix+tok)
 	}
 	if t.addr == "" && t.hub != "" {
 		return dialHub(t, md, tok, true)
@@ -132,7 +133,7 @@ func (a *app) dialHubOnly() (*conn, error) {
 		return nil, err
 	}
 	md := metadata.MD{}
-	md.Set("authorization", "Bearer "+tok)
+	md.Set(wire.MDAuthorization, wire.BearerPrefix+tok)
 	return dialHub(&a.target, md, tok, false)
 }
 
@@ -173,9 +174,9 @@ func dialHub(t *targetFlags, md metadata.MD, tok string, route bool) (*conn, err
 		return nil, err
 	}
 	if route {
-		setMD(md, "agentd-machine", t.machine)
-		setMD(md, "agentd-environment", t.env)
-		setMD(md, "agentd-conversation", t.conv)
+		setMD(md, wire.MDMachine, t.machine)
+		setMD(md, wire.MDEnvironment, t.env)
+		setMD(md, wire.MDConversation, t.conv)
 	}
 	return &conn{ClientConn: cc, md: md}, nil
 }

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -103,7 +103,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 			return
 		}
 		r := m.GetRecord()
-		if r.GetKind() == activity.KindStop {
+		if r.GetKind() == wire.KindStop {
 			// The daemon is shutting down: offline now, while its last
 			// calls (and this watch) finish on the tunnel.
 			h.s.registry.Drain(id)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // caller is who made a call: the API token, its org, and whether it may
@@ -43,8 +44,8 @@ type authenticator struct {
 func (a *authenticator) authenticate(ctx context.Context) (*caller, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var raw string
-	for _, v := range md.Get("authorization") {
-		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
+	for _, v := range md.Get(wire.MDAuthorization) {
+		if t, ok := strings.CutPrefix(v, wire.BearerPrefix); ok {
 			raw = strings.TrimSpace(t)
 			break
 		}

@@ -10,35 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
-
-// PairRequest is the body of POST /v1/pair.
-type PairRequest struct {
-	Code      string `json:"code"`
-	PublicKey []byte `json:"public_key"` // Ed25519, 32 bytes (base64 in JSON)
-	Hostname  string `json:"hostname"`
-	OS        string `json:"os"`
-	Arch      string `json:"arch"`
-	Name      string `json:"name,omitempty"`
-	Version   string `json:"version,omitempty"`
-}
-
-// PairResponse is the answer to a successful pairing.
-type PairResponse struct {
-	MachineID string `json:"machine_id"`
-	Org       string `json:"org"`
-}
-
-// PairError is the body of a failed pairing.
-type PairError struct {
-	Error string `json:"error"`
-}
 
 const maxPairBody = 16 << 10
 
 func (s *Server) handlePair(w http.ResponseWriter, r *http.Request) {
 	s.pairs.Add(1)
-	var req PairRequest
+	var req wire.PairRequest
 	body := http.MaxBytesReader(w, r.Body, maxPairBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
@@ -86,11 +65,11 @@ func (s *Server) handlePair(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("machine paired", zap.String("machine", id), zap.String("org", org), zap.String("hostname", req.Hostname))
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(PairResponse{MachineID: id, Org: org})
+	_ = json.NewEncoder(w).Encode(wire.PairResponse{MachineID: id, Org: org})
 }
 
 func writePairError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(PairError{Error: msg})
+	_ = json.NewEncoder(w).Encode(wire.PairError{Error: msg})
 }

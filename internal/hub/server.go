@@ -29,6 +29,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
@@ -143,7 +144,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)
-	s.mux.HandleFunc("POST /v1/pair", s.handlePair)
+	s.mux.HandleFunc("POST "+wire.PairPath, s.handlePair)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
@@ -381,14 +382,14 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Error(codes.Unauthenticated, "no caller")
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	id := firstMD(md, "agentd-machine")
-	env := firstMD(md, "agentd-environment")
+	id := firstMD(md, wire.MDMachine)
+	env := firstMD(md, wire.MDEnvironment)
 	if id != "" && env != "" {
 		return Route{}, status.Error(codes.InvalidArgument, "name a machine (agentd-machine) or an environment (agentd-environment), not both")
 	}
 	if id == "" {
 		var err error
-		conv := firstMD(md, "agentd-conversation")
+		conv := firstMD(md, wire.MDConversation)
 		if id, err = s.routeEnvironment(ctx, c.org, env, conv); err != nil {
 			if status.Code(err) == codes.FailedPrecondition {
 				s.recordRefusal(ctx, c.org, c.token.Name, conv, env, method, err)
@@ -414,9 +415,9 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		}
 		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
 	}
-	out := metadata.Pairs("agentd-actor", c.token.Name)
-	if conv := firstMD(md, "agentd-conversation"); conv != "" {
-		out.Set("agentd-conversation", conv)
+	out := metadata.Pairs(wire.MDActor, c.token.Name)
+	if conv := firstMD(md, wire.MDConversation); conv != "" {
+		out.Set(wire.MDConversation, conv)
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {

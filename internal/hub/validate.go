@@ -18,6 +18,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -148,7 +149,7 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 		return append(report, sandbox.Check{ID: "sandbox.online", Status: sandbox.Fail, Title: "agentd stays connected",
 			Breaks: "agentd disconnected right after it started", Fix: "check the image's limits and entrypoint"}), "", nil
 	}
-	cctx := metadata.NewOutgoingContext(ctx, metadata.Pairs("agentd-actor", "agenthub (validation)"))
+	cctx := metadata.NewOutgoingContext(ctx, metadata.Pairs(wire.MDActor, "agenthub (validation)"))
 
 	progress("running every operation an agent uses")
 	for _, r := range conformance.Run(cctx, cc, conformance.Options{Sandbox: true}) {

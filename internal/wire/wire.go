@@ -1,6 +1,8 @@
-// Package wire holds sizes shared by everything that streams bytes over
-// gRPC: process output, file reads and writes, snapshot exports, Python
-// output.
+// Package wire is the one home of what crosses the wire between agentd,
+// the hub and agentctl outside the protobuf definitions: the size of a
+// streamed chunk (process output, file reads and writes, snapshot exports,
+// Python output), the gRPC metadata keys, the JSON of pairing, and the
+// activity record kinds the hub acts on.
 package wire
 
 // ChunkSize is the payload of one streamed message. It is 32 KiB less a
