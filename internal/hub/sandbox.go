@@ -242,6 +242,9 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 			} else if err := m.awaitOnline(ctx, sb); err == nil {
 				m.touch(sb.ID)
 				return sb.ID, nil
+			} else if err := m.restart(ctx, sb); err == nil {
+				m.touch(sb.ID)
+				return sb.ID, nil
 			} else {
 				m.log.Warn("sandbox lost; starting a new one", zap.String("sandbox", sb.ID), zap.Error(err))
 				m.destroy(context.WithoutCancel(ctx), sb, "lost: "+err.Error())
@@ -275,6 +278,28 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		}
 		return op.id, op.err
 	}
+}
+
+// restart starts a conversation's sandbox again whose container stopped
+// (killed, out of memory, the host restarted): same container, same
+// /workspace volume, a fresh /tmp and HOME; agentd dials in again with the
+// same credential. A second stop within one call is not retried.
+func (m *sandboxes) restart(ctx context.Context, sb store.Sandbox) error {
+	if sb.ContainerID == "" {
+		return errors.New("no container")
+	}
+	info, err := m.o.Driver.Inspect(ctx, sb.ContainerID)
+	if err != nil {
+		return err
+	}
+	if info.State == sandbox.StateRunning {
+		return errors.New("its container runs but agentd does not connect")
+	}
+	m.log.Info("sandbox stopped; starting it again", zap.String("sandbox", sb.ID), zap.String("why", exitReason(info)))
+	if err := m.o.Driver.Start(ctx, sb.ContainerID); err != nil {
+		return err
+	}
+	return m.awaitOnline(ctx, sb)
 }
 
 // refuse logs a call that an environment could not take, at error level.
@@ -499,7 +524,7 @@ func (m *sandboxes) enter(ctx context.Context, id string) func(error) error {
 		m.touch(id)
 		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
 			if why := m.stoppedUnder(context.WithoutCancel(ctx), id); why != "" {
-				return status.Errorf(codes.Unavailable, "sandbox %s stopped under the call: %s; the next call of the conversation gets a new sandbox", id, why)
+				return status.Errorf(codes.Unavailable, "sandbox %s stopped under the call: %s; the conversation's next call starts it again (/workspace is kept, /tmp and HOME are not)", id, why)
 			}
 		}
 		return err

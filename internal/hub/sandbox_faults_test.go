@@ -384,6 +384,9 @@ func TestSandboxKilledUnderCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, code, err := h.run(ctx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("writing a file: exit %d %v", code, err)
+	}
 	st, _ := h.start(ctx, &agentdv1.StartRequest{Argv: []string{"sleep", "300"}})
 	if out, err := exec.CommandContext(t.Context(), "docker", "kill", sb.ContainerID).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v: %s", err, out)
@@ -410,15 +413,19 @@ func TestSandboxKilledUnderCommand(t *testing.T) {
 		t.Errorf("the client saw %v, want Unavailable: sandbox %s stopped under the call: its container was killed …", err, id)
 	}
 
+	// The conversation's next call starts the same sandbox again: no data
+	// lost from /workspace.
 	next := h.ctx("builtin", "c-1")
-	out, code, err := h.run(next, "echo", "ok")
-	if err != nil || code != 0 || out != "ok\n" {
-		t.Fatalf("the next call: %q exit %d %v, want a working sandbox", out, code, err)
+	out, code, err := h.run(next, "cat", "/workspace/f")
+	if err != nil || code != 0 || out != "kept\n" {
+		t.Fatalf("the next call: %q exit %d %v, want the same sandbox started again with /workspace/f", out, code, err)
 	}
-	if got := h.sandboxOf(next); got == id {
-		t.Errorf("the next call reached the dead sandbox %s", id)
+	if got := h.sandboxOf(next); got != id {
+		t.Errorf("the next call reached %s, want %s started again", got, id)
 	}
-	h.assertGone(id, sb.ContainerID)
+	if in, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil || in.State != sandbox.StateRunning {
+		t.Errorf("the container after: %+v %v, want it running again", in, err)
+	}
 }
 
 // sockProxy forwards a unix socket to another: an engine that comes back.
