@@ -231,25 +231,15 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 	}
 	key := org.ID + "/" + envName + "/" + conv
 	for {
-		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil {
-			if sb.Image != env.image {
-				// The environment was updated: the conversation moves to
-				// the new pin in a fresh sandbox.
-				m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
-			} else if _, ok := m.s.registry.Get(sb.ID); ok {
+		// Most calls: the conversation's sandbox is there and online.
+		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && sb.Image == env.image {
+			if _, ok := m.s.registry.Get(sb.ID); ok {
 				m.touch(sb.ID)
 				return sb.ID, nil
-			} else if err := m.awaitOnline(ctx, sb); err == nil {
-				m.touch(sb.ID)
-				return sb.ID, nil
-			} else if err := m.restart(ctx, sb); err == nil {
-				m.touch(sb.ID)
-				return sb.ID, nil
-			} else {
-				m.log.Warn("sandbox lost; starting a new one", zap.String("sandbox", sb.ID), zap.Error(err))
-				m.destroy(context.WithoutCancel(ctx), sb, "lost: "+err.Error())
 			}
 		}
+		// Otherwise one caller per conversation brings it up; the others
+		// wait for it and look again.
 		m.mu.Lock()
 		op, busy := m.starting[key]
 		if !busy {
@@ -266,9 +256,9 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 			if op.err != nil {
 				return "", op.err
 			}
-			continue // read the row the other caller made
+			continue
 		}
-		op.id, op.err = m.start(ctx, org, env, conv)
+		op.id, op.err = m.bringUp(ctx, org, env, conv)
 		m.mu.Lock()
 		delete(m.starting, key)
 		m.mu.Unlock()
@@ -278,6 +268,31 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		}
 		return op.id, op.err
 	}
+}
+
+// bringUp gives the conversation a sandbox that is online: its own once it
+// reconnects or is started again, else a new one (a warm one if it can).
+func (m *sandboxes) bringUp(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
+	if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, env.name, conv); err == nil {
+		switch {
+		case sb.Image != env.image:
+			// The environment was updated: the conversation moves to the
+			// new pin in a fresh sandbox.
+			m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
+		case m.awaitOnline(ctx, sb) == nil:
+			m.touch(sb.ID)
+			return sb.ID, nil
+		default:
+			err := m.restart(ctx, sb)
+			if err == nil {
+				m.touch(sb.ID)
+				return sb.ID, nil
+			}
+			m.log.Warn("sandbox lost; starting a new one", zap.String("sandbox", sb.ID), zap.Error(err))
+			m.destroy(context.WithoutCancel(ctx), sb, "lost: "+err.Error())
+		}
+	}
+	return m.start(ctx, org, env, conv)
 }
 
 // restart starts a conversation's sandbox again whose container stopped
