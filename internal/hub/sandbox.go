@@ -144,7 +144,7 @@ func newSandboxes(s *Server, o SandboxOptions) *sandboxes {
 	}
 }
 
-// go runs fn in a goroutine the hub waits for at Close.
+// goFn runs fn in a goroutine the hub waits for at Close.
 func (m *sandboxes) goFn(fn func(ctx context.Context)) {
 	m.wg.Add(1)
 	go func() {
@@ -153,7 +153,7 @@ func (m *sandboxes) goFn(fn func(ctx context.Context)) {
 	}()
 }
 
-// unavailable turns an engine error into the caller's status.
+// engineStatus turns an engine error into the caller's status.
 func engineStatus(err error, what string) error {
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
