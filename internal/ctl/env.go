@@ -70,7 +70,7 @@ func (a *app) envLsCmd(org *string) *cobra.Command {
 default one is marked *; IMAGE is the reference as given, with the digest it
 is pinned to (shortened) once ready.`,
 		Example: `  agentctl env ls
-  agentctl --json env ls | jq -r '.environments[] | select(.state == "ENVIRONMENT_STATE_READY") | .name'`,
+  agentctl --json env ls | jq -r '.environments[] | select(.state == "ready") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
@@ -79,7 +79,11 @@ is pinned to (shortened) once ready.`,
 					return err
 				}
 				if a.json {
-					return a.printJSON(resp)
+					docs := []envDoc{}
+					for _, e := range resp.GetEnvironments() {
+						docs = append(docs, envDocOf(e))
+					}
+					return a.printDoc(map[string]any{"environments": docs})
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tDEFAULT\tIMAGE\tUPDATED")
@@ -107,7 +111,7 @@ FAIL; a warning or failure says what breaks and the fix); then what the image
 adds to the base image: tools and Python packages. --json prints the whole
 environment.`,
 		Example: `  agentctl env show py
-  agentctl --json env show py | jq '.report[] | select(.status != "CHECK_STATUS_PASS")'`,
+  agentctl --json env show py | jq '.report[] | select(.status != "pass")'`,
 		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
@@ -116,7 +120,7 @@ environment.`,
 					return err
 				}
 				if a.json {
-					return a.printJSON(resp.GetEnvironment())
+					return a.printEnv(resp.GetEnvironment())
 				}
 				return writeEnv(a.io.Out, resp.GetEnvironment())
 			})
@@ -197,7 +201,7 @@ func (a *app) envStarted(e *hubv1.Environment, err error, what string) error {
 		return err
 	}
 	if a.json {
-		return a.printJSON(e)
+		return a.printEnv(e)
 	}
 	fmt.Fprintf(a.io.Err, "%s: follow with 'agentctl env wait %s'\n", what, e.GetName())
 	return nil
@@ -267,7 +271,7 @@ func (a *app) envWait(ctx context.Context, ec hubv1.EnvironmentServiceClient, re
 		case e.GetState() == hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED:
 			writeChecks(a.io.Err, e.GetReport(), true)
 			if a.json {
-				if err := a.printJSON(e); err != nil {
+				if err := a.printEnv(e); err != nil {
 					return err
 				}
 			}
@@ -276,7 +280,7 @@ func (a *app) envWait(ctx context.Context, ec hubv1.EnvironmentServiceClient, re
 			// builtin and machine environments have nothing to validate
 			e.GetState() == hubv1.EnvironmentState_ENVIRONMENT_STATE_UNSPECIFIED && e.GetKind() != hubv1.EnvironmentKind_ENVIRONMENT_KIND_IMAGE:
 			if a.json {
-				return a.printJSON(e)
+				return a.printEnv(e)
 			}
 			return nil
 		}

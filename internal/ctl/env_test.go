@@ -277,9 +277,22 @@ func TestEnvShowJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
 		t.Fatalf("--json env show = %+v (%v)", r, err)
 	}
-	if got.Name != "bad" || len(got.Report) != 3 || got.Report[2].Status != "CHECK_STATUS_FAIL" || got.Report[2].Fix == "" ||
+	if got.Name != "bad" || len(got.Report) != 3 || got.Report[2].Status != "fail" || got.Report[2].Fix == "" ||
 		len(got.Inventory.Tools) != 2 || len(got.Inventory.PythonPackages) != 1 {
 		t.Errorf("--json env show = %s", r.stdout)
+	}
+	// The list: the same words, not the proto's enum names.
+	r = f.run(t, "--json", "env", "ls")
+	var list struct {
+		Environments []struct{ Name, Kind, State string } `json:"environments"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Environments) == 0 {
+		t.Fatalf("--json env ls = %+v (%v)", r, err)
+	}
+	for _, e := range list.Environments {
+		if strings.Contains(e.State+e.Kind, "_") || e.State == "" {
+			t.Errorf("--json env ls: %s has kind %q state %q, want words like image, ready", e.Name, e.Kind, e.State)
+		}
 	}
 }
 
@@ -333,7 +346,7 @@ func TestEnvCreateAndQuietCommands(t *testing.T) {
 	}
 	r = f.run(t, "--json", "env", "create", "py3", "--image", "ghcr.io/acme/py:v3")
 	var env struct{ Name, Network, State string }
-	if err := json.Unmarshal([]byte(r.stdout), &env); err != nil || env.Name != "py3" || env.Network != "public" || env.State != "ENVIRONMENT_STATE_VALIDATING" {
+	if err := json.Unmarshal([]byte(r.stdout), &env); err != nil || env.Name != "py3" || env.Network != "public" || env.State != "validating" {
 		t.Errorf("--json env create = %+v (%v), want the environment, network public", r, err)
 	}
 
