@@ -31,7 +31,6 @@ type execFlags struct {
 	detach  bool
 	tag     string
 	envName string // a bare --env NAME: the hub environment
-	viaHub  bool   // the target is a hub (set before request)
 }
 
 func (f *execFlags) register(cmd *cobra.Command) {
@@ -70,8 +69,6 @@ func splitEnv(vals []string) (vars map[string]string, envName string, err error)
 	return vars, envName, nil
 }
 
-func (f *execFlags) checkEnvName() error { return envNameNeedsHub(f.envName, f.viaHub) }
-
 // envNameNeedsHub refuses a bare --env NAME when no hub routes the call.
 func envNameNeedsHub(name string, viaHub bool) error {
 	if name != "" && !viaHub {
@@ -80,14 +77,16 @@ func envNameNeedsHub(name string, viaHub bool) error {
 	return nil
 }
 
-func (f *execFlags) request() (*agentdv1.StartRequest, error) {
+// request builds the StartRequest; viaHub says whether calls go through a
+// hub (where a bare --env NAME means something).
+func (f *execFlags) request(viaHub bool) (*agentdv1.StartRequest, error) {
 	req := &agentdv1.StartRequest{Cwd: f.cwd, Tag: f.tag, OpenStdin: f.stdin || f.tty}
 	vars, envName, err := splitEnv(f.env)
 	if err != nil {
 		return nil, err
 	}
 	req.Env, f.envName = vars, envName
-	if err := f.checkEnvName(); err != nil {
+	if err := envNameNeedsHub(envName, viaHub); err != nil {
 		return nil, err
 	}
 	if f.timeout < 0 || f.grace < 0 {
@@ -123,8 +122,7 @@ Ctrl-C detaches and leaves the command running (see 'agentctl attach').`,
   agentctl exec -d --tag build -- make all      # start in the background`,
 		Args: needCommand("exec needs a command: agentctl exec [flags] -- CMD [ARG...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.viaHub = a.viaHub()
-			req, err := f.request()
+			req, err := f.request(a.viaHub())
 			if err != nil {
 				return err
 			}
@@ -150,8 +148,7 @@ so pipes, globs, redirections and variables work. Exit codes as for exec.`,
   agentctl sh --cwd /tmp 'echo $HOME > where.txt'`,
 		Args: needCommand("sh needs a command string: agentctl sh 'COMMAND STRING'"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.viaHub = a.viaHub()
-			req, err := f.request()
+			req, err := f.request(a.viaHub())
 			if err != nil {
 				return err
 			}

@@ -31,12 +31,12 @@ type environmentService struct {
 
 var _ hubv1.EnvironmentServiceServer = (*environmentService)(nil)
 
-// statusFrom returns a status error's message.
-func statusFrom(err error) (string, bool) {
+// statusMessage returns a status error's message, or the error's text.
+func statusMessage(err error) string {
 	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
-		return s.Message(), true
+		return s.Message()
 	}
-	return "", false
+	return err.Error()
 }
 
 // noSandboxes is the error of sandbox calls on a hub that runs none.

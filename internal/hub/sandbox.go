@@ -223,6 +223,7 @@ func (m *sandboxes) network(env envSpec) (string, error) {
 
 // get returns the conversation's sandbox in the environment, creating it
 // (from the warm pool when it can) if there is none, once it is online.
+// The call that asked records its use (route: enter).
 func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string) (string, error) {
 	env, err := m.resolve(ctx, org, envName)
 	if err != nil {
@@ -234,7 +235,6 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		// Most calls: the conversation's sandbox is there and online.
 		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && sb.Image == env.image {
 			if _, ok := m.s.registry.Get(sb.ID); ok {
-				m.touch(sb.ID)
 				return sb.ID, nil
 			}
 		}
@@ -280,12 +280,10 @@ func (m *sandboxes) bringUp(ctx context.Context, org store.Org, env envSpec, con
 			// new pin in a fresh sandbox.
 			m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
 		case m.awaitOnline(ctx, sb) == nil:
-			m.touch(sb.ID)
 			return sb.ID, nil
 		default:
 			err := m.restart(ctx, sb)
 			if err == nil {
-				m.touch(sb.ID)
 				return sb.ID, nil
 			}
 			m.log.Warn("sandbox lost; starting a new one", zap.String("sandbox", sb.ID), zap.Error(err))
@@ -331,7 +329,6 @@ func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv 
 	sb, err := m.s.store.ClaimWarmSandbox(ctx, org.ID, env.name, conv, m.s.opts.Now())
 	if err == nil {
 		if sb.Image == env.image && m.awaitOnline(ctx, sb) == nil {
-			m.touch(sb.ID)
 			return sb.ID, nil
 		}
 		m.destroy(context.WithoutCancel(ctx), sb, "a stale warm sandbox")
@@ -347,7 +344,6 @@ func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv 
 	if err != nil {
 		return "", err
 	}
-	m.touch(sb.ID)
 	return sb.ID, nil
 }
 
@@ -358,7 +354,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	id := newSandboxID()
+	id := store.NewID("sb-")
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return store.Sandbox{}, status.Errorf(codes.Internal, "sandbox key: %v", err)
@@ -746,17 +742,6 @@ func (m *sandboxes) remove(ctx context.Context, org store.Org, id string) error 
 
 // wait waits for the background work to end (the hub's context is done).
 func (m *sandboxes) wait() { m.wg.Wait() }
-
-// newSandboxID returns "sb-" and 12 random characters.
-func newSandboxID() string {
-	const alphabet = "abcdefghijkmnpqrstuvwxyz23456789"
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[b[i]&31]
-	}
-	return "sb-" + string(b)
-}
 
 // hubSocketName is the hub's socket in SocketDir.
 const hubSocketName = "hub.sock"

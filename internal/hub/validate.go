@@ -124,14 +124,12 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 	digest := res.Digest
 
 	progress("pulling " + digest)
-	img, err := m.o.Driver.Pull(ctx, digest)
-	if err != nil {
+	if _, err := m.o.Driver.Pull(ctx, digest); err != nil {
 		return append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Fail, Title: "pull the image by digest",
 			Breaks: "the hub's Docker engine could not pull " + digest + ": " + err.Error(),
 			Fix:    "check that the image is public and the registry reachable from the hub's host, then: agentctl env revalidate " + e.Name}), "", nil
 	}
 	report = append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Pass, Title: "pull the image by digest"})
-	_ = img
 
 	progress("starting a sandbox of the image")
 	env := envSpec{name: e.Name, image: digest, network: e.Network}
@@ -174,14 +172,6 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 			Breaks: "the agent is not told which tools the image adds: " + err.Error(), Fix: "agentctl env revalidate " + e.Name})
 	}
 	return report, digest, inv
-}
-
-// statusMessage returns a status error's message, or the error's text.
-func statusMessage(err error) string {
-	if s, ok := statusFrom(err); ok {
-		return s
-	}
-	return err.Error()
 }
 
 // rootOnlyToolsScript prints every file on PATH that uid 1000 cannot run.

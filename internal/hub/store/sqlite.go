@@ -286,8 +286,9 @@ func checkAffected(res sql.Result, err error) error {
 // idAlphabet has 32 characters, none of them 0, 1, l or o.
 const idAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 
-// newID returns prefix and 12 random characters (60 bits).
-func newID(prefix string) string {
+// NewID returns prefix and 12 random characters (60 bits): the form of
+// every id the hub makes ("m-…", "sb-…").
+func NewID(prefix string) string {
 	b := make([]byte, 12)
 	rand.Read(b)
 	for i := range b {

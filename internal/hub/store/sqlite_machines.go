@@ -21,7 +21,7 @@ func (s *SQLite) CreatePairingCode(ctx context.Context, c PairingCode) (PairingC
 		return PairingCode{}, fmt.Errorf("create pairing code: %w: it must expire after it is created", ErrInvalid)
 	}
 	c = PairingCode{
-		ID:        newID("pc-"),
+		ID:        NewID("pc-"),
 		OrgID:     c.OrgID,
 		Selector:  c.Selector,
 		MAC:       c.MAC,
@@ -162,7 +162,7 @@ func newMachine(m Machine, at time.Time) (Machine, error) {
 		return Machine{}, fmt.Errorf("%w: public key has %d bytes, want %d", ErrInvalid, len(m.PublicKey), ed25519.PublicKeySize)
 	}
 	if !strings.HasPrefix(m.ID, "sb-") || len(m.ID) > 64 {
-		m.ID = newID("m-")
+		m.ID = NewID("m-")
 	}
 	m.PublicKey = append(ed25519.PublicKey(nil), m.PublicKey...)
 	m.CreatedAt = fromMicros(micros(at))

@@ -15,7 +15,7 @@ func (s *SQLite) CreateOrg(ctx context.Context, name string, at time.Time) (Org,
 	if err := needTime("creation time", at); err != nil {
 		return Org{}, fmt.Errorf("create org: %w", err)
 	}
-	o := Org{ID: newID("org-"), Name: name, CreatedAt: fromMicros(micros(at))}
+	o := Org{ID: NewID("org-"), Name: name, CreatedAt: fromMicros(micros(at))}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)`,
 		o.ID, o.Name, micros(at))
 	if isUnique(err) {
@@ -82,7 +82,7 @@ func (s *SQLite) CreateToken(ctx context.Context, t Token) (Token, error) {
 	if err := needTime("creation time", t.CreatedAt); err != nil {
 		return Token{}, fmt.Errorf("create token: %w", err)
 	}
-	t.ID = newID("tok-")
+	t.ID = NewID("tok-")
 	t.CreatedAt = fromMicros(micros(t.CreatedAt))
 	t.LastUsedAt, t.RevokedAt = time.Time{}, time.Time{}
 	_, err := s.db.ExecContext(ctx,
