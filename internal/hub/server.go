@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	"github.com/devdepot-ai/agentd/transport"
@@ -176,11 +176,10 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
 		return fmt.Errorf("sandbox socket dir: %w", err)
 	}
+	// listen.Listen replaces a stale socket of an earlier run, but not
+	// one another hub still serves, nor a file that is not a socket.
 	sock := filepath.Join(o.SocketDir, hubSocketName)
-	if fi, err := os.Lstat(sock); err == nil && fi.Mode().Type() == fs.ModeSocket {
-		os.Remove(sock) // a stale socket of an earlier run
-	}
-	lis, err := net.Listen("unix", sock)
+	lis, err := listen.Listen(listen.Addr{Network: "unix", Address: sock})
 	if err != nil {
 		return fmt.Errorf("sandbox socket: %w", err)
 	}
