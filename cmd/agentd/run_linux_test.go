@@ -160,6 +160,29 @@ func testRunSIGTERM(t *testing.T, script string, offlineWithin, exitWithin time.
 	waitFor(t, 5*time.Second, "the command's grandchild", func() bool { return len(groupMembers(t, pgid)) >= 2 })
 	members := groupMembers(t, pgid)
 
+	// hubHas reports whether the hub stored the command's record of kind.
+	hubHas := func(kind string) bool {
+		ctx, cancel := context.WithCancel(adminCtx)
+		defer cancel()
+		w, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, err := w.Recv()
+			if err != nil {
+				return false
+			}
+			if r.GetMachineId() == id && r.GetRecord().GetKind() == kind && r.GetRecord().GetObjectId() == procID {
+				return true
+			}
+		}
+	}
+	// The hub's activity watch on the daemon is open (it has the start):
+	// records added from now on reach the hub before the tunnel closes.
+	// (Those added before a watch opens reach it when the daemon is back.)
+	waitFor(t, 10*time.Second, "the hub to store the command's start", func() bool { return hubHas("process.start") })
+
 	sent := time.Now()
 	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -233,32 +256,12 @@ func testRunSIGTERM(t *testing.T, script string, offlineWithin, exitWithin time.
 	}
 
 	// The daemon sends the exit to the hub's activity watch before it
-	// closes the tunnel. The hub may still drop it: its collector stores
-	// records with a context that machineDown cancels when the tunnel
-	// closes (internal/hub/activity.go), which races with the last records.
-	// Until that is fixed this is logged, not failed.
-	hubHas := func() bool {
-		ctx, cancel := context.WithCancel(adminCtx)
-		defer cancel()
-		w, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			r, err := w.Recv()
-			if err != nil {
-				return false
-			}
-			if r.GetMachineId() == id && r.GetRecord().GetKind() == "process.exit" && r.GetRecord().GetObjectId() == procID {
-				return true
-			}
-		}
-	}
+	// closes the tunnel.
 	deadline := time.Now().Add(3 * time.Second)
-	for !hubHas() && time.Now().Before(deadline) {
+	for !hubHas("process.exit") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !hubHas() {
+	if !hubHas("process.exit") {
 		t.Errorf("the hub's activity has no process.exit record of %s 3s after the machine went offline", procID)
 	}
 }

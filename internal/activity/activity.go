@@ -112,7 +112,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	path := filepath.Join(opts.Dir, FileName)
-	last, err := lastSeq(path)
+	last, err := l.reload(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
@@ -138,34 +138,72 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
-// lastSeq reads the sequence number of the last record in the audit log,
-// looking into the newest rotated file when the current one is empty.
-func lastSeq(path string) (uint64, error) {
-	for _, p := range []string{path, path + ".1"} {
-		f, err := os.Open(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+// reload puts the newest records of the audit log (the current file, then
+// the rotated ones, newest first, while the ring has room) back into the ring and
+// returns the last sequence number (0: no records). A daemon that stopped
+// before its hub took its last records serves them again after a restart:
+// the hub resumes after the last one it stored. Only a run of consecutive
+// sequence numbers ending at the last record is kept, as the ring needs.
+func (l *Log) reload(path string) (uint64, error) {
+	var tail []Record // newest last; consecutive seqs
+	for i := 0; i <= l.opts.KeepFiles; i++ {
+		p := path
+		if i > 0 {
+			p = fmt.Sprintf("%s.%d", path, i)
 		}
+		recs, err := readRecords(p)
 		if err != nil {
 			return 0, err
 		}
-		var last uint64
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			var r struct {
-				Seq uint64 `json:"seq"`
-			}
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Seq > last {
-				last = r.Seq
-			}
+		if len(tail) > 0 {
+			recs = append(recs, tail...)
 		}
-		f.Close()
-		if last > 0 {
-			return last, nil
+		tail = consecutiveTail(recs, len(l.ring))
+		if len(tail) > 0 && (len(tail) == len(l.ring) || len(tail) < len(recs)) {
+			break // full, or a gap reached: older files cannot join on
 		}
 	}
-	return 0, nil
+	if len(tail) == 0 {
+		return 0, nil
+	}
+	for _, r := range tail {
+		l.ring[int(r.Seq%uint64(len(l.ring)))] = r
+	}
+	l.count = len(tail)
+	return tail[len(tail)-1].Seq, nil
+}
+
+// readRecords reads the records of one audit file (none if it is missing).
+func readRecords(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []Record
+	err = ReadFile(f, func(r Record) error {
+		if r.Seq > 0 {
+			recs = append(recs, r)
+		}
+		return nil
+	})
+	return recs, err
+}
+
+// consecutiveTail is the longest run, at most n long, at the end of recs
+// whose sequence numbers go up by one.
+func consecutiveTail(recs []Record, n int) []Record {
+	i := len(recs) - 1
+	for i > 0 && len(recs)-i < n && recs[i-1].Seq+1 == recs[i].Seq {
+		i--
+	}
+	if i < 0 {
+		return nil
+	}
+	return recs[i:]
 }
 
 // Add assigns r its sequence number and time, keeps it for watchers and

@@ -154,6 +154,86 @@ func TestRotation(t *testing.T) {
 	}
 }
 
+// A reopened log serves the records of its earlier life again, so a hub
+// that missed the last ones before a daemon stopped (no watch was attached)
+// gets them when it resumes after the last one it stored; across a rotation,
+// up to the ring's size, and never across a gap in the numbering.
+func TestReopenReplaysTheTail(t *testing.T) {
+	t.Parallel()
+	watch := func(l *Log, since uint64) []uint64 {
+		t.Helper()
+		var got []uint64
+		if err := l.Watch(t.Context(), since, false, func(r Record) error { got = append(got, r.Seq); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	seqs := func(from, to uint64) []uint64 {
+		var s []uint64
+		for i := from; i <= to; i++ {
+			s = append(s, i)
+		}
+		return s
+	}
+
+	t.Run("one file", func(t *testing.T) {
+		dir := t.TempDir()
+		l, _ := Open(Options{Dir: dir, Now: fromOne})
+		for range 5 {
+			l.Add(Record{Kind: "process.exit", Summary: "ran"})
+		}
+		l.Close()
+		l2, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		if diff := cmp.Diff(seqs(4, 5), watch(l2, 3)); diff != "" {
+			t.Errorf("Watch since 3 after reopening (-want +got):\n%s", diff)
+		}
+		if r := l2.Add(Record{Kind: "k"}); r.Seq != 6 {
+			t.Errorf("seq after reopening = %d, want 6", r.Seq)
+		}
+		if diff := cmp.Diff(seqs(1, 6), watch(l2, 0)); diff != "" {
+			t.Errorf("Watch since 0 (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("across a rotation, bounded by the ring", func(t *testing.T) {
+		dir := t.TempDir()
+		l, _ := Open(Options{Dir: dir, MaxFileBytes: 1000, KeepFiles: 3, Now: fromOne})
+		for range 100 {
+			l.Add(Record{Kind: "file.write", Summary: strings.Repeat("x", 100)})
+		}
+		l.Close()
+		l2, err := Open(Options{Dir: dir, RingSize: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		if diff := cmp.Diff(seqs(81, 100), watch(l2, 0)); diff != "" {
+			t.Errorf("replayed after reopening with a ring of 20 (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("not across a gap", func(t *testing.T) {
+		dir := t.TempDir()
+		lines := `{"seq":7,"kind":"k"}` + "\n" + `{"seq":1000,"kind":"k"}` + "\n" + `not json` + "\n" + `{"seq":1001,"kind":"k"}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, FileName), []byte(lines), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if diff := cmp.Diff([]uint64{1000, 1001}, watch(l, 0)); diff != "" {
+			t.Errorf("replayed (-want +got):\n%s", diff)
+		}
+		if r := l.Add(Record{Kind: "k"}); r.Seq != 1002 {
+			t.Errorf("seq = %d, want 1002", r.Seq)
+		}
+	})
+}
+
 func TestOutputBoundedAndLine(t *testing.T) {
 	t.Parallel()
 	l, _ := Open(Options{Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})

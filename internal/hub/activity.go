@@ -82,17 +82,20 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 	if !ok {
 		return
 	}
-	if info, err := agentdv1.NewSystemServiceClient(cc).Info(ctx, &agentdv1.InfoRequest{}); err == nil {
-		_ = h.s.store.MachineSeen(ctx, id, h.s.opts.Now(), info.GetVersion())
-	}
 	since, err := h.s.store.LastSeq(ctx, id)
 	if err != nil {
 		log.Warn("activity: last sequence", machine, zap.Error(err))
 		return
 	}
+	// The watch first: a daemon stopping right after it connected sends
+	// its last records only to a watch already open (and the rest after
+	// its restart, when this resumes after the last stored one).
 	st, err := agentdv1.NewActivityServiceClient(cc).Watch(ctx, &agentdv1.WatchRequest{SinceSeq: since})
 	if err != nil {
 		return
+	}
+	if info, err := agentdv1.NewSystemServiceClient(cc).Info(ctx, &agentdv1.InfoRequest{}); err == nil {
+		_ = h.s.store.MachineSeen(ctx, id, h.s.opts.Now(), info.GetVersion())
 	}
 	for {
 		m, err := st.Recv()
