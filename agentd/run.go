@@ -105,12 +105,13 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
+	defer tun.Close() // Serve closes it too; this is for the errors before Serve
 	o.Server.Tunnel = &tunnelInfo{t: tun, org: m.Org}
 	srv, err := New(ctx, o.Server)
 	if err != nil {
-		tun.Close()
 		return err
 	}
+	defer srv.Close() // Serve closes it too; this is for the errors before Serve
 	listeners := []net.Listener{tun}
 	if o.Socket != "-" {
 		sock := o.Socket
@@ -119,12 +120,10 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 		a, err := listen.Parse(sock)
 		if err != nil {
-			tun.Close()
 			return err
 		}
 		local, err := listen.Listen(a)
 		if err != nil {
-			tun.Close()
 			return fmt.Errorf("local socket: %w", err)
 		}
 		defer os.Remove(a.Address)

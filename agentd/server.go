@@ -95,12 +95,20 @@ type Server struct {
 	probes   sync.WaitGroup // start-up probes, bounded in time
 	started  time.Time
 
-	// logClosed is closed by shutdown once the audit log is closed and
+	// served is set by Serve: Close then records the stop for the hub.
+	served atomic.Bool
+	// closing is set when Close begins: Serve refuses to start after it.
+	closing   atomic.Bool
+	closeOnce sync.Once
+	// logClosed is closed by Close once the audit log is closed and
 	// lastSeq holds its last record's sequence number: activity watchers
 	// end when they have sent it (see endWatches).
 	logClosed chan struct{}
 	lastSeq   uint64
 }
+
+// ErrServerClosed is returned by Serve called after Close.
+var ErrServerClosed = errors.New("agentd: server closed")
 
 // New builds a Server, filling defaults into opts.
 func New(ctx context.Context, opts Options) (*Server, error) {
@@ -166,7 +174,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.newServices(ctx); err != nil {
-		s.closeServices()
+		s.Close()
 		return nil, err
 	}
 
@@ -206,28 +214,65 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) Options() Options { return s.opts }
 
 // Serve serves gRPC on every listener (a local socket, a tunnel, …) until
-// ctx is cancelled, then stops gracefully: it stops taking calls, stops the
-// running commands (SIGTERM, a grace period, SIGKILL), ends activity
-// watches once they have sent the last records, and gives calls up to 5 s
-// to end. Serve returns nil after a shutdown caused by ctx; if a listener
-// fails first, everything stops and its error is returned.
+// ctx is cancelled or Close is called, then closes the server (see Close).
+// Serve returns nil after a shutdown caused by ctx or Close; if a listener
+// fails first, everything stops and its error is returned. Serve is called
+// once; after Close it returns ErrServerClosed.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("serve: no listener")
 	}
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	s.served.Store(true)
 	errc := make(chan error, len(listeners))
 	for _, lis := range listeners {
 		go func() { errc <- s.grpc.Serve(lis) }()
 	}
 	var failed error
+	pending := len(listeners)
 	select {
-	case failed = <-errc:
+	case failed = <-errc: // a listener failed, or Close stopped the server
+		pending--
 	case <-ctx.Done():
 	}
-	// The first record of the shutdown: it tells the hub (through its
-	// activity watch, still open) that this machine takes no more calls,
-	// so it shows offline now rather than when the last call has drained.
-	s.activity.Add(activity.Record{Kind: wire.KindStop, Summary: "agentd is stopping: no new calls; running commands get TERM, then KILL after the grace period", Outcome: activity.OK})
+	if s.closing.Load() {
+		failed = nil // grpc.Serve returns nil after a stop; ErrServerStopped if it came too late to start
+	}
+	s.Close()
+	for range pending {
+		<-errc
+	}
+	return failed
+}
+
+// Close stops the server and releases everything New started. A server
+// that has served first adds the agentd.stop record to the activity log;
+// then it stops taking calls, stops the running commands and Python
+// sessions (SIGTERM, a grace period, SIGKILL), closes the audit log, ends
+// activity watches once they have sent its last records, and gives calls
+// up to 5 s to end before they are cut. Serve calls Close when it stops;
+// Close may also be called without Serve (an error after New), more than
+// once, and concurrently with Serve: every call returns once the server is
+// closed.
+func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
+	s.closing.Store(true)
+	if s.grpc == nil { // New failed half way: only services to release
+		s.release()
+		return
+	}
+	if s.served.Load() {
+		// The first record of the shutdown: it tells the hub (through its
+		// activity watch, still open) that this machine takes no more
+		// calls, so it shows offline now rather than when the last call
+		// has drained.
+		s.activity.Add(activity.Record{Kind: wire.KindStop, Summary: "agentd is stopping: no new calls; running commands get TERM, then KILL after the grace period", Outcome: activity.OK})
+	}
 	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
@@ -236,28 +281,17 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	}()
 	// Stop the commands while the server drains: their streams end when
 	// they exit, which lets GracefulStop finish.
-	s.shutdown()
+	s.release()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		s.grpc.Stop()
 		<-stopped
 	}
-	for range len(listeners) - boolInt(failed != nil) {
-		<-errc
-	}
-	return failed
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// newServices builds the services; on error, closeServices releases what
-// was built.
+// newServices builds the services; on error, Close releases what was
+// built.
 func (s *Server) newServices(ctx context.Context) error {
 	var err error
 	if s.files, err = newFileService(ctx, s); err != nil {
@@ -273,33 +307,26 @@ func (s *Server) newServices(ctx context.Context) error {
 	return err
 }
 
-// closeServices releases a half-built server's services.
-func (s *Server) closeServices() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// release stops what the services run (probes, Python sessions and their
+// janitor, commands, background closes of replaced files) and closes the
+// audit log. Only close calls it, once; services New did not get to are nil.
+func (s *Server) release() {
+	s.probes.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if s.python != nil {
-		_ = s.python.Close(ctx)
+		if err := s.python.Close(ctx); err != nil {
+			s.log.Warn("stopping python sessions", zap.Error(err))
+		}
 	}
 	if s.procs != nil {
-		_ = s.procs.Close(ctx)
+		if err := s.procs.Close(ctx); err != nil {
+			s.log.Warn("stopping processes", zap.Error(err))
+		}
 	}
 	if s.files != nil {
 		s.files.fs.Wait()
 	}
-	_ = s.activity.Close()
-}
-
-func (s *Server) shutdown() {
-	s.probes.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := s.python.Close(ctx); err != nil {
-		s.log.Warn("stopping python sessions", zap.Error(err))
-	}
-	if err := s.procs.Close(ctx); err != nil {
-		s.log.Warn("stopping processes", zap.Error(err))
-	}
-	s.files.fs.Wait()
 	if err := s.activity.Close(); err != nil {
 		s.log.Warn("closing the audit log", zap.Error(err))
 	}

@@ -108,6 +108,7 @@ SIGTERM, a grace period, then SIGKILL.`,
 			if err != nil {
 				return err
 			}
+			defer srv.Close() // Serve closes it too; this is for a listen that fails
 			lis, err := listen.Listen(a)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
