@@ -78,9 +78,11 @@ func TestCloseWithoutServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
 	if err := srv.Serve(t.Context(), lis); !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve after Close = %v, want ErrServerClosed", err)
+	}
+	if _, err := lis.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Serve refused = %v, want net.ErrClosed (Serve closes its listeners)", err)
 	}
 	data, err := os.ReadFile(audit)
 	if err != nil {

@@ -216,13 +216,17 @@ func (s *Server) Options() Options { return s.opts }
 // Serve serves gRPC on every listener (a local socket, a tunnel, …) until
 // ctx is cancelled or Close is called, then closes the server (see Close).
 // Serve returns nil after a shutdown caused by ctx or Close; if a listener
-// fails first, everything stops and its error is returned. Serve is called
-// once; after Close it returns ErrServerClosed.
+// fails first, everything stops and its error is returned. The listeners
+// are closed when Serve returns. Serve is called once; after Close it
+// returns ErrServerClosed.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("serve: no listener")
 	}
 	if s.closing.Load() {
+		for _, lis := range listeners {
+			_ = lis.Close()
+		}
 		return ErrServerClosed
 	}
 	s.served.Store(true)
