@@ -85,6 +85,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	if err != nil {
 		return err
 	}
+	defer h.Close() // Serve closes it too; this is for a listen that fails
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

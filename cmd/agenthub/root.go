@@ -187,6 +187,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if err != nil {
 				return err
 			}
+			defer srv.Close() // Serve closes it too; this is for a listen that fails
 			lis, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err

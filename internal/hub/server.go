@@ -80,7 +80,18 @@ type Server struct {
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// mu guards closed and serves.Add: a Serve that starts after Close
+	// began refuses, so Close's serves.Wait cannot miss one.
+	mu        sync.Mutex
+	closed    bool
+	closing   chan struct{} // closed when Close begins: Serve stops
+	serves    sync.WaitGroup
+	closeOnce sync.Once
 }
+
+// ErrServerClosed is returned by Serve called after Close.
+var ErrServerClosed = errors.New("hub: server closed")
 
 // New builds a Server on opts.Store.
 func New(ctx context.Context, opts Options) (*Server, error) {
@@ -99,21 +110,23 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 30 * time.Second
 	}
-	s := &Server{opts: opts, log: opts.Logger, store: opts.Store}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
+	s.activity = newActivityHub(s)
 	var err error
 	s.pairing, err = pairing.New(ctx, pairing.Options{Store: opts.Store, Now: opts.Now})
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
-	s.activity = newActivityHub(s)
 	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
 		Logger: s.log,
 		OnUp:   s.activity.machineUp,
 		OnDown: s.machineDown,
 	})
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
@@ -123,7 +136,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Logger:       s.log,
 	})
 	if err != nil {
-		s.registry.CloseAll()
+		s.Close()
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
@@ -251,11 +264,27 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Serve serves on lis (TLS when tlsConfig is set; plaintext HTTP/1.1 and
-// HTTP/2 otherwise) until ctx is cancelled, then shuts down: tunnels are
-// closed with a going-away status so daemons reconnect to the next hub.
-// gRPC clients are served by the native gRPC transport, everything else by
-// net/http (see splitter).
+// HTTP/2 otherwise) until ctx is cancelled or Close is called, then shuts
+// down and closes the server (see Close): tunnels are closed with a
+// going-away status so daemons reconnect to the next hub. gRPC clients are
+// served by the native gRPC transport, everything else by net/http (see
+// splitter). Serve is called once; after Close it returns ErrServerClosed.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = lis.Close()
+		return ErrServerClosed
+	}
+	s.serves.Add(1)
+	s.mu.Unlock()
+	err := s.serve(ctx, lis, tlsConfig)
+	s.serves.Done()
+	s.Close()
+	return err
+}
+
+func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -278,6 +307,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+	case <-s.closing:
 	}
 	_ = sp.Close()
 	s.health.Shutdown()
@@ -293,7 +323,6 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 			err = e
 		}
 	}
-	s.Close()
 	return err
 }
 
@@ -305,15 +334,39 @@ func ignoreClosed(err error) error {
 	return err
 }
 
-// Close stops the hub's background work. Serve calls it.
+// Close stops the server and releases everything New started: it makes a
+// running Serve shut down and waits for it, closes every tunnel, and stops
+// the hub's background work (heartbeat, activity collectors, the
+// sandboxes' socket, reaper and validations). Serve calls it when it
+// stops; Close may also be called without Serve, more than once, and
+// concurrently with Serve: every call returns once the server is closed.
+// The store is the caller's: Close leaves it open.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+// close runs once; on a server New gave up on half way, the parts it did
+// not get to are nil.
+func (s *Server) close() {
+	s.mu.Lock()
+	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+	s.serves.Wait()
+
 	s.cancel()
-	_ = s.acceptor.Close()
+	if s.acceptor != nil {
+		_ = s.acceptor.Close()
+	}
 	if s.sbAcceptor != nil {
 		_ = s.sbAcceptor.Close()
+	}
+	if s.sbHTTP != nil {
 		_ = s.sbHTTP.Close()
 	}
-	s.registry.CloseAll()
+	if s.registry != nil {
+		s.registry.CloseAll()
+	}
 	s.wg.Wait()
 	if s.sandboxes != nil {
 		s.sandboxes.wait()
