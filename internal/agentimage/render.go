@@ -36,9 +36,15 @@ type RenderOptions struct {
 const (
 	toolPrefix = "/opt/agentd-tools"
 	toolBin    = toolPrefix + "/bin"
-	labelNS    = "ai.devdepot.agentd.runner."
+	labelNS    = LabelPrefix
+	// LabelPrefix starts the name of every label of a runner image.
+	LabelPrefix = "ai.devdepot.agentd.runner."
 	// LabelContentID is the runner image's label that carries ContentID.
 	LabelContentID = labelNS + "content-id"
+	// LabelManaged marks an image agenthub built ("1").
+	LabelManaged = labelNS + "managed"
+	// LabelAgent is the runner image's profile name.
+	LabelAgent = labelNS + "agent"
 )
 
 // managedPackages are what the managed base adds to Debian slim: the tools
@@ -93,7 +99,27 @@ func Render(p Profile, opts RenderOptions) (string, error) {
 		r.base = &b
 	}
 	text := r.render()
-	return contentIDLabelRE.ReplaceAllLiteralString(text, LabelContentID+`="`+ContentID(text, nil)+`"`), nil
+	return SetContentID(text, ContentID(text, nil)), nil
+}
+
+// SetContentID writes id into a rendered Dockerfile's content-id label: a
+// build that overrides build arguments labels its image with the id that
+// counts them (ContentID of the text and those arguments).
+func SetContentID(dockerfile, id string) string {
+	return contentIDLabelRE.ReplaceAllLiteralString(dockerfile, LabelContentID+`="`+id+`"`)
+}
+
+var labelRE = regexp.MustCompile(regexp.QuoteMeta(labelNS) + `([a-z.-]+)="((?:[^"\\]|\\.)*)"`)
+
+// Labels returns the runner labels a rendered Dockerfile sets, keyed by
+// their full names, values as the image will carry them (a build argument in
+// a value, such as the base digest's, stays unexpanded).
+func Labels(dockerfile string) map[string]string {
+	out := map[string]string{}
+	for _, m := range labelRE.FindAllStringSubmatch(dockerfile, -1) {
+		out[labelNS+m[1]] = strings.NewReplacer(`\\`, `\`, `\"`, `"`, `\$`, `$`).Replace(m[2])
+	}
+	return out
 }
 
 var contentIDLabelRE = regexp.MustCompile(regexp.QuoteMeta(LabelContentID) + `="[^"]*"`)
@@ -185,15 +211,23 @@ func (r *renderer) header() {
 	r.line("# rebuilds only that stage and the runner's copy of it.")
 }
 
+// aptInstall installs the packages the image does not have yet: an image
+// that has them all (a prepared mirror of the base, or a test's local one)
+// builds with no network and no apt-get update.
 func aptInstall(pkgs []string) string {
 	var rows []string
 	for row := range slices.Chunk(pkgs, 8) {
 		rows = append(rows, strings.Join(row, " "))
 	}
-	return "apt-get update \\\n" +
-		" && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\\n" +
-		"      " + strings.Join(rows, " \\\n      ") + " \\\n" +
-		" && rm -rf /var/lib/apt/lists/*"
+	return "set -eu; missing=\"\"; \\\n" +
+		"    for p in " + strings.Join(rows, " \\\n      ") + "; do \\\n" +
+		"      dpkg-query -W -f='${Status}' \"$p\" 2>/dev/null | grep -q ' installed$' || missing=\"$missing $p\"; \\\n" +
+		"    done; \\\n" +
+		"    if [ -n \"$missing\" ]; then \\\n" +
+		"      apt-get update; \\\n" +
+		"      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing; \\\n" +
+		"      rm -rf /var/lib/apt/lists/*; \\\n" +
+		"    fi"
 }
 
 func (r *renderer) managedBase() {
@@ -206,6 +240,7 @@ func (r *renderer) managedBase() {
 	r.line("")
 	r.line("%s", comment)
 	r.line("FROM ${AGENTD_DEBIAN_IMAGE} AS agentd-base")
+	r.line("USER root")
 	r.line("RUN %s", aptInstall(pkgs))
 }
 
@@ -218,6 +253,7 @@ func (r *renderer) toolBase() {
 	} else {
 		r.line("FROM ${AGENTD_DEBIAN_IMAGE} AS agentd-tools")
 	}
+	r.line("USER root")
 	r.line("RUN %s", aptInstall([]string{"ca-certificates", "curl", "tar"}))
 }
 
@@ -328,6 +364,10 @@ func (r *renderer) runner() {
 		r.line("%s", strings.Join(slices.Concat([]string{"FROM"}, r.base.flags, []string{r.base.ref, "AS", "agentd-runner"}), " "))
 		r.line("USER root")
 	}
+	if r.opts.BaseDigest == "" {
+		// Declared first: its value changes only with the base.
+		r.line("ARG AGENTD_BASE_DIGEST=unresolved")
+	}
 	r.userStep()
 	if r.base != nil {
 		if r.base.body != "" {
@@ -356,6 +396,10 @@ func (r *renderer) runner() {
 			`      'if [ -r `+toolPrefix+`/path ]; then IFS= read -r PATH < `+toolPrefix+`/path; export PATH; fi' \`+"\n"+
 			`      > /etc/profile.d/00-agentd-path.sh`,
 	)
+	// The tool trees last: a new agent version changes only the steps from
+	// its COPY on, each of which commits a layer.
+	r.line("USER agent")
+	r.line("WORKDIR /workspace")
 	if r.p.NeedsNode {
 		r.line("COPY --from=agentd-node %s/node/ %s/node/", toolPrefix, toolPrefix)
 	}
@@ -366,8 +410,6 @@ func (r *renderer) runner() {
 	r.line("COPY --from=agentd-agent %s/ %s/", r.agentPrefix(), r.agentPrefix())
 	r.line("COPY --from=agentd-agent %s/ %s/", toolBin, toolBin)
 	r.labels()
-	r.line("USER agent")
-	r.line("WORKDIR /workspace")
 }
 
 // userStep creates the agent user, or accepts the base's when it has the
@@ -432,8 +474,7 @@ func (r *renderer) labels() {
 	}
 	digest := r.opts.BaseDigest
 	if digest == "" {
-		r.line("ARG AGENTD_BASE_DIGEST=unresolved")
-		digest = "${AGENTD_BASE_DIGEST}"
+		digest = "${AGENTD_BASE_DIGEST}" // declared at the top of the stage
 	}
 	agent := "script:" + r.p.Name + "@" + r.version
 	if npm := r.p.Install.NPM; npm != "" {

@@ -304,3 +304,26 @@ func TestRunSyntax(t *testing.T) {
 		}
 	}
 }
+
+// Labels reads back what labels() wrote, escapes undone.
+func TestLabelsReadBack(t *testing.T) {
+	t.Parallel()
+	text, err := Render(lookup(t, "fixture-static"), RenderOptions{AgentVersion: "1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Labels(text)
+	want := map[string]string{
+		LabelManaged:                "1",
+		LabelAgent:                  "fixture-static",
+		LabelPrefix + "base":        "docker.io/library/debian:bookworm-20251229-slim@${AGENTD_BASE_DIGEST}",
+		LabelPrefix + "input.base":  "managed",
+		LabelPrefix + "input.tools": "docker.io/library/debian:bookworm-20251229-slim",
+		LabelPrefix + "input.agent": "script:fixture-static@1.2.3",
+		LabelPrefix + "input.user":  "1000:1000",
+		LabelContentID:              ContentID(text, nil),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Labels (-want +got):\n%s", diff)
+	}
+}

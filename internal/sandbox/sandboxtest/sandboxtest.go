@@ -39,6 +39,10 @@ const (
 	// MinimalImageRef is the busybox-only image: no bash, no glibc, no
 	// python; the base marker labels. It stands in for Alpine-style images.
 	MinimalImageRef = "agentd-test/minimal:1"
+	// SlimImageRef stands in for Debian's slim image: a minbase rootfs with
+	// ca-certificates and curl, as root; small, so build steps FROM it
+	// commit fast.
+	SlimImageRef = "agentd-test/debian-slim:1"
 
 	modulePath = "github.com/devdepot-ai/agentd"
 	script     = "scripts/sandbox-base.sh"
@@ -52,6 +56,7 @@ const (
 var (
 	baseOnce    = &imageOnce{ref: sandbox.BaseImage, flag: "--base"}
 	minimalOnce = &imageOnce{ref: MinimalImageRef, flag: "--minimal"}
+	slimOnce    = &imageOnce{ref: SlimImageRef, flag: "--slim"}
 	agentdOnce  onceResult
 )
 
@@ -61,6 +66,13 @@ var (
 func BaseImage(t testing.TB) string {
 	t.Helper()
 	return baseOnce.get(t)
+}
+
+// SlimImage returns the reference of the Debian slim stand-in
+// (SlimImageRef), built like BaseImage.
+func SlimImage(t testing.TB) string {
+	t.Helper()
+	return slimOnce.get(t)
 }
 
 // MinimalImage returns the reference of the busybox-only test image
