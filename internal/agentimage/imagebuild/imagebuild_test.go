@@ -166,7 +166,7 @@ func TestBuildFixture(t *testing.T) {
 		}
 	}
 	wantRan := []string{
-		"RUN set", // the agent's install (its ARG step is cached: the value counts from RUN on)
+		"RUN set",                                                                                               // the agent's install (its ARG step is cached: the value counts from RUN on)
 		"COPY --from=agentd-agent", "COPY --from=agentd-agent", "LABEL ai.devdepot.agentd.runner.managed=\"1\"", // the runner's copy, the labels
 	}
 	if strings.Join(ran, "\n") != strings.Join(wantRan, "\n") {
