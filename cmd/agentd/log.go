@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -35,8 +40,10 @@ directory (audit.jsonl, rotated) and is readable only by you.`,
 					return err
 				}
 			}
+			ctx, caught, stop := stopOnSignal(cmd.Context())
+			defer stop()
 			out := cmd.OutOrStdout()
-			return activity.Tail(cmd.Context(), dir, follow, 0, func(r activity.Record) error {
+			err := activity.Tail(ctx, dir, follow, 0, func(r activity.Record) error {
 				if asJSON {
 					b, err := json.Marshal(r)
 					if err != nil {
@@ -48,10 +55,52 @@ directory (audit.jsonl, rotated) and is readable only by you.`,
 				_, err := fmt.Fprintln(out, r.Line())
 				return err
 			})
+			if s := caught(); s != 0 {
+				return statusError{128 + int(s)} // like a shell: 130 for Ctrl-C, 143 for SIGTERM
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new operations as they happen")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw records, one JSON object per line")
 	cmd.Flags().StringVar(&dirFlag, "state-dir", "", "state directory (default: $AGENTD_STATE_DIR or ~/.local/state/agentd)")
 	return cmd
+}
+
+// stopOnSignal returns a context that SIGINT or SIGTERM cancels, a func
+// that tells which of them did (0: none), and a stop func that must be
+// called. It takes the signals for itself rather than reading them off
+// ctx, which main's signal.NotifyContext cancels without saying which
+// signal came: 'agentd log -f' exits 128+N, as a shell reports a process
+// a signal ended.
+func stopOnSignal(parent context.Context) (ctx context.Context, caught func() syscall.Signal, stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	var (
+		mu  sync.Mutex
+		got syscall.Signal
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-sigs:
+			mu.Lock()
+			got, _ = s.(syscall.Signal)
+			mu.Unlock()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	caught = func() syscall.Signal {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+	return ctx, caught, func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
 }

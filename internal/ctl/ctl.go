@@ -34,8 +34,10 @@ const (
 type IO struct {
 	In       io.Reader
 	Out, Err io.Writer
-	// Signals delivers the interrupts agentctl receives (SIGINT, SIGTERM);
-	// exec forwards them to the remote process. Nil: none.
+	// Signals delivers the interrupts agentctl receives (SIGINT, SIGTERM).
+	// One stops the command — its calls are cancelled, so the server stops
+	// too — and Main returns 128+N (130, 143); exec and sh forward them to
+	// the remote process instead once it runs. Nil: none.
 	Signals <-chan os.Signal
 	// Winch delivers terminal window size changes (SIGWINCH). Nil: none.
 	Winch <-chan os.Signal
@@ -70,18 +72,27 @@ type app struct {
 	// failCode is the exit code for agentctl's own failures in this command:
 	// ExitError, or ExitFailed for exec-like commands.
 	failCode int
+	// intr routes IO.Signals: they stop the command unless it takes them.
+	intr *interrupts
 }
 
 // Main runs agentctl with args (without the program name) and returns the
-// exit code.
+// exit code. After a signal (IO.Signals) it returns 128+N once the command
+// has stopped, or after a short grace if the command is stuck where no
+// context reaches; the caller then exits.
 func Main(ctx context.Context, args []string, stdio IO) int {
-	a := &app{io: stdio, failCode: ExitError}
+	ctx, intr := watchInterrupts(ctx, stdio.Signals, stopGrace)
+	defer intr.stop()
+	a := &app{io: stdio, failCode: ExitError, intr: intr}
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
-	err := root.ExecuteContext(ctx)
+	err, _ := intr.run(func() error { return root.ExecuteContext(ctx) })
+	if s := intr.signal(); s != nil {
+		return signalExit(s) // what the command failed with is the interruption
+	}
 	if err == nil {
 		return ExitOK
 	}

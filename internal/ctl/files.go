@@ -153,9 +153,10 @@ overwriting someone else's change.`,
 					_, err = st.CloseAndRecv() // the server's reason
 					return err
 				}
+				in := interruptible(ctx, a.io.In)
 				buf := make([]byte, wire.ChunkSize)
 				for {
-					n, rerr := a.io.In.Read(buf)
+					n, rerr := in.Read(buf)
 					if n > 0 {
 						if err := st.Send(&agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Data{Data: buf[:n]}}); err != nil {
 							_, err = st.CloseAndRecv() // the server's reason

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -113,7 +114,9 @@ agentctl exits with the command's exit code; 124 when --timeout killed it;
 128+N when signal N killed it; 125 when agentctl itself failed.
 
 Ctrl-C sends SIGINT to the remote process group and keeps streaming; a second
-Ctrl-C detaches and leaves the command running (see 'agentctl attach').`,
+Ctrl-C detaches and leaves the command running (see 'agentctl attach').
+SIGTERM is sent on the same way. Before the command has started (a hub may
+be bringing up a sandbox), either signal stops agentctl: exit 130 or 143.`,
 		Example: `  agentctl exec -- ls -la /tmp
   agentctl exec --cwd src --timeout 5m -- go test ./...
   agentctl exec --env GOFLAGS=-count=1 -- go test ./...
@@ -245,7 +248,11 @@ func (a *app) runProcess(ctx context.Context, req *agentdv1.StartRequest, f *exe
 		stopResize := a.followWindowSize(c.ctx(ctx), procs, started.GetId())
 		defer stopResize()
 	}
-	return a.follow(ctx, c, procs, started, func() (*agentdv1.ProcessEvent, error) {
+	// Until the process started, a signal stopped agentctl (a hub bringing
+	// up a sandbox can take a while); from now on it goes to the process.
+	sigs, release := a.takeSignals()
+	defer release()
+	return a.follow(ctx, c, procs, started, sigs, func() (*agentdv1.ProcessEvent, error) {
 		m, err := stream.Recv()
 		return m.GetEvent(), err
 	})
@@ -300,10 +307,11 @@ func (w *streamWriter) write(a *app, o *agentdv1.Output) error {
 
 // follow prints a process's events until it exits, reattaching when the
 // connection drops, and turns the exit into agentctl's exit code. Signals
-// from a.io.Signals are forwarded to the process group: the first interrupt
-// is sent on, a second one detaches.
+// from sigs are forwarded to the process group: the first interrupt is
+// sent on, a second one detaches. With sigs nil (attach), a signal cancels
+// ctx and follow returns, leaving the process be.
 func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessServiceClient, started *agentdv1.Started,
-	recv func() (*agentdv1.ProcessEvent, error)) error {
+	sigs <-chan os.Signal, recv func() (*agentdv1.ProcessEvent, error)) error {
 	id := started.GetId()
 	if a.json {
 		if err := a.printJSON(&agentdv1.ProcessEvent{Event: &agentdv1.ProcessEvent_Started{Started: started}}); err != nil {
@@ -333,7 +341,9 @@ func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessService
 	var reconnectSince time.Time
 	for {
 		select {
-		case sig := <-a.io.Signals:
+		case <-ctx.Done():
+			return ctx.Err()
+		case sig := <-sigs:
 			interrupts++
 			if interrupts > 1 {
 				fmt.Fprintf(a.io.Err, "\nagentctl: detached; %s is still running: agentctl attach %s\n", id, id)
@@ -450,7 +460,10 @@ func (a *app) attachCmd() *cobra.Command {
 		Long: `Replay the retained output of a process (by default from the start) and follow
 it live until it exits. agentctl then exits with the process's exit code, as
 exec does. Output dropped from retention (the middle of a very long output)
-is reported as a gap on stderr.`,
+is reported as a gap on stderr.
+
+Ctrl-C (SIGINT) or SIGTERM stops following and exits 130 or 143; the process
+is not signalled and keeps running (agentctl kill ID stops it).`,
 		Example: `  agentctl attach p-1a2b3c4d5e
   agentctl attach p-1a2b3c4d5e --from 1048576`,
 		Args: cobra.ExactArgs(1),
@@ -478,10 +491,15 @@ is reported as a gap on stderr.`,
 			if started == nil {
 				return errors.New("daemon did not send the process's start first")
 			}
-			return a.follow(cmd.Context(), c, procs, started, func() (*agentdv1.ProcessEvent, error) {
+			err = a.follow(cmd.Context(), c, procs, started, nil, func() (*agentdv1.ProcessEvent, error) {
 				m, err := st.Recv()
 				return m.GetEvent(), err
 			})
+			if a.interrupted() {
+				id := started.GetId()
+				fmt.Fprintf(a.io.Err, "\nagentctl: stopped following %s; it was not signalled (follow it again: agentctl attach %s; stop it: agentctl kill %s)\n", id, id, id)
+			}
+			return err
 		},
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "byte offset to replay from (stdout and stderr)")

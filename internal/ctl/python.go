@@ -20,9 +20,6 @@ import (
 // maxPythonCode is the largest code agentctl sends (the daemon's limit).
 const maxPythonCode = 10 << 20
 
-// exitInterrupted is agentctl's exit code when Ctrl-C ended a python run.
-const exitInterrupted = 130
-
 // pythonFlags are the options of agentctl python.
 type pythonFlags struct {
 	code     string
@@ -126,7 +123,7 @@ func (a *app) runPython(cmd *cobra.Command, f *pythonFlags, args []string) error
 	// not read.
 	haveCode := f.codeSet || len(args) > 0 || !(f.reset || f.close)
 	if haveCode {
-		code, err := a.pythonCode(f, args)
+		code, err := a.pythonCode(cmd.Context(), f, args)
 		if err != nil {
 			return err
 		}
@@ -158,7 +155,7 @@ func (a *app) runPython(cmd *cobra.Command, f *pythonFlags, args []string) error
 }
 
 // pythonCode reads the code from -c, FILE or stdin.
-func (a *app) pythonCode(f *pythonFlags, args []string) (string, error) {
+func (a *app) pythonCode(ctx context.Context, f *pythonFlags, args []string) (string, error) {
 	if f.codeSet {
 		f.codeFrom = "-c"
 		if len(f.code) > maxPythonCode {
@@ -172,7 +169,7 @@ func (a *app) pythonCode(f *pythonFlags, args []string) (string, error) {
 		if in, ok := a.stdinFile(); ok && term.IsTerminal(int(in.Fd())) {
 			fmt.Fprintln(a.io.Err, "agentctl: reading Python code from the terminal; end it with Ctrl-D")
 		}
-		r = a.io.In
+		r = interruptible(ctx, a.io.In)
 	} else {
 		f.codeFrom = args[0]
 		file, err := os.Open(args[0])
@@ -222,12 +219,14 @@ func (a *app) pythonRun(ctx context.Context, py agentdv1.PythonServiceClient, re
 	for {
 		var e recvd
 		select {
-		case <-a.io.Signals:
-			// Cancelling the call makes the daemon interrupt the run
-			// (KeyboardInterrupt, then a kill if it will not stop).
-			cancel()
-			fmt.Fprintln(a.io.Err, "\nagentctl: interrupted; the run is being stopped")
-			return &exitError{code: exitInterrupted}
+		case <-ctx.Done():
+			// A signal cancelled the call (Main exits 128+N), which makes
+			// the daemon interrupt the run (KeyboardInterrupt, then a kill
+			// if it will not stop).
+			if a.interrupted() {
+				fmt.Fprintln(a.io.Err, "\nagentctl: interrupted; the run is being stopped")
+			}
+			return ctx.Err()
 		case e = <-events:
 		}
 		if e.err == io.EOF {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -259,27 +260,30 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// TestPythonCommandInterrupt: a signal during a run cancels it (the daemon
+// interrupts it) and agentctl exits 128+N: 130 for SIGINT, 143 for SIGTERM.
 func TestPythonCommandInterrupt(t *testing.T) {
 	t.Parallel()
 	addr, _ := pyDaemon(t)
-	out := &notifyWriter{wrote: make(chan struct{})}
-	var errb bytes.Buffer
-	sigs := make(chan os.Signal, 1)
-	a := &app{io: IO{In: strings.NewReader(""), Out: out, Err: &errb, Signals: sigs}, failCode: ExitError}
-	cmd := a.pythonCmd()
-	root := a.rootCmd()
-	if c, _, err := root.Find([]string{"python"}); err == nil && c != root {
-		root.RemoveCommand(c)
-	}
-	root.AddCommand(cmd)
-	root.SetArgs([]string{"--addr", addr, "python", "-c", "import time\nprint('waiting', flush=True)\ntime.sleep(30)"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(t.Context()) }()
-	<-out.wrote
-	sigs <- os.Interrupt
-	err := <-done
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitInterrupted || out.String() != "waiting\n" || !strings.Contains(errb.String(), "interrupted") {
-		t.Errorf("after Ctrl-C: err %v, stdout %q, stderr %q; want exit 130", err, out.String(), errb.String())
+	for _, tc := range []struct {
+		sig  os.Signal
+		code int
+	}{{os.Interrupt, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			t.Parallel()
+			out := &notifyWriter{wrote: make(chan struct{})}
+			var errb bytes.Buffer
+			sigs := make(chan os.Signal, 1)
+			done := make(chan int, 1)
+			go func() {
+				done <- Main(t.Context(), []string{"--addr", addr, "python", "-c", "import time\nprint('waiting', flush=True)\ntime.sleep(30)"},
+					IO{In: strings.NewReader(""), Out: out, Err: &errb, Signals: sigs})
+			}()
+			<-out.wrote
+			sigs <- tc.sig
+			if code := <-done; code != tc.code || out.String() != "waiting\n" || !strings.Contains(errb.String(), "interrupted") {
+				t.Errorf("after %v: exit %d, stdout %q, stderr %q; want exit %d", tc.sig, code, out.String(), errb.String(), tc.code)
+			}
+		})
 	}
 }

@@ -406,6 +406,7 @@ point outside the archive are refused, and then nothing is stored.`,
 					_, err = st.CloseAndRecv() // the server's reason
 					return err
 				}
+				in := interruptible(ctx, in)
 				buf := make([]byte, snapChunk)
 				for {
 					n, rerr := in.Read(buf)
