@@ -51,11 +51,12 @@ func ago(t time.Time) string {
 
 func (a *app) machinesCmd() *cobra.Command {
 	var org string
-	return &cobra.Command{
-		Use:   "machines",
+	cmd := &cobra.Command{
+		Use:   "machines [--org O]",
 		Short: "List the org's machines: id, name, status, last seen, os/arch, agentd version",
 		Example: `  agentctl --hub https://hub.example.com machines
-  agentctl --json machines`,
+  agentctl --json machines
+  agentctl machines --org acme      # another org: the hub owner's token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
@@ -80,6 +81,8 @@ func (a *app) machinesCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&org, "org", "", "org (default: your token's; another org needs the hub owner's token)")
+	return cmd
 }
 
 func (a *app) activityCmd() *cobra.Command {
@@ -191,7 +194,8 @@ func (a *app) adminCmd() *cobra.Command {
 		Use:   "admin",
 		Short: "Manage the hub: orgs, API tokens, pairing codes, revoking machines",
 		Long: `Manage the hub with an admin API token in $AGENTD_TOKEN. The owner token that
-'agenthub init' printed can also create orgs and act in any org (--org).`,
+'agenthub init' printed can also create orgs and act in any org: every command
+here but 'org' takes --org, as do 'agentctl machines', 'env' and 'sandbox ls'.`,
 	}
 	org := &cobra.Command{Use: "org", Short: "Create and list orgs"}
 	org.AddCommand(&cobra.Command{
@@ -283,15 +287,18 @@ func (a *app) adminCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&listOrg, "org", "", "org (default: your token's)")
-	token.AddCommand(create, list, &cobra.Command{
-		Use: "revoke ID", Short: "Revoke a token at once", Args: cobra.ExactArgs(1),
+	var revokeTokOrg string
+	revokeTok := &cobra.Command{
+		Use: "revoke ID [--org O]", Short: "Revoke a token at once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
-				_, err := hubv1.NewAdminServiceClient(c).RevokeToken(ctx, &hubv1.RevokeTokenRequest{Id: args[0]})
+				_, err := hubv1.NewAdminServiceClient(c).RevokeToken(ctx, &hubv1.RevokeTokenRequest{Id: args[0], Org: revokeTokOrg})
 				return err
 			})
 		},
-	})
+	}
+	revokeTok.Flags().StringVar(&revokeTokOrg, "org", "", "org of the token (default: your token's)")
+	token.AddCommand(create, list, revokeTok)
 
 	var codeOrg string
 	var ttl time.Duration
@@ -331,13 +338,16 @@ machine's owner, who runs: agentd pair --hub URL --code CODE`,
 	codeCreate.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the code is valid (at most 24h)")
 	code.AddCommand(codeCreate)
 
+	var revokeOrg string
 	revoke := &cobra.Command{
-		Use:   "revoke MACHINE",
+		Use:   "revoke MACHINE [--org O]",
 		Short: "Remove a machine from the org; its live tunnel closes at once",
-		Args:  cobra.ExactArgs(1),
+		Example: `  agentctl admin revoke m-1a2b3c4d
+  agentctl admin revoke m-1a2b3c4d --org acme   # another org: the hub owner's token`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
-				_, err := hubv1.NewAdminServiceClient(c).RevokeMachine(ctx, &hubv1.RevokeMachineRequest{Id: args[0]})
+				_, err := hubv1.NewAdminServiceClient(c).RevokeMachine(ctx, &hubv1.RevokeMachineRequest{Id: args[0], Org: revokeOrg})
 				if err == nil && !a.json {
 					fmt.Fprintf(a.io.Err, "Revoked %s.\n", args[0])
 				}
@@ -345,6 +355,7 @@ machine's owner, who runs: agentd pair --hub URL --code CODE`,
 			})
 		},
 	}
+	revoke.Flags().StringVar(&revokeOrg, "org", "", "org of the machine (default: your token's)")
 	admin.AddCommand(org, token, code, revoke)
 	return admin
 }

@@ -179,11 +179,14 @@ func (a *adminService) ListTokens(ctx context.Context, req *hubv1.ListTokensRequ
 }
 
 func (a *adminService) RevokeToken(ctx context.Context, req *hubv1.RevokeTokenRequest) (*hubv1.RevokeTokenResponse, error) {
-	c, _ := callerFrom(ctx)
+	c, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
 	if err := needAdmin(c); err != nil {
 		return nil, err
 	}
-	if err := a.s.store.RevokeToken(ctx, c.org.ID, req.GetId(), a.s.opts.Now()); err != nil {
+	if err := a.s.store.RevokeToken(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
 		return nil, storeError(err, "token "+req.GetId())
 	}
 	return &hubv1.RevokeTokenResponse{}, nil
@@ -249,11 +252,17 @@ func (s *Server) machineProto(m store.Machine, org string) *hubv1.Machine {
 }
 
 func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachineRequest) (*hubv1.RevokeMachineResponse, error) {
-	c, _ := callerFrom(ctx)
+	c, org, err := a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
 	if err := needAdmin(c); err != nil {
 		return nil, err
 	}
-	if err := a.s.store.RevokeMachine(ctx, c.org.ID, req.GetId(), a.s.opts.Now()); err != nil {
+	if err := a.s.store.RevokeMachine(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, status.Errorf(codes.NotFound, "machine %s not found in org %s", req.GetId(), org.Name)
+		}
 		return nil, storeError(err, "machine "+req.GetId())
 	}
 	a.s.registry.Close(req.GetId()) // the live tunnel ends now

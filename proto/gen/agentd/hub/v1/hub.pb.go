@@ -690,7 +690,9 @@ func (x *ListTokensResponse) GetTokens() []*Token {
 type RevokeTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Token id.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name (empty: the caller's); another org's needs the hub owner's token.
+	Org           string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -728,6 +730,13 @@ func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
 func (x *RevokeTokenRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeTokenRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
 	}
 	return ""
 }
@@ -1111,7 +1120,9 @@ func (x *ListMachinesResponse) GetMachines() []*Machine {
 type RevokeMachineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Machine id.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name (empty: the caller's); another org's needs the hub owner's token.
+	Org           string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1149,6 +1160,13 @@ func (*RevokeMachineRequest) Descriptor() ([]byte, []int) {
 func (x *RevokeMachineRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeMachineRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
 	}
 	return ""
 }
@@ -1370,9 +1388,10 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x11ListTokensRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"B\n" +
 	"\x12ListTokensResponse\x12,\n" +
-	"\x06tokens\x18\x01 \x03(\v2\x14.agentd.hub.v1.TokenR\x06tokens\"$\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.agentd.hub.v1.TokenR\x06tokens\"6\n" +
 	"\x12RevokeTokenRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\"\x15\n" +
 	"\x13RevokeTokenResponse\"Y\n" +
 	"\x18CreatePairingCodeRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12+\n" +
@@ -1396,9 +1415,10 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x13ListMachinesRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"J\n" +
 	"\x14ListMachinesResponse\x122\n" +
-	"\bmachines\x18\x01 \x03(\v2\x16.agentd.hub.v1.MachineR\bmachines\"&\n" +
+	"\bmachines\x18\x01 \x03(\v2\x16.agentd.hub.v1.MachineR\bmachines\"8\n" +
 	"\x14RevokeMachineRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
 	"\x15RevokeMachineResponse\"y\n" +
 	"\fWatchRequest\x12\x1d\n" +
 	"\n" +
