@@ -73,7 +73,8 @@ func TestImageUsageErrors(t *testing.T) {
 		{[]string{"image", "dockerfile"}, "dockerfile takes one profile"},
 		{[]string{"image", "dockerfile", "codex", "--agent-version", "1 2"}, `agent version "1 2"`},
 		{[]string{"image", "dockerfile", "codex", "--no-such-flag"}, "unknown flag"},
-		{[]string{"image", "build", "codex"}, "build and prune come later"},
+		{[]string{"image", "build", "codex", "extra"}, "build takes one profile"},
+		{[]string{"image", "nope"}, "not a subcommand (build, dockerfile, ls and prune exist)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -104,5 +105,63 @@ func TestImageLs(t *testing.T) {
 	}
 	if n := strings.Count(out, "\n"); n != len(agentimage.Profiles())+1 {
 		t.Errorf("image ls has %d lines, want a header and one a profile:\n%s", n, out)
+	}
+}
+
+// TestImageBuildAndPruneRefuse: bad input is refused before the engine is
+// asked, a profile with nothing to build says why, prune never removes
+// without a terminal or --yes, and an engine that is not there is named.
+func TestImageBuildAndPruneRefuse(t *testing.T) {
+	t.Parallel()
+	const noEngine = "unix:///nonexistent/docker.sock"
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"image", "build"}, true, "build takes one profile"},
+		{[]string{"image", "build", "nope"}, true, `unknown agent profile "nope"`},
+		{[]string{"image", "build", "aider", "--docker-host", noEngine}, true, "uses the image docker.io/paulgauthier/aider; nothing to build"},
+		{[]string{"image", "build", "commandcode", "--docker-host", noEngine}, true, "agentctl agent run commandcode --image REF"},
+		{[]string{"image", "build", "codex", "--project", "mine"}, true, "--project names the images of a --base-dockerfile"},
+		{[]string{"image", "build", "codex", "--build-arg", "NOVALUE"}, true, `--build-arg "NOVALUE": want NAME=VALUE`},
+		{[]string{"image", "build", "codex", "--build-arg", "NOPE=1", "--docker-host", noEngine}, false, "build argument NOPE: the Dockerfile declares no such ARG"},
+		{[]string{"image", "build", "codex", "--base-dockerfile", "-", "--docker-host", noEngine}, false, "a custom base needs a project name"},
+		{[]string{"image", "build", "codex", "--docker-host", noEngine}, false, "docker engine not reachable at " + noEngine},
+		{[]string{"image", "prune", "--docker-host", noEngine}, false, "docker engine not reachable"},
+		{[]string{"image", "prune", "extra"}, true, "prune takes no arguments"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			stdout, _, err := runAgenthub(t, "FROM scratch\n", tc.args...)
+			var ue usageError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
+				t.Errorf("err = %v (usage error: %v); want %q, usage error %v", err, errors.As(err, &ue), tc.want, tc.usage)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+		})
+	}
+}
+
+// TestImageLsWithoutEngine: the profiles are listed, LOCAL says "?" and
+// stderr says why.
+func TestImageLsWithoutEngine(t *testing.T) {
+	t.Parallel()
+	stdout, stderr, err := runAgenthub(t, "", "image", "ls", "--docker-host", "unix:///nonexistent/docker.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "docker engine not reachable") {
+		t.Errorf("stderr %q does not say the engine is not reachable", stderr)
+	}
+	for _, p := range agentimage.Profiles() {
+		if !strings.Contains(stdout, p.Name+" ") {
+			t.Errorf("ls lacks profile %s:\n%s", p.Name, stdout)
+		}
+	}
+	if !strings.Contains(stdout, "?") || strings.Contains(stdout, "RUNNER IMAGE") {
+		t.Errorf("ls without an engine:\n%s", stdout)
 	}
 }

@@ -68,6 +68,23 @@ func (b *Builder) List(ctx context.Context) ([]Image, error) {
 	return out, nil
 }
 
+// Present says which of refs the engine has.
+func (b *Builder) Present(ctx context.Context, refs ...string) (map[string]bool, error) {
+	out := make(map[string]bool, len(refs))
+	for _, ref := range refs {
+		_, err := b.cli.ImageInspect(ctx, ref)
+		switch {
+		case err == nil:
+			out[ref] = true
+		case cerrdefs.IsNotFound(err):
+			out[ref] = false
+		default:
+			return nil, b.fail("inspect "+ref, err)
+		}
+	}
+	return out, nil
+}
+
 // Prunable returns the runner images prune removes: those that are no
 // project's -latest of their agent and that no container uses.
 func Prunable(images []Image) []Image {
