@@ -121,14 +121,25 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 	}
 	undo = append(undo, func(ctx context.Context) error { return d.removeVolume(ctx, vol) })
 
-	if err := d.ownWorkspace(ctx, s.Name+initSuffix, s.Image, vol, cs.Labels); err != nil {
-		return "", err
+	// An image whose /workspace uid 1000 owns already needs no helper:
+	// the sandbox container's own copy-up gives the volume that owner.
+	copyUp := d.ownsWorkspace(img.ID)
+	if !copyUp {
+		owned, err := d.ownWorkspace(ctx, s.Name+initSuffix, s.Image, vol, cs.Labels)
+		if err != nil {
+			return "", err
+		}
+		if owned {
+			d.mu.Lock()
+			d.wsOwned[img.ID] = true
+			d.mu.Unlock()
+		}
 	}
 
 	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name:       s.Name,
 		Config:     containerConfig(cs),
-		HostConfig: hostConfig(s, vol),
+		HostConfig: hostConfig(s, vol, copyUp),
 	})
 	if err != nil {
 		return "", d.fail("create container "+s.Name, err)
@@ -179,9 +190,21 @@ func (d *Driver) createVolume(ctx context.Context, name string, volLabels map[st
 	return nil
 }
 
+// ownsWorkspace reports whether the image is known to have a /workspace
+// that uid and gid 1000 own.
+func (d *Driver) ownsWorkspace(imageID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.wsOwned[imageID]
+}
+
 // ownWorkspace makes uid 1000 the owner of the volume's root, through a
-// helper container that is never started (why: the package doc).
-func (d *Driver) ownWorkspace(ctx context.Context, name, image, vol string, ctrLabels map[string]string) (err error) {
+// helper container that is never started (why: the package doc). It
+// reports whether the image's own /workspace had that owner already (the
+// volume's root as the copy-up left it), so that the next sandbox of the
+// image can do without the helper.
+func (d *Driver) ownWorkspace(ctx context.Context, name, image, vol string, ctrLabels map[string]string) (owned bool, err error) {
+	d.helpers.Add(1)
 	res, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{
@@ -198,7 +221,7 @@ func (d *Driver) ownWorkspace(ctx context.Context, name, image, vol string, ctrL
 		},
 	})
 	if err != nil {
-		return d.fail("create workspace init container "+name, err)
+		return false, d.fail("create workspace init container "+name, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -208,14 +231,33 @@ func (d *Driver) ownWorkspace(ctx context.Context, name, image, vol string, ctrL
 			err = rerr
 		}
 	}()
+	owned, err = d.rootOwner(ctx, res.ID)
+	if err != nil {
+		return false, d.fail("read the owner of volume "+vol, err)
+	}
 	_, err = d.cli.CopyToContainer(ctx, res.ID, client.CopyToContainerOptions{
 		DestinationPath: "/",
 		Content:         bytes.NewReader(ownerArchive()),
 	})
 	if err != nil {
-		return d.fail("set the owner of volume "+vol, err)
+		return false, d.fail("set the owner of volume "+vol, err)
 	}
-	return nil
+	return owned, nil
+}
+
+// rootOwner reports whether the container's /workspace is a directory that
+// uid and gid 1000 own, from the archive API's first entry.
+func (d *Driver) rootOwner(ctx context.Context, id string) (bool, error) {
+	res, err := d.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: sandbox.WorkspaceDir})
+	if err != nil {
+		return false, err
+	}
+	defer res.Content.Close()
+	h, err := tar.NewReader(res.Content).Next()
+	if err != nil {
+		return false, err
+	}
+	return h.Typeflag == tar.TypeDir && h.Uid == uid && h.Gid == gid, nil
 }
 
 // ownerArchive is a tar of one entry, the workspace directory owned by the
@@ -260,13 +302,15 @@ func containerConfig(s sandbox.Spec) *container.Config {
 	}
 }
 
-// hostConfig is the sandbox container's hardening, limits and mounts.
-func hostConfig(s sandbox.Spec, vol string) *container.HostConfig {
+// hostConfig is the sandbox container's hardening, limits and mounts;
+// copyUp lets the engine copy the image's /workspace into the empty volume
+// (when the image's is owned by the sandbox user; else the helper did).
+func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 	mounts := []mount.Mount{{
 		Type:          mount.TypeVolume,
 		Source:        vol,
 		Target:        sandbox.WorkspaceDir,
-		VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+		VolumeOptions: &mount.VolumeOptions{NoCopy: !copyUp},
 	}}
 	for _, b := range []struct{ host, target string }{
 		{s.AgentdHostDir, sandbox.AgentdDir},

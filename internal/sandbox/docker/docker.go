@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -34,6 +36,10 @@ type Driver struct {
 	cli  *client.Client
 	host string
 	log  *zap.Logger
+
+	mu      sync.Mutex
+	wsOwned map[string]bool // image id → its /workspace is uid 1000's (no helper needed)
+	helpers atomic.Int64    // workspace helper containers made (for tests)
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -58,7 +64,7 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
 	}
-	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker")}, nil
+	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsOwned: map[string]bool{}}, nil
 }
 
 // Close releases the driver's idle connections to the engine.

@@ -17,8 +17,9 @@ import (
 )
 
 const (
-	imageBare      = "agentd-test/driver:1"  // no /workspace
-	imageWorkspace = "agentd-test/driver:ws" // a root-owned /workspace with a file
+	imageBare      = "agentd-test/driver:1"     // no /workspace
+	imageWorkspace = "agentd-test/driver:ws"    // a root-owned /workspace with a file
+	imageOwned     = "agentd-test/driver:owned" // a /workspace of uid 1000 with a file, as the sandbox base has
 )
 
 // hostDir is a world-readable host directory holding one file, for a
@@ -89,8 +90,9 @@ exec sleep 300
 
 func TestSandbox(t *testing.T) {
 	d := engine(t)
-	testImage(t, d, imageBare, false)
-	testImage(t, d, imageWorkspace, true)
+	testImage(t, d, imageBare, false, 0)
+	testImage(t, d, imageWorkspace, true, 0)
+	testImage(t, d, imageOwned, true, 1000)
 
 	t.Run("image", func(t *testing.T) {
 		img, err := d.Image(t.Context(), imageBare)
@@ -124,6 +126,26 @@ func TestSandbox(t *testing.T) {
 			lifecycle(t, d, tc.image, tc.seed)
 		})
 	}
+	// The first sandbox of an image whose /workspace is uid 1000's learns
+	// it through the helper container; the next ones need none (the
+	// engine's copy-up gives the volume its owner) and are the same inside.
+	t.Run("image with the user's workspace", func(t *testing.T) {
+		t.Parallel()
+		d := engine(t) // its own driver: what it learned and its helper count
+		for i, wantHelpers := range []int64{1, 1} {
+			lifecycle(t, d, imageOwned, true)
+			if got := d.helpers.Load(); got != wantHelpers {
+				t.Errorf("after sandbox %d of %s: %d workspace helpers, want %d", i+1, imageOwned, got, wantHelpers)
+			}
+		}
+		// An image with a root-owned /workspace always takes the helper.
+		for range 2 {
+			lifecycle(t, d, imageWorkspace, true)
+		}
+		if got := d.helpers.Load(); got != 3 {
+			t.Errorf("after two sandboxes of %s: %d helpers in all, want 3", imageWorkspace, got)
+		}
+	})
 	t.Run("stop escalates to SIGKILL", func(t *testing.T) {
 		t.Parallel()
 		stopKills(t, d)

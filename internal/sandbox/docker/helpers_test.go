@@ -66,7 +66,7 @@ func uniqueName(t *testing.T) string {
 // "seed". Its config says USER root, an entrypoint and cmd that fail,
 // WORKDIR / and a hub label, all of which a sandbox must override. It is removed when the
 // test ends.
-func testImage(t *testing.T, d *Driver, ref string, workspace bool) {
+func testImage(t *testing.T, d *Driver, ref string, workspace bool, owner int) {
 	t.Helper()
 	bb, err := os.ReadFile(busyboxPath)
 	if err != nil {
@@ -105,8 +105,8 @@ func testImage(t *testing.T, d *Driver, ref string, workspace bool) {
 	add(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/group", Mode: 0o644},
 		[]byte("root:x:0:\nagent:x:1000:\n"))
 	if workspace {
-		add(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755}, nil)
-		add(&tar.Header{Typeflag: tar.TypeReg, Name: "workspace/seed", Mode: 0o644}, []byte("seed\n"))
+		add(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755, Uid: owner, Gid: owner}, nil)
+		add(&tar.Header{Typeflag: tar.TypeReg, Name: "workspace/seed", Mode: 0o644, Uid: owner, Gid: owner}, []byte("seed\n"))
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
