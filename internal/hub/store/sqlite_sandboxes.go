@@ -7,20 +7,24 @@ import (
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
 		sb            Sandbox
 		warm          int
 		created, used int64
+		expires       int64
 	)
-	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
 	sb.Warm = warm == 1
 	sb.CreatedAt, sb.LastUsedAt = fromMicros(created), fromMicros(used)
+	if expires != 0 {
+		sb.ExpiresAt = fromMicros(expires)
+	}
 	return sb, nil
 }
 
@@ -37,12 +41,20 @@ func (s *SQLite) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, error)
 	}
 	sb.CreatedAt = fromMicros(micros(sb.CreatedAt))
 	sb.LastUsedAt = sb.CreatedAt
+	var expires int64
+	if !sb.ExpiresAt.IsZero() {
+		if sb.Warm || !sb.ExpiresAt.After(sb.CreatedAt) {
+			return Sandbox{}, fmt.Errorf("create sandbox: %w: an end must come after the creation, and a warm sandbox has none", ErrInvalid)
+		}
+		expires = micros(sb.ExpiresAt)
+		sb.ExpiresAt = fromMicros(expires)
+	}
 	warm := 0
 	if sb.Warm {
 		warm = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires)
 	switch {
 	case isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)

@@ -222,6 +222,9 @@ type Sandbox struct {
 	Hub          string // the hub instance that drives its container
 	CreatedAt    time.Time
 	LastUsedAt   time.Time
+	// ExpiresAt is when the sandbox is removed, used or not (an agent run's
+	// TTL); zero: when idle, as conversations' sandboxes are.
+	ExpiresAt time.Time
 }
 
 // Environment states.

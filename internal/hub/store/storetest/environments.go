@@ -166,6 +166,19 @@ func testSandboxes(t *testing.T, s store.Store) {
 	_, err = s.CreateSandbox(ctx, store.Sandbox{ID: "sb-4", OrgID: org.ID, Environment: "builtin", Conversation: "c-9", Warm: true, Image: "img", CreatedAt: T0})
 	wantErr(t, "warm with a conversation", err, store.ErrInvalid)
 
+	// An end fixed at creation (an agent run's TTL) is kept; it must come
+	// after the creation, and a warm sandbox has none.
+	run := must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-run", OrgID: org.ID, Environment: "agent:codex", Conversation: "run-1", Image: "img",
+		CreatedAt: T0, ExpiresAt: T0.Add(2 * time.Hour)}))(t)
+	if got := must(s.Sandbox(ctx, run.ID))(t); !got.ExpiresAt.Equal(T0.Add(2*time.Hour)) || !sb.ExpiresAt.IsZero() {
+		t.Errorf("expiry stored %v (want %v); a sandbox without one has %v", got.ExpiresAt, T0.Add(2*time.Hour), sb.ExpiresAt)
+	}
+	_, err = s.CreateSandbox(ctx, store.Sandbox{ID: "sb-5", OrgID: org.ID, Environment: "agent:codex", Conversation: "run-2", Image: "img", CreatedAt: T0, ExpiresAt: T0})
+	wantErr(t, "an end at the creation", err, store.ErrInvalid)
+	_, err = s.CreateSandbox(ctx, store.Sandbox{ID: "sb-6", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0, ExpiresAt: T0.Add(time.Hour)})
+	wantErr(t, "a warm sandbox with an end", err, store.ErrInvalid)
+	noErr(t, s.DeleteSandbox(ctx, run.ID))
+
 	// Warm ones: two, only one with a container; claimed oldest first, once.
 	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w1", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0}))(t)
 	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w2", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0.Add(time.Second)}))(t)
