@@ -345,8 +345,12 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 		if strings.HasPrefix(conv, validationConversation) {
 			conv = "(validation)"
 		}
-		resp.Sandboxes = append(resp.Sandboxes, &hubv1.Sandbox{Id: sb.ID, Environment: sb.Environment, Conversation: conv, State: state,
-			Image: sb.Image, Online: online, Created: timestamppb.New(sb.CreatedAt), LastUsed: timestamppb.New(sb.LastUsedAt)})
+		p := &hubv1.Sandbox{Id: sb.ID, Environment: sb.Environment, Conversation: conv, State: state,
+			Image: sb.Image, Online: online, Created: timestamppb.New(sb.CreatedAt), LastUsed: timestamppb.New(sb.LastUsedAt)}
+		if !sb.ExpiresAt.IsZero() {
+			p.Expires = timestamppb.New(sb.ExpiresAt)
+		}
+		resp.Sandboxes = append(resp.Sandboxes, p)
 	}
 	return resp, nil
 }
@@ -383,10 +387,18 @@ func truncateRunes(s string, n int) string {
 }
 
 // recordRefusal adds an activity record of a call an environment refused to
-// the org's stream, under the org's "hub" pseudo-machine (an sb- id with a
-// key nobody holds: it never connects, and is listed neither as a machine
-// nor as a sandbox).
+// the org's stream (recordHub).
 func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, env, method string, refusal error) {
+	msg := statusMessage(refusal)
+	s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: actor, Conversation: conv,
+		Kind: "environment.refused", Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)})
+}
+
+// recordHub adds an activity record of the hub's own (a refusal, an agent
+// run) to the org's stream, under the org's "hub" pseudo-machine (an sb- id
+// with a key nobody holds: it never connects, and is listed neither as a
+// machine nor as a sandbox). It sets the record's sequence number and time.
+func (s *Server) recordHub(ctx context.Context, org store.Org, r *agentdv1.ActivityRecord) {
 	ctx = context.WithoutCancel(ctx)
 	id := "sb-hub-" + org.ID
 	if _, err := s.store.Machine(ctx, id); errors.Is(err, store.ErrNotFound) {
@@ -401,9 +413,7 @@ func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, 
 		}
 	}
 	now := s.opts.Now()
-	msg := statusMessage(refusal)
-	r := &agentdv1.ActivityRecord{Seq: uint64(now.UnixMicro()), Time: timestamppb.New(now), Actor: actor, Conversation: conv,
-		Kind: "environment.refused", Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)}
+	r.Seq, r.Time = uint64(now.UnixMicro()), timestamppb.New(now)
 	b, err := protojson.Marshal(r)
 	if err != nil {
 		return

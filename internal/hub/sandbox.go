@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
@@ -59,6 +60,9 @@ type SandboxOptions struct {
 	// ImageCheck configures the registry checks of custom images (allowed
 	// registries, size limit).
 	ImageCheck imagecheck.Options
+	// Agents are the coding-agent profiles RunAgent knows. Default
+	// agentimage.Profiles().
+	Agents []agentimage.Profile
 }
 
 func (o *SandboxOptions) defaults() {
@@ -90,6 +94,9 @@ func (o *SandboxOptions) defaults() {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 60 * time.Second
 	}
+	if o.Agents == nil {
+		o.Agents = agentimage.Profiles()
+	}
 }
 
 // BuiltinEnvironment is the name of the environment every org has.
@@ -100,6 +107,10 @@ type envSpec struct {
 	name    string
 	image   string // pinned digest or the base image
 	network string // "public" or "none"
+	// An agent run's: its limits (nil: the hub's) and its lifetime from
+	// creation (zero: until idle).
+	limits *sandbox.Limits
+	ttl    time.Duration
 }
 
 // sandboxes runs an org's sandboxes: get-or-create per (org, environment,
@@ -365,7 +376,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
 	}
 	sb, err := m.s.store.CreateSandbox(ctx, store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
-		Image: env.image, Hub: m.o.HubID, CreatedAt: now})
+		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl)})
 	if err != nil {
 		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, id, now)
 		if errors.Is(err, store.ErrConflict) {
@@ -394,6 +405,9 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		Network:          network,
 		Limits:           m.o.Limits,
 	}
+	if env.limits != nil {
+		spec.Limits = *env.limits
+	}
 	fail := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
@@ -415,6 +429,14 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	m.log.Info("sandbox started", zap.String("sandbox", id), zap.String("org", org.Name), zap.String("environment", env.name),
 		zap.String("conversation", conv), zap.Bool("warm", warm), zap.Duration("took", m.s.opts.Now().Sub(now)))
 	return sb, nil
+}
+
+// expiry is the end of a sandbox made at now that lives ttl (zero: none).
+func expiry(now time.Time, ttl time.Duration) time.Time {
+	if ttl <= 0 {
+		return time.Time{}
+	}
+	return now.Add(ttl)
 }
 
 // awaitOnline waits for the sandbox's agentd to connect, watching its
@@ -628,6 +650,13 @@ func (m *sandboxes) reap(ctx context.Context) {
 			last = t
 		}
 		m.mu.Unlock()
+		if !sb.ExpiresAt.IsZero() {
+			// An agent run: removed at its end, busy or not, never for idling.
+			if !now.Before(sb.ExpiresAt) {
+				m.destroy(ctx, sb, fmt.Sprintf("its TTL of %s ended", sb.ExpiresAt.Sub(sb.CreatedAt).Round(time.Second)))
+			}
+			continue
+		}
 		if !busy && now.Sub(last) > m.o.IdleTTL {
 			m.destroy(ctx, sb, fmt.Sprintf("idle for %s", now.Sub(last).Round(time.Second)))
 		}

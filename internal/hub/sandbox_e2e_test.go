@@ -38,6 +38,13 @@ type sandboxHub struct {
 
 func startSandboxHub(t *testing.T, tune func(*hub.SandboxOptions)) *sandboxHub {
 	t.Helper()
+	return startSandboxHubWith(t, tune, hubtest.Options{})
+}
+
+// startSandboxHubWith is startSandboxHub with the hub's other options
+// (its Sandboxes are set here).
+func startSandboxHubWith(t *testing.T, tune func(*hub.SandboxOptions), ho hubtest.Options) *sandboxHub {
+	t.Helper()
 	base := sandboxtest.BaseImage(t) // skips without an engine
 	_ = base
 	drv, err := docker.New(docker.Options{})
@@ -56,7 +63,8 @@ func startSandboxHub(t *testing.T, tune func(*hub.SandboxOptions)) *sandboxHub {
 	if tune != nil {
 		tune(&o)
 	}
-	h := hubtest.Start(t, hubtest.Options{Sandboxes: o})
+	ho.Sandboxes = o
+	h := hubtest.Start(t, ho)
 	cc, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

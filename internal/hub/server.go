@@ -154,6 +154,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
 	admin := &adminService{s: s}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, &environmentService{s: s, a: admin})
+	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)

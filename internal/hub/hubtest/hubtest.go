@@ -28,6 +28,8 @@ type Options struct {
 	TLS    *tls.Config // set: the hub serves TLS with it
 	// Sandboxes, with a Driver, makes the hub run container sandboxes.
 	Sandboxes hub.SandboxOptions
+	// Now is the hub's clock; default time.Now.
+	Now func() time.Time
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -79,7 +81,7 @@ func Start(tb testing.TB, opts Options) *Hub {
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
-	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes})
+	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now})
 	if err != nil {
 		h.tb.Fatal(err)
 	}

@@ -494,7 +494,9 @@ type Sandbox struct {
 	// When a call last used it.
 	LastUsed *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
 	// Why it failed, if it did.
-	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// When it is removed whatever its use (an agent run's TTL); unset: when idle.
+	Expires       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires,proto3" json:"expires,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -590,6 +592,13 @@ func (x *Sandbox) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Sandbox) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
 }
 
 // ListEnvironmentsRequest names the org.
@@ -1502,7 +1511,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\anetwork\x18\n" +
 	" \x01(\tR\anetwork\x124\n" +
 	"\acreated\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
-	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"\xa8\x02\n" +
+	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"\xde\x02\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1512,7 +1521,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x06online\x18\x06 \x01(\bR\x06online\x124\n" +
 	"\acreated\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x127\n" +
 	"\tlast_used\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"+\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x124\n" +
+	"\aexpires\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"+\n" +
 	"\x17ListEnvironmentsRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"Z\n" +
 	"\x18ListEnvironmentsResponse\x12>\n" +
@@ -1633,35 +1644,36 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	25, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
 	25, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
 	25, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	5,  // 9: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
-	5,  // 10: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 11: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 12: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 13: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	6,  // 14: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
-	7,  // 15: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 16: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 17: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 18: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 19: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 20: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 21: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 22: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 23: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	8,  // 24: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 25: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 26: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 27: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 28: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 29: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 30: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 31: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 32: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	24, // [24:33] is the sub-list for method output_type
-	15, // [15:24] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	25, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	5,  // 10: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
+	5,  // 11: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 12: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 13: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 14: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	6,  // 15: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
+	7,  // 16: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 17: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 18: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 19: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 20: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 21: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 22: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 23: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 24: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	8,  // 25: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 26: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 27: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 28: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 29: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 30: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 31: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 32: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 33: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }

@@ -1,0 +1,160 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+func (a *app) agentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "agent",
+		Aliases: []string{"agents"},
+		Short:   "Run coding agents (Codex, Claude Code, OpenCode, …) in disposable sandboxes",
+		Long: `The hub knows coding-agent profiles: where each one's image comes from, its
+limits, network and TTL, and what it can do unattended. 'agent run' makes a
+disposable sandbox with the agent's image and prints its id (sb-…), which
+works wherever a machine id does; with arguments after --, it runs the agent
+with them and exits as 'agentctl exec' does. The sandbox stays until
+'agentctl sandbox rm' or its TTL.`,
+		Example: `  agentctl agent ls
+  agentctl agent run codex
+  agentctl agent run opencode -- --version
+  agentctl agent run commandcode --image ghcr.io/x/cc:1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.agentLsCmd(), a.agentRunCmd())
+	return cmd
+}
+
+func (a *app) agentClient(cmd *cobra.Command, fn func(ctx context.Context, ac hubv1.AgentServiceClient) error) error {
+	return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
+		return fn(ctx, hubv1.NewAgentServiceClient(c))
+	})
+}
+
+func (a *app) agentLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the agent profiles: executable, image strategy, whether the image is on the hub",
+		Long: `List the profiles the hub knows. STRATEGY says where the image comes from:
+"builder" (built on the hub's host with agenthub image build), "image" (a
+published image) or "custom" (run needs --image). IMAGE is "yes" when it is
+on the hub's Docker engine, else what to run there to get it.`,
+		Example: `  agentctl agent ls
+  agentctl --json agent ls | jq -r '.agents[] | select(.imagePresent) | .name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.agentClient(cmd, func(ctx context.Context, ac hubv1.AgentServiceClient) error {
+				resp, err := ac.ListAgents(ctx, &hubv1.ListAgentsRequest{})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PROFILE\tEXECUTABLE\tSTRATEGY\tIMAGE\tNETWORK\tTTL\tSENSITIVITY")
+				for _, g := range resp.GetAgents() {
+					image := "yes"
+					switch {
+					case g.GetStrategy() == "custom":
+						image = "--image required"
+					case !g.GetImagePresent():
+						image = "no: " + g.GetImageHint()
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.GetName(), g.GetExecutable(), g.GetStrategy(), image,
+						g.GetNetwork(), g.GetTtl().AsDuration(), g.GetSensitivity())
+				}
+				return tw.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) agentRunCmd() *cobra.Command {
+	var (
+		req     hubv1.RunAgentRequest
+		ttl     time.Duration
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run PROFILE [--org O] [--image REF] [--network open] [--ttl D] [-- ARG...]",
+		Short: "Make a disposable sandbox with a coding agent; with -- ARGS, run the agent with them",
+		Long: `Make a disposable sandbox for the agent of PROFILE (see 'agentctl agent ls'),
+from its image on the hub's Docker engine, with the profile's limits. Without
+arguments, print the sandbox's id (sb-…) alone on stdout once its agentd is
+online. With arguments after --, run the agent's executable with them (no
+shell) and exit as 'agentctl exec' does: the agent's exit code, its stderr on
+stderr, 124 when --timeout killed it, 128+N when signal N did.
+
+The network starts restricted (none, until the profiles' allow lists are
+enforced); --network open gives the sandbox the public network (never private
+ones), recorded in the org's activity. The sandbox stays until 'agentctl
+sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).`,
+		Example: `  agentctl agent run codex
+  agentctl agent run opencode -- --version
+  agentctl agent run aider --network open --ttl 30m
+  agentctl agent run commandcode --image ghcr.io/x/cc:1`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if (dash < 0 && len(args) != 1) || dash > 1 || dash == 0 {
+				return usagef("agent run takes one PROFILE, then -- and the agent's arguments (see 'agentctl agent ls')")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Profile = args[0]
+			if cmd.Flags().Changed("ttl") {
+				req.Ttl = durationpb.New(ttl)
+			}
+			if timeout < 0 {
+				return usagef("--timeout must not be negative")
+			}
+			var resp *hubv1.RunAgentResponse
+			err := a.agentClient(cmd, func(ctx context.Context, ac hubv1.AgentServiceClient) error {
+				var err error
+				resp, err = ac.RunAgent(ctx, &req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			for _, n := range resp.GetNotices() {
+				fmt.Fprintf(a.io.Err, "agentctl: note: %s\n", n)
+			}
+			argv := args[1:]
+			if len(argv) == 0 {
+				if a.json {
+					return a.printJSON(resp)
+				}
+				_, err := fmt.Fprintln(a.io.Out, resp.GetSandboxId())
+				return err
+			}
+			fmt.Fprintf(a.io.Err, "agentctl: sandbox %s (until %s; remove it with 'agentctl sandbox rm %s')\n",
+				resp.GetSandboxId(), resp.GetExpires().AsTime().Local().Format(time.DateTime), resp.GetSandboxId())
+			a.target.machine, a.target.env, a.target.conv = resp.GetSandboxId(), "", ""
+			run := &agentdv1.StartRequest{Argv: append([]string{resp.GetExecutable()}, argv...)}
+			if timeout > 0 {
+				run.Timeout = durationpb.New(timeout)
+			}
+			return a.runProcess(cmd.Context(), run, &execFlags{timeout: timeout})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Org, "org", "", "org (default: your token's)")
+	f.StringVar(&req.Image, "image", "", "an image on the hub's engine instead of the profile's (required for custom profiles)")
+	f.StringVar(&req.Network, "network", "", `"open" for the public network (default: restricted, as the profile says)`)
+	f.DurationVar(&ttl, "ttl", 0, "how long the sandbox lives (default: the profile's TTL)")
+	f.DurationVar(&timeout, "timeout", 0, "with -- ARGS: kill the agent's process group after this long (exit 124)")
+	return cmd
+}

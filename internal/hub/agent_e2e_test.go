@@ -1,0 +1,184 @@
+package hub_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
+)
+
+// agentProfile decodes a test profile; "%s" in js is the profile's name.
+func agentProfile(t *testing.T, name, js string) agentimage.Profile {
+	t.Helper()
+	p, err := agentimage.ParseProfile([]byte(fmt.Sprintf(js, name, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const (
+	// A builder profile whose "agent" is the image's sh, with an allow list.
+	builderProfile = `{"name": %q, "slug": %q, "display_name": "Fixture", "executable": "sh", "strategy": "builder",
+	  "install": {"script": ["true"]}, "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 64},
+	  "network": {"default": "allow", "allow": ["api.example.com"]}, "ttl": "1h", "sensitivity": "low",
+	  "risk_notes": ["A test fixture."]}`
+	customProfile = `{"name": %q, "slug": %q, "display_name": "Bring your own", "executable": "sh", "strategy": "custom",
+	  "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 64}, "network": {"default": "none"}, "ttl": "1h",
+	  "sensitivity": "high", "risk_notes": ["A test fixture."]}`
+)
+
+// agentctl agent ls | run against a real hub running real sandboxes: the
+// profile's image by id and limits, argv-safe runs that keep exit code,
+// stderr and timeout, the restricted network, refusals that name the fix,
+// the run in the org's activity, and removal when the TTL ends.
+func TestAgentRun(t *testing.T) {
+	minimal := sandboxtest.MinimalImage(t)
+	// The fixture's "built" runner image: the busybox-only image under the
+	// name agenthub image build gives it.
+	runner := "agentd/runner-managed:fixture-latest"
+	if out, err := exec.Command("docker", "tag", minimal, runner).CombinedOutput(); err != nil {
+		t.Fatalf("docker tag: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
+
+	var skew atomic.Int64 // the hub's clock runs this far ahead
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
+		o.Agents = []agentimage.Profile{
+			agentProfile(t, "fixture", builderProfile),
+			agentProfile(t, "absent", builderProfile),
+			agentProfile(t, "byo", customProfile),
+		}
+	}, hubtest.Options{Now: now})
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
+			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+
+	code, out, errs := run("agent", "ls")
+	if code != 0 {
+		t.Fatalf("agent ls: %d %s", code, errs)
+	}
+	for _, want := range []string{
+		"absent   sh          builder   no: agenthub image build absent",
+		"byo      sh          custom    --image required",
+		"fixture  sh          builder   yes",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("agent ls lacks %q:\n%s", want, out)
+		}
+	}
+
+	// With argv: the agent's executable runs them, no shell in between;
+	// exit code and stderr as exec reports them; the allow list's notice.
+	code, out, errs = run("agent", "run", "fixture", "--", "-c", `echo "$0|$1"; echo err >&2; exit 3`, "x", "a b; id")
+	if code != 3 || out != "x|a b; id\n" || !strings.Contains(errs, "err\n") {
+		t.Errorf("agent run fixture -- … = %d %q %q; want 3, 'x|a b; id', err", code, out, errs)
+	}
+	if !strings.Contains(errs, "allow list (api.example.com) is not enforced yet") {
+		t.Errorf("no notice of the unenforced allow list: %q", errs)
+	}
+	if code, _, errs := run("agent", "run", "fixture", "--timeout", "1s", "--", "-c", "sleep 30"); code != 124 {
+		t.Errorf("agent run with a timeout = %d (%s), want 124", code, errs)
+	}
+
+	// Without argv: the sandbox id alone; it is a machine id, with the
+	// profile's limits, no network, the runner image by id, an end.
+	code, out, errs = run("agent", "run", "fixture", "--ttl", "10m")
+	id := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(id, "sb-") || strings.Contains(id, "\n") {
+		t.Fatalf("agent run fixture = %d %q %q; want an sb- id alone", code, out, errs)
+	}
+	sb, err := h.Store.Sandbox(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Environment != "agent:fixture" || !strings.HasPrefix(sb.Image, "sha256:") ||
+		sb.ExpiresAt.Sub(sb.CreatedAt) != 10*time.Minute {
+		t.Errorf("stored sandbox %+v; want environment agent:fixture, an image id, 10m to its end", sb)
+	}
+	code, out, _ = run("--machine", id, "sh", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max; ls /sys/class/net")
+	if code != 0 || out != fmt.Sprint(256<<20)+"\nlo\n" {
+		t.Errorf("in the agent's sandbox: %d %q; want the profile's 256 MiB and only lo", code, out)
+	}
+	lastUse := time.Now()
+	if code, out, _ := run("sandbox", "ls"); code != 0 || !strings.Contains(out, id+"  agent:fixture") {
+		t.Errorf("sandbox ls = %d:\n%s", code, out)
+	}
+
+	// Refusals name the fix and make nothing.
+	before, _ := h.Store.ListSandboxes(t.Context(), "")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"agent", "run", "absent"}, 1, "is not on this hub's Docker engine: run 'agenthub image build absent' on the hub's host"},
+		{[]string{"agent", "run", "byo"}, 1, "byo has no default image: give one with --image REF"},
+		{[]string{"agent", "run", "nope"}, 1, `unknown agent profile "nope" (known: fixture, absent, byo)`},
+		{[]string{"agent", "run", "fixture", "--network", "wide"}, 1, `network "wide": want open`},
+		{[]string{"agent", "run", "fixture", "--ttl", "30s"}, 1, "ttl 30s: want 1m0s to 24h0m0s"},
+		// No public network on this hub: refused, never run on another.
+		{[]string{"agent", "run", "fixture", "--network", "open"}, 1, "needs the public network, which this hub has not set up"},
+		{[]string{"agent", "run"}, 2, "agent run takes one PROFILE"},
+	} {
+		code, out, errs := run(tc.args...)
+		if code != tc.code || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v = %d %q %q; want %d and %q", tc.args, code, out, errs, tc.code, tc.want)
+		}
+	}
+	after, _ := h.Store.ListSandboxes(t.Context(), "")
+	if len(after) != len(before) {
+		t.Errorf("refused runs left sandboxes: %d before, %d after", len(before), len(after))
+	}
+
+	// A custom profile runs the image given.
+	if code, out, errs := run("agent", "run", "byo", "--image", runner, "--", "-c", "id -u"); code != 0 || out != "1000\n" {
+		t.Errorf("agent run byo --image = %d %q %q", code, out, errs)
+	}
+
+	// The runs are in the org's activity.
+	code, out, _ = run("activity")
+	if code != 0 || strings.Count(out, "ran agent fixture in sb-") < 3 || !strings.Contains(out, "ran agent fixture in "+id+" (image "+runner+", network none, ttl 10m0s)") {
+		t.Errorf("activity = %d, want the runs:\n%s", code, out)
+	}
+
+	// Idle longer than the hub's idle TTL (2 s, reaped every 500 ms), it
+	// stays: an agent's sandbox goes at its end, not when idle. (Waiting
+	// out a span of time is what this checks, not a synchronisation.)
+	if d := 3*time.Second - time.Since(lastUse); d > 0 {
+		time.Sleep(d)
+	}
+	if _, err := h.Store.Sandbox(t.Context(), id); err != nil {
+		t.Fatalf("the agent's sandbox went before its end, idle %s: %v", time.Since(lastUse).Round(time.Second), err)
+	}
+	// Its end: removed (container, volume, row) once the hub's clock passes
+	// it, used or not.
+	skew.Store(int64(11 * time.Minute))
+	pollUntil(t, 10*time.Second, "the agent's sandbox removed at its end", func() (bool, string) {
+		_, err := h.Store.Sandbox(t.Context(), id)
+		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
+	})
+	h.assertGone(id, sb.ContainerID)
+}

@@ -1,0 +1,174 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// agentService serves hubv1.AgentService: coding agents in disposable
+// sandboxes, one per run, from the profiles in SandboxOptions.Agents.
+type agentService struct {
+	hubv1.UnimplementedAgentServiceServer
+	s *Server
+	a *adminService
+}
+
+var _ hubv1.AgentServiceServer = (*agentService)(nil)
+
+// agentEnvPrefix starts the environment name of an agent run's sandbox
+// ("agent:codex"): no environment can have it (names have no ':').
+const agentEnvPrefix = "agent:"
+
+// TTL bounds of a run, as the profiles' own.
+const (
+	minAgentTTL = time.Minute
+	maxAgentTTL = 24 * time.Hour
+)
+
+func (g *agentService) profiles() []agentimage.Profile {
+	if g.s.sandboxes == nil {
+		return agentimage.Profiles()
+	}
+	return g.s.sandboxes.o.Agents
+}
+
+func (g *agentService) profile(name string) (agentimage.Profile, error) {
+	var names []string
+	for _, p := range g.profiles() {
+		if p.Name == name {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return agentimage.Profile{}, status.Errorf(codes.InvalidArgument, "unknown agent profile %q (known: %s)",
+		truncateRunes(name, 60), strings.Join(names, ", "))
+}
+
+// defaultImage is the image a run of p uses unless told, and what makes it
+// present on the hub's host when it is not.
+func defaultImage(p agentimage.Profile) (ref, hint string) {
+	switch p.Strategy {
+	case agentimage.StrategyBuilder:
+		return imagebuild.LatestTag(imagebuild.ManagedProject, p.Slug), "agenthub image build " + p.Name
+	case agentimage.StrategyImage:
+		return p.Image, "docker pull " + p.Image
+	}
+	return "", "agentctl agent run " + p.Name + " --image REF"
+}
+
+func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsRequest) (*hubv1.ListAgentsResponse, error) {
+	if _, ok := callerFrom(ctx); !ok {
+		return nil, status.Error(codes.Unauthenticated, "no caller")
+	}
+	resp := &hubv1.ListAgentsResponse{}
+	for _, p := range g.profiles() {
+		ref, hint := defaultImage(p)
+		a := &hubv1.Agent{Name: p.Name, DisplayName: p.DisplayName, Executable: p.Executable, Strategy: string(p.Strategy),
+			Image: ref, ImageHint: hint, Network: p.Network.Default, Ttl: durationpb.New(p.TTL.Duration),
+			Sensitivity: string(p.Sensitivity), RiskNotes: p.RiskNotes}
+		if len(p.Network.Allow) > 0 {
+			a.Network = strings.Join(p.Network.Allow, ",")
+		}
+		if m := g.s.sandboxes; m != nil && ref != "" {
+			_, err := m.o.Driver.Image(ctx, ref)
+			a.ImagePresent = err == nil
+		} else if m == nil {
+			a.ImageHint = "this hub runs no sandboxes"
+		}
+		resp.Agents = append(resp.Agents, a)
+	}
+	return resp, nil
+}
+
+func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest) (*hubv1.RunAgentResponse, error) {
+	c, org, err := g.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	m := g.s.sandboxes
+	if m == nil {
+		return nil, noSandboxes
+	}
+	p, err := g.profile(req.GetProfile())
+	if err != nil {
+		return nil, err
+	}
+	ref, hint := defaultImage(p)
+	if img := strings.TrimSpace(req.GetImage()); img != "" {
+		if len(img) > 512 {
+			return nil, status.Error(codes.InvalidArgument, "image reference longer than 512 characters")
+		}
+		ref, hint = img, "docker pull "+img
+	} else if ref == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "%s has no default image: give one with --image REF (agentctl agent run %s --image REF)", p.Name, p.Name)
+	}
+
+	ttl := p.TTL.Duration
+	if req.GetTtl() != nil {
+		ttl = req.GetTtl().AsDuration()
+		if ttl < minAgentTTL || ttl > maxAgentTTL {
+			return nil, status.Errorf(codes.InvalidArgument, "ttl %s: want %s to %s", ttl, minAgentTTL, maxAgentTTL)
+		}
+	}
+	var notices []string
+	network := "none"
+	switch req.GetNetwork() {
+	case "":
+		if p.Network.Default == agentimage.NetworkAllow {
+			notices = append(notices, fmt.Sprintf("the profile's allow list (%s) is not enforced yet: the sandbox has no network; --network open gives it the public network",
+				strings.Join(p.Network.Allow, ", ")))
+		}
+	case "open":
+		network = "public"
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+	}
+
+	// The image by id: what was checked is what runs, and a missing one is
+	// an error that names the fix, never another image.
+	img, err := m.o.Driver.Image(ctx, ref)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return nil, status.Errorf(codes.FailedPrecondition, "the image %s of %s is not on this hub's Docker engine: run '%s' on the hub's host", ref, p.Name, hint)
+	case err != nil:
+		return nil, engineStatus(err, "agent "+p.Name)
+	}
+	hubLimits := m.o.Limits
+	limits := sandbox.Limits{CPUs: p.Limits.CPUs, MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
+		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes}
+	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl}
+	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
+	if err != nil {
+		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {
+			err = status.Errorf(codes.Unavailable, "agent %s: %v", p.Name, err)
+		}
+		return nil, err
+	}
+
+	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, network, ttl)
+	if network == "public" {
+		what += ": the public network, as asked (--network open)"
+	}
+	g.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: "agent.run", Summary: what,
+		Outcome: agentdv1.Outcome_OUTCOME_OK, ObjectId: sb.ID})
+	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network,
+		Expires: timestamppb.New(sb.ExpiresAt), Notices: notices, Executable: p.Executable}, nil
+}
