@@ -36,16 +36,18 @@ var _ agentdv1.ProcessServiceServer = (*processService)(nil)
 
 func newProcessService(ctx context.Context, s *Server) (*processService, error) {
 	log := s.log.Named("process")
-	env := s.opts.Env
-	m := runner.New(runner.Options{
+	o := runner.Options{
 		Logger: s.log,
-		Env:    env,
+		Env:    s.opts.Env,
 		Dir:    s.opts.Workspace,
 		Shell:  s.opts.Shell,
 
 		ChildOOMScoreAdj: childOOMScoreAdj(s.opts.Mode),
-	})
-	return &processService{s: s, log: log, m: m}, nil
+	}
+	if dir := s.opts.SecretsDir; dir != "" {
+		o.ExtraEnv = func() map[string]string { return secretEnv(dir) }
+	}
+	return &processService{s: s, log: log, m: runner.New(o)}, nil
 }
 
 // Close stops every running process: SIGTERM, grace, SIGKILL.

@@ -53,6 +53,11 @@ type Options struct {
 	// Env is the base environment of the commands the agent runs. Default:
 	// the user's login environment, resolved once from `$SHELL -l`.
 	Env []string
+	// SecretsDir, when set, holds variables for every command: each file
+	// NAME (a valid variable name) sets NAME to its content, read at each
+	// start. A hub writes an agent run's secrets there, on the sandbox's
+	// tmpfs. Default: SandboxSecretsDir in sandbox mode, none otherwise.
+	SecretsDir string
 	// Python is the interpreter for PythonService: a path, or a name looked
 	// up on Env's PATH. Default "python3".
 	Python string
@@ -127,6 +132,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.Shell == "" {
 		opts.Shell = runner.DefaultShell()
+	}
+	if opts.SecretsDir == "" && opts.Mode == ModeSandbox {
+		opts.SecretsDir = SandboxSecretsDir
 	}
 	if opts.Python == "" {
 		opts.Python = "python3"

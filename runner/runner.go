@@ -54,6 +54,10 @@ type Options struct {
 	// Now is the clock for start and end times and for Linger. Default:
 	// time.Now.
 	Now func() time.Time
+	// ExtraEnv, when set, is called at each start for variables set over
+	// Env, under the Spec's own: what arrives after the Manager was made
+	// (a sandbox's secrets). AGENTD_* names it returns are dropped.
+	ExtraEnv func() map[string]string
 	// ChildOOMScoreAdj, when not 0, is set as the OOM score adjustment of
 	// every command right after it starts (Linux): a sandbox's agentd makes
 	// what it runs die first when memory runs out, so it survives.

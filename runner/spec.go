@@ -95,7 +95,17 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 		return nil, err
 	}
 
-	p.env = MergeEnv(m.env, spec.Env)
+	p.env = m.env
+	if m.opts.ExtraEnv != nil {
+		extra := m.opts.ExtraEnv()
+		for k := range extra {
+			if strings.HasPrefix(k, secretPrefix) || k == "" || strings.ContainsAny(k, "=\x00") {
+				delete(extra, k)
+			}
+		}
+		p.env = MergeEnv(p.env, extra)
+	}
+	p.env = MergeEnv(p.env, spec.Env)
 	if _, ok := spec.Env["PWD"]; !ok {
 		p.env = append(p.env, "PWD="+p.dir)
 	}

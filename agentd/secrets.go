@@ -1,0 +1,44 @@
+package agentd
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// SandboxSecretsDir is where a sandbox's agentd reads the variables its
+// hub delivers (an agent run's secrets): on /tmp, the sandbox's tmpfs, so
+// they never reach the image, the workspace volume or the container's
+// configuration, and go with the container.
+const SandboxSecretsDir = "/tmp/.agentd-secrets"
+
+// secretNameRE is what a delivered variable may be called.
+var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// maxSecretBytes bounds one delivered value.
+const maxSecretBytes = 64 << 10
+
+// secretEnv reads the variables in dir: each regular file NAME sets NAME to
+// its content less one trailing newline. Anything else there (a missing
+// dir, other files, AGENTD_* names, which the runner drops too) sets
+// nothing.
+func secretEnv(dir string) map[string]string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]string, len(ents))
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || !secretNameRE.MatchString(name) || strings.HasPrefix(name, "AGENTD_") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(b) > maxSecretBytes || strings.IndexByte(string(b), 0) >= 0 {
+			continue
+		}
+		out[name] = strings.TrimSuffix(string(b), "\n")
+	}
+	return out
+}
