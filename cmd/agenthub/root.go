@@ -183,7 +183,11 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 				return err
 			}
 			defer closeSandboxes()
-			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo})
+			secrets, err := sb.secrets()
+			if err != nil {
+				return err
+			}
+			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets})
 			if err != nil {
 				return err
 			}

@@ -36,6 +36,8 @@ type sandboxFlags struct {
 	warmCustom  int
 	idleTTL     time.Duration
 	maxImage    int64
+	secretDir   string
+	secretCmd   string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -50,6 +52,29 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.warmCustom, "warm-custom", 0, "started-ahead sandboxes per org for each custom image")
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
+	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
+	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
+}
+
+// secrets returns the secret provider the flags name (nil: none).
+func (f *sandboxFlags) secrets() (hub.SecretResolver, error) {
+	switch {
+	case f.secretDir != "" && f.secretCmd != "":
+		return nil, usageError{fmt.Errorf("--secret-dir and --secret-command: give one")}
+	case f.secretDir != "":
+		fi, err := os.Stat(f.secretDir)
+		if err != nil || !fi.IsDir() {
+			return nil, usageError{fmt.Errorf("--secret-dir %s: not a directory", f.secretDir)}
+		}
+		return hub.DirSecrets{Dir: f.secretDir}, nil
+	case f.secretCmd != "":
+		argv := strings.Fields(f.secretCmd)
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return nil, usageError{fmt.Errorf("--secret-command: %w", err)}
+		}
+		return hub.CommandSecrets{Argv: argv}, nil
+	}
+	return nil, nil
 }
 
 // options checks the engine, the agentd binary and the egress rules and

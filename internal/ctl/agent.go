@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -86,6 +87,7 @@ func (a *app) agentRunCmd() *cobra.Command {
 		req     hubv1.RunAgentRequest
 		ttl     time.Duration
 		timeout time.Duration
+		secrets []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run PROFILE [--org O] [--image REF] [--network open] [--ttl D] [-- ARG...]",
@@ -100,11 +102,17 @@ stderr, 124 when --timeout killed it, 128+N when signal N did.
 The network starts restricted (none, until the profiles' allow lists are
 enforced); --network open gives the sandbox the public network (never private
 ones), recorded in the org's activity. The sandbox stays until 'agentctl
-sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).`,
+sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).
+
+--secret NAME=ref:PATH gives every command in the sandbox the variable NAME,
+its value resolved by the hub's secret provider (agenthub serve --secret-dir
+or --secret-command) and delivered onto the sandbox's tmpfs: never into the
+image, the hub's store, logs or activity, or the container's configuration.`,
 		Example: `  agentctl agent run codex
   agentctl agent run opencode -- --version
   agentctl agent run aider --network open --ttl 30m
-  agentctl agent run commandcode --image ghcr.io/x/cc:1`,
+  agentctl agent run commandcode --image ghcr.io/x/cc:1
+  agentctl agent run codex --secret OPENAI_API_KEY=ref:team/openai -- exec "fix the failing test"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if (dash < 0 && len(args) != 1) || dash > 1 || dash == 0 {
@@ -114,6 +122,17 @@ sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Profile = args[0]
+			for _, kv := range secrets {
+				name, ref, ok := strings.Cut(kv, "=")
+				if !ok || name == "" || !strings.HasPrefix(ref, "ref:") {
+					// Never echo it: it may be a value given by mistake.
+					return usagef("--secret %s: want NAME=ref:PATH (a reference the hub resolves, e.g. OPENAI_API_KEY=ref:team/openai), never the value", strings.SplitN(kv, "=", 2)[0])
+				}
+				if req.Secrets == nil {
+					req.Secrets = map[string]string{}
+				}
+				req.Secrets[name] = ref
+			}
 			if cmd.Flags().Changed("ttl") {
 				req.Ttl = durationpb.New(ttl)
 			}
@@ -155,6 +174,7 @@ sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).`,
 	f.StringVar(&req.Image, "image", "", "an image on the hub's engine instead of the profile's (required for custom profiles)")
 	f.StringVar(&req.Network, "network", "", `"open" for the public network (default: restricted, as the profile says)`)
 	f.DurationVar(&ttl, "ttl", 0, "how long the sandbox lives (default: the profile's TTL)")
+	f.StringArrayVar(&secrets, "secret", nil, "NAME=ref:PATH: the agent's commands get NAME from the hub's secret provider (repeatable)")
 	f.DurationVar(&timeout, "timeout", 0, "with -- ARGS: kill the agent's process group after this long (exit 124)")
 	return cmd
 }

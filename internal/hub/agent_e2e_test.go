@@ -7,10 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/ctl"
@@ -181,4 +186,116 @@ func TestAgentRun(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
 	})
 	h.assertGone(id, sb.ContainerID)
+}
+
+// syncBuffer is a bytes.Buffer safe for the hub's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A secret reference: the hub resolves it, the agent's commands get the
+// value, and it appears in no hub log, activity record, container
+// configuration or container log; references that are not, or name what
+// is not there, are refused and make nothing.
+func TestAgentRunSecrets(t *testing.T) {
+	minimal := sandboxtest.MinimalImage(t)
+	runner := "agentd/runner-managed:secretfixture-latest"
+	if out, err := exec.Command("docker", "tag", minimal, runner).CombinedOutput(); err != nil {
+		t.Fatalf("docker tag: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
+
+	secretDir := t.TempDir()
+	value := fmt.Sprintf("sk-test-%d", time.Now().UnixNano())
+	if err := os.MkdirAll(filepath.Join(secretDir, "team"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secretDir, "team", "openai"), []byte(value+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&logs), zapcore.DebugLevel))
+	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+		o.Agents = []agentimage.Profile{agentProfile(t, "secretfixture", builderProfile)}
+	}, hubtest.Options{Secrets: hub.DirSecrets{Dir: secretDir}, Logger: logger})
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
+			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+
+	code, out, errs := run("agent", "run", "secretfixture", "--secret", "OPENAI_API_KEY=ref:team/openai", "--",
+		"-c", `echo "$OPENAI_API_KEY"`)
+	if code != 0 || out != value+"\n" {
+		t.Fatalf("the secret in the agent's command: %d %q %q; want %q", code, out, errs, value)
+	}
+	id := regexp.MustCompile(`sandbox (sb-[a-z0-9]+)`).FindStringSubmatch(errs)
+	if id == nil {
+		t.Fatalf("no sandbox id in %q", errs)
+	}
+	// A later command gets it too (it lives on the sandbox's tmpfs).
+	if code, out, _ := run("--machine", id[1], "exec", "--", "sh", "-c", `echo "$OPENAI_API_KEY"; ls /workspace`); code != 0 || out != value+"\n" {
+		t.Errorf("a later command: %d %q", code, out)
+	}
+
+	sb, err := h.Store.Sandbox(t.Context(), id[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspect, err := exec.Command("docker", "inspect", sb.ContainerID).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker inspect: %v", err)
+	}
+	ctrLogs, _ := exec.Command("docker", "logs", sb.ContainerID).CombinedOutput()
+	_, activityJSON, _ := run("--json", "activity")
+	_, activityText, _ := run("activity")
+	for what, text := range map[string]string{
+		"docker inspect": string(inspect), "the container's log": string(ctrLogs), "the hub's log": logs.String(),
+		"activity --json": activityJSON, "activity": activityText,
+	} {
+		if strings.Contains(text, value) {
+			t.Errorf("the secret's value appears in %s", what)
+		}
+	}
+	if !strings.Contains(activityText, "secrets OPENAI_API_KEY") {
+		t.Errorf("the run's activity does not name its secrets:\n%s", activityText)
+	}
+
+	before, _ := h.Store.ListSandboxes(t.Context(), "")
+	for _, tc := range []struct {
+		secret string
+		code   int
+		want   string
+	}{
+		{"OPENAI_API_KEY=" + value, 2, "--secret OPENAI_API_KEY: want NAME=ref:PATH"},
+		{"OPENAI_API_KEY=ref:team/nope", 1, "no such secret"},
+		{"OPENAI_API_KEY=ref:../team/openai", 1, "secret reference"},
+		{"AGENTD_SANDBOX_KEY=ref:team/openai", 1, "not AGENTD_*"},
+	} {
+		code, out, errs := run("agent", "run", "secretfixture", "--secret", tc.secret)
+		if code != tc.code || out != "" || !strings.Contains(errs, tc.want) || strings.Contains(errs, value) {
+			t.Errorf("--secret %s = %d %q %q; want %d and %q, never the value", tc.secret, code, out, errs, tc.code, tc.want)
+		}
+	}
+	if after, _ := h.Store.ListSandboxes(t.Context(), ""); len(after) != len(before) {
+		t.Errorf("refused runs left sandboxes: %d before, %d after", len(before), len(after))
+	}
 }

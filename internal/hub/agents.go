@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,6 +144,11 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
 	}
 
+	secrets, err := g.s.resolveSecrets(ctx, req.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+
 	// The image by id: what was checked is what runs, and a missing one is
 	// an error that names the fix, never another image.
 	img, err := m.o.Driver.Image(ctx, ref)
@@ -163,7 +170,17 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
+	if len(secrets) > 0 {
+		if err := g.s.deliverSecrets(ctx, sb.ID, secrets); err != nil {
+			m.destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
+			return nil, err
+		}
+	}
+
 	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, network, ttl)
+	if len(secrets) > 0 {
+		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
+	}
 	if network == "public" {
 		what += ": the public network, as asked (--network open)"
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	// Sandboxes configures the container sandboxes the hub runs (none
 	// without a Driver).
 	Sandboxes SandboxOptions
+	// Secrets resolves the secret references of agent runs (--secret
+	// NAME=ref:PATH). Nil: runs that name secrets are refused.
+	Secrets SecretResolver
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC

@@ -30,6 +30,8 @@ type Options struct {
 	Sandboxes hub.SandboxOptions
 	// Now is the hub's clock; default time.Now.
 	Now func() time.Time
+	// Secrets resolves agent runs' secret references; nil: none.
+	Secrets hub.SecretResolver
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -81,7 +83,7 @@ func Start(tb testing.TB, opts Options) *Hub {
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
-	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now})
+	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets})
 	if err != nil {
 		h.tb.Fatal(err)
 	}

@@ -257,7 +257,13 @@ type RunAgentRequest struct {
 	// empty: restricted, as the profile says.
 	Network string `protobuf:"bytes,4,opt,name=network,proto3" json:"network,omitempty"`
 	// How long the sandbox lives (empty: the profile's TTL); 1m to 24h.
-	Ttl           *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Variables the agent's commands get from the hub's secret provider:
+	// NAME → "ref:PATH" (e.g. OPENAI_API_KEY → ref:team/openai). The hub
+	// resolves each and delivers the value onto the sandbox's tmpfs; it is
+	// never stored, logged, recorded in activity or put in the container's
+	// configuration, and goes with the sandbox.
+	Secrets       map[string]string `protobuf:"bytes,6,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +329,13 @@ func (x *RunAgentRequest) GetNetwork() string {
 func (x *RunAgentRequest) GetTtl() *durationpb.Duration {
 	if x != nil {
 		return x.Ttl
+	}
+	return nil
+}
+
+func (x *RunAgentRequest) GetSecrets() map[string]string {
+	if x != nil {
+		return x.Secrets
 	}
 	return nil
 }
@@ -442,13 +455,17 @@ const file_agentd_hub_v1_agent_proto_rawDesc = "" +
 	"risk_notes\x18\v \x03(\tR\triskNotes\"\x13\n" +
 	"\x11ListAgentsRequest\"B\n" +
 	"\x12ListAgentsResponse\x12,\n" +
-	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\x9a\x01\n" +
+	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\x9d\x02\n" +
 	"\x0fRunAgentRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12+\n" +
-	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xd1\x01\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12E\n" +
+	"\asecrets\x18\x06 \x03(\v2+.agentd.hub.v1.RunAgentRequest.SecretsEntryR\asecrets\x1a:\n" +
+	"\fSecretsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x01\n" +
 	"\x10RunAgentResponse\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
@@ -476,30 +493,32 @@ func file_agentd_hub_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agentd_hub_v1_agent_proto_rawDescData
 }
 
-var file_agentd_hub_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_agentd_hub_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_hub_v1_agent_proto_goTypes = []any{
 	(*Agent)(nil),                 // 0: agentd.hub.v1.Agent
 	(*ListAgentsRequest)(nil),     // 1: agentd.hub.v1.ListAgentsRequest
 	(*ListAgentsResponse)(nil),    // 2: agentd.hub.v1.ListAgentsResponse
 	(*RunAgentRequest)(nil),       // 3: agentd.hub.v1.RunAgentRequest
 	(*RunAgentResponse)(nil),      // 4: agentd.hub.v1.RunAgentResponse
-	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	nil,                           // 5: agentd.hub.v1.RunAgentRequest.SecretsEntry
+	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_agent_proto_depIdxs = []int32{
-	5, // 0: agentd.hub.v1.Agent.ttl:type_name -> google.protobuf.Duration
+	6, // 0: agentd.hub.v1.Agent.ttl:type_name -> google.protobuf.Duration
 	0, // 1: agentd.hub.v1.ListAgentsResponse.agents:type_name -> agentd.hub.v1.Agent
-	5, // 2: agentd.hub.v1.RunAgentRequest.ttl:type_name -> google.protobuf.Duration
-	6, // 3: agentd.hub.v1.RunAgentResponse.expires:type_name -> google.protobuf.Timestamp
-	1, // 4: agentd.hub.v1.AgentService.ListAgents:input_type -> agentd.hub.v1.ListAgentsRequest
-	3, // 5: agentd.hub.v1.AgentService.RunAgent:input_type -> agentd.hub.v1.RunAgentRequest
-	2, // 6: agentd.hub.v1.AgentService.ListAgents:output_type -> agentd.hub.v1.ListAgentsResponse
-	4, // 7: agentd.hub.v1.AgentService.RunAgent:output_type -> agentd.hub.v1.RunAgentResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 2: agentd.hub.v1.RunAgentRequest.ttl:type_name -> google.protobuf.Duration
+	5, // 3: agentd.hub.v1.RunAgentRequest.secrets:type_name -> agentd.hub.v1.RunAgentRequest.SecretsEntry
+	7, // 4: agentd.hub.v1.RunAgentResponse.expires:type_name -> google.protobuf.Timestamp
+	1, // 5: agentd.hub.v1.AgentService.ListAgents:input_type -> agentd.hub.v1.ListAgentsRequest
+	3, // 6: agentd.hub.v1.AgentService.RunAgent:input_type -> agentd.hub.v1.RunAgentRequest
+	2, // 7: agentd.hub.v1.AgentService.ListAgents:output_type -> agentd.hub.v1.ListAgentsResponse
+	4, // 8: agentd.hub.v1.AgentService.RunAgent:output_type -> agentd.hub.v1.RunAgentResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_agent_proto_init() }
@@ -513,7 +532,7 @@ func file_agentd_hub_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_agent_proto_rawDesc), len(file_agentd_hub_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
