@@ -85,6 +85,9 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 func Run(ctx context.Context, o RunOptions) error {
 	if o.Server.Mode == ModeSandbox {
 		reserveThreads(sandboxThreads)
+		if err := makeSandboxHome(os.Getenv("HOME")); err != nil {
+			return err
+		}
 	}
 	m, key, err := pairing(o)
 	if err != nil {

@@ -128,6 +128,10 @@ func TestAgentRun(t *testing.T) {
 		t.Errorf("in the agent's sandbox: %d %q; want the profile's 256 MiB and only lo", code, out)
 	}
 	lastUse := time.Now()
+	code, out, _ = run("--machine", id, "sh", `echo "$HOME $XDG_CONFIG_HOME $XDG_CACHE_HOME"; touch "$HOME/x" && stat -c '%u %a' "$HOME"`)
+	if code != 0 || out != "/workspace/.home /workspace/.home/.config /workspace/.home/.cache\n1000 700\n" {
+		t.Errorf("the agent's HOME: %d %q; want /workspace/.home (XDG below it), the sandbox user's, writable", code, out)
+	}
 	if code, out, _ := run("sandbox", "ls"); code != 0 || !strings.Contains(out, id+"  agent:fixture") {
 		t.Errorf("sandbox ls = %d:\n%s", code, out)
 	}

@@ -161,7 +161,10 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	hubLimits := m.o.Limits
 	limits := sandbox.Limits{CPUs: p.Limits.CPUs, MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
 		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes}
-	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl}
+	// HOME (and the XDG directories) in the workspace: what the agent
+	// keeps goes with its sandbox, and the HOME tmpfs stays small.
+	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,
+		home: sandbox.WorkspaceDir + "/.home"}
 	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
 	if err != nil {
 		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {

@@ -111,6 +111,7 @@ type envSpec struct {
 	// creation (zero: until idle).
 	limits *sandbox.Limits
 	ttl    time.Duration
+	home   string // HOME in the workspace ("": the sandbox's tmpfs)
 }
 
 // sandboxes runs an org's sandboxes: get-or-create per (org, environment,
@@ -408,6 +409,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	if env.limits != nil {
 		spec.Limits = *env.limits
 	}
+	spec.Home = env.home
 	fail := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err

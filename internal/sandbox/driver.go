@@ -67,6 +67,11 @@ type Spec struct {
 	Network string
 	// Limits bound what the sandbox may use.
 	Limits Limits
+	// Home, when set, is HOME instead of the HomeDir tmpfs: a directory
+	// under WorkspaceDir (an agent's configuration and caches then live,
+	// and go, with its workspace), with the XDG base directories below it.
+	// agentd makes it at start.
+	Home string
 }
 
 // Limits are a sandbox's resource limits.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,6 +73,9 @@ func validate(s sandbox.Spec) error {
 		if p.dir != "" && !filepath.IsAbs(p.dir) {
 			errs = append(errs, fmt.Errorf("%s %q is not absolute", p.name, p.dir))
 		}
+	}
+	if s.Home != "" && (path.Clean(s.Home) != s.Home || !strings.HasPrefix(s.Home, sandbox.WorkspaceDir+"/")) {
+		errs = append(errs, fmt.Errorf("home %q is not a clean path under %s", s.Home, sandbox.WorkspaceDir))
 	}
 	l := s.Limits
 	if !(l.CPUs > 0) || l.MemoryBytes <= 0 || l.Pids <= 0 || l.TmpBytes <= 0 || l.HomeBytes <= 0 {
@@ -289,7 +293,13 @@ func containerConfig(s sandbox.Spec) *container.Config {
 			env = append(env, e)
 		}
 	}
-	env = append(env, "HOME="+sandbox.HomeDir)
+	if s.Home != "" {
+		env = append(env, "HOME="+s.Home,
+			"XDG_CONFIG_HOME="+s.Home+"/.config", "XDG_CACHE_HOME="+s.Home+"/.cache",
+			"XDG_DATA_HOME="+s.Home+"/.local/share", "XDG_STATE_HOME="+s.Home+"/.local/state")
+	} else {
+		env = append(env, "HOME="+sandbox.HomeDir)
+	}
 	return &container.Config{
 		Image:       s.Image,
 		User:        sandbox.ContainerUser,

@@ -395,6 +395,16 @@ func failedCreate(t *testing.T, d *Driver) {
 		t.Errorf("volume %s left behind", volumeName(name))
 	}
 
+	// A HOME outside the workspace (or not clean) is refused before any
+	// engine call.
+	for _, home := range []string{"/home/x", "/workspace", "/workspace/../etc", "workspace/.home"} {
+		hs := testSpec(t, name, imageBare, "true")
+		hs.Home = home
+		if _, err := d.Create(ctx, hs); err == nil || !strings.Contains(err.Error(), "is not a clean path under /workspace") {
+			t.Errorf("Create with home %q: %v", home, err)
+		}
+	}
+
 	// The name of an existing sandbox: refused, and the sandbox is intact.
 	id := create(t, d, testSpec(t, name, imageBare, "true"))
 	if _, err := d.Create(ctx, testSpec(t, name, imageBare, "true")); err == nil {

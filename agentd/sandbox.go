@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -41,4 +42,17 @@ func secretEnv(dir string) map[string]string {
 		out[name] = strings.TrimSuffix(string(b), "\n")
 	}
 	return out
+}
+
+// makeSandboxHome makes HOME when the hub put it in the workspace volume
+// (an agent run's sandbox), where nothing made it yet; a HOME elsewhere is
+// the sandbox's tmpfs, which exists.
+func makeSandboxHome(home string) error {
+	if !strings.HasPrefix(home, "/workspace/") {
+		return nil
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("make HOME %s: %w", home, err)
+	}
+	return nil
 }
