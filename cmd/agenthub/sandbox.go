@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
@@ -189,24 +190,12 @@ func stageAgentd(bin, dir string) (string, error) {
 		return "", fmt.Errorf("--agentd: %w", err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".agentd-*")
+	err = durable.WriteFile(filepath.Join(dir, "agentd"), 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
+		return err
+	})
 	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	tmp.Close()
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, "agentd")); err != nil {
-		os.Remove(tmp.Name())
-		return "", err
+		return "", fmt.Errorf("stage agentd in %s: %w", dir, err)
 	}
 	return dir, nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
 
@@ -482,23 +483,14 @@ func (t *tempFile) commit(mode fs.FileMode, old fs.FileInfo, guard, noReplace bo
 		return t.fs.pathError(t.target, err)
 	}
 	t.done = true
-	syncDir(filepath.Dir(t.target))
+	// The file is in place; a directory that cannot be synced does not
+	// undo that, so it does not fail the write.
+	_ = durable.SyncDir(filepath.Dir(t.target))
 	return nil
 }
 
 // releaseLater is the size from which the file a write replaces is freed
 // after the write returns (see holdOld).
 const releaseLater = 1 << 20
-
-// syncDir makes a rename in dir durable. Some file systems cannot sync a
-// directory; that is not an error worth failing a write for.
-func syncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	_ = d.Sync()
-	d.Close()
-}
 
 var _ io.Writer = (*tempFile)(nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
 
@@ -220,7 +221,7 @@ func (s *Store) putLoose(o *op, r io.Reader, buf []byte) (h string, n int64, sto
 		return "", 0, 0, storeError(err)
 	}
 	o.wroteLoose(h, cw.n)
-	if err := syncDir(filepath.Dir(s.blobPath(h))); err != nil {
+	if err := durable.SyncDir(filepath.Dir(s.blobPath(h))); err != nil {
 		return "", 0, 0, storeError(err)
 	}
 	return h, n, cw.n, nil

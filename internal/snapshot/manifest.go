@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
 
@@ -131,20 +132,7 @@ func (s *Store) writeManifest(h *header, entries []Entry) (err error) {
 	if err := os.Rename(tmp, s.manifestPath(h.Snapshot.ID)); err != nil {
 		return err
 	}
-	return syncDir(s.manDir)
-}
-
-// syncDir makes the names in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	return nil
+	return durable.SyncDir(s.manDir)
 }
 
 func (s *Store) openManifest(id string) (*os.File, *json.Decoder, error) {

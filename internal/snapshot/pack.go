@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/durable"
 )
 
 // Small blobs live in packs: files of concatenated zstd frames followed
@@ -264,7 +266,7 @@ func (w *packWriter) publish(p *openPack) (err error) {
 	w.s.mu.Lock()
 	w.s.addPackLocked(info)
 	w.s.mu.Unlock()
-	return syncDir(w.s.packDir)
+	return durable.SyncDir(w.s.packDir)
 }
 
 // writePackIndex writes the index of entries after frames of dataLen
@@ -446,7 +448,7 @@ func (s *Store) repackLocked(p *packInfo, live []packEntry) (*packInfo, error) {
 		return nil, err
 	}
 	ok = true
-	if err := syncDir(s.packDir); err != nil {
+	if err := durable.SyncDir(s.packDir); err != nil {
 		return nil, err
 	}
 	np := &packInfo{name: name, size: size, entries: entries}
