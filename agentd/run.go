@@ -17,6 +17,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/version"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	"github.com/devdepot-ai/agentd/transport"
 )
 
@@ -48,15 +49,16 @@ type SandboxCredential struct {
 	Image       string // the pinned image, for SystemService.Info
 }
 
-// The environment variables a hub sets for a sandbox's agentd. Like every
-// AGENTD_* variable they never reach the commands the agent runs.
+// The environment variables a hub sets for a sandbox's agentd (defined
+// with the rest of the wire in internal/wire, which the hub imports). Like
+// every AGENTD_* variable they never reach the commands the agent runs.
 const (
-	EnvSandboxHub   = "AGENTD_SANDBOX_HUB"
-	EnvSandboxID    = "AGENTD_SANDBOX_ID"
-	EnvSandboxOrg   = "AGENTD_SANDBOX_ORG"
-	EnvSandboxKey   = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxEnv   = "AGENTD_SANDBOX_ENVIRONMENT"
-	EnvSandboxImage = "AGENTD_SANDBOX_IMAGE"
+	EnvSandboxHub   = wire.EnvSandboxHub
+	EnvSandboxID    = wire.EnvSandboxID
+	EnvSandboxOrg   = wire.EnvSandboxOrg
+	EnvSandboxKey   = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
+	EnvSandboxEnv   = wire.EnvSandboxEnv
+	EnvSandboxImage = wire.EnvSandboxImage
 )
 
 // SandboxFromEnv reads a sandbox's credential from the variables a hub

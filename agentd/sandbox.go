@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // SandboxSecretsDir is where a sandbox's agentd reads the variables its
-// hub delivers (an agent run's secrets): on /tmp, the sandbox's tmpfs, so
-// they never reach the image, the workspace volume or the container's
-// configuration, and go with the container.
-const SandboxSecretsDir = "/tmp/.agentd-secrets"
+// hub delivers (an agent run's secrets; see wire.SandboxSecretsDir).
+const SandboxSecretsDir = wire.SandboxSecretsDir
 
 // secretNameRE is what a delivered variable may be called.
 var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

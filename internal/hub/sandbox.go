@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/agentd"
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // SandboxOptions configures the container sandboxes a hub runs. A hub
@@ -393,12 +393,12 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 			sandbox.LabelOrg: org.ID, sandbox.LabelEnv: env.name,
 		},
 		Env: []string{
-			agentd.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + hubSocketName,
-			agentd.EnvSandboxID + "=" + id,
-			agentd.EnvSandboxOrg + "=" + org.Name,
-			agentd.EnvSandboxKey + "=" + base64.StdEncoding.EncodeToString(key.Seed()),
-			agentd.EnvSandboxEnv + "=" + env.name,
-			agentd.EnvSandboxImage + "=" + env.image,
+			wire.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + hubSocketName,
+			wire.EnvSandboxID + "=" + id,
+			wire.EnvSandboxOrg + "=" + org.Name,
+			wire.EnvSandboxKey + "=" + base64.StdEncoding.EncodeToString(key.Seed()),
+			wire.EnvSandboxEnv + "=" + env.name,
+			wire.EnvSandboxImage + "=" + env.image,
 		},
 		Cmd:              []string{sandbox.AgentdDir + "/agentd", "run", "--mode", "sandbox"},
 		AgentdHostDir:    m.o.AgentdDir,

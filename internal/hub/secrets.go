@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -168,7 +168,7 @@ func (s *Server) deliverSecrets(ctx context.Context, sandboxID string, values ma
 			return status.Errorf(codes.Unavailable, "deliver secret %s: %v", name, err)
 		}
 		header := &agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Header{Header: &agentdv1.WriteHeader{
-			Path: agentd.SandboxSecretsDir + "/" + name, Mode: 0o600, CreateParents: true}}}
+			Path: wire.SandboxSecretsDir + "/" + name, Mode: 0o600, CreateParents: true}}}
 		chunk := &agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Data{Data: v}}
 		if err := w.Send(header); err == nil {
 			err = w.Send(chunk)

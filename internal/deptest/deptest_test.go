@@ -1,0 +1,71 @@
+package deptest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/devdepot-ai/agentd/"
+
+// deps lists the packages pkg links (go list -deps, tests excluded).
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	m := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		m[p] = true
+	}
+	return m
+}
+
+// rules say what packages must not link, by import path (a path ending in
+// "/" forbids everything below it).
+var rules = []struct {
+	pkgs   []string
+	forbid []string
+	why    string
+}{
+	{
+		pkgs: []string{"runner", "runner/pyrun", "internal/files", "internal/snapshot", "internal/activity",
+			"internal/config", "internal/agentimage", "internal/durable", "internal/inventory", "internal/sandbox",
+			"internal/sandbox/docker", "internal/wire"},
+		forbid: []string{"google.golang.org/grpc", module + "proto/gen/"},
+		why:    "domain packages know nothing of gRPC or the generated types; the handlers convert at the edge",
+	},
+	{
+		pkgs:   []string{"internal/hub", "cmd/agentctl"},
+		forbid: []string{module + "agentd", module + "runner", module + "internal/files", module + "internal/snapshot"},
+		why:    "the hub and the CLI do not link the daemon or what it runs",
+	},
+	{
+		pkgs:   []string{"internal/hub"},
+		forbid: []string{module + "internal/ctl"},
+		why:    "the hub does not link the CLI",
+	},
+	{
+		pkgs:   []string{"agentd", "cmd/agentd"},
+		forbid: []string{module + "internal/hub", module + "internal/ctl", "github.com/moby/moby/client"},
+		why:    "the daemon links neither the hub, nor the CLI, nor a Docker client",
+	},
+	// Not yet: cmd/agenthub links the daemon and the CLI through
+	// `agenthub demo`, which runs both in its process.
+}
+
+func TestImportGraph(t *testing.T) {
+	t.Parallel()
+	for _, r := range rules {
+		for _, pkg := range r.pkgs {
+			for dep := range deps(t, pkg) {
+				for _, f := range r.forbid {
+					if dep == f || (strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f)) {
+						t.Errorf("%s links %s: %s", pkg, dep, r.why)
+					}
+				}
+			}
+		}
+	}
+}
