@@ -187,6 +187,9 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if err != nil {
 				return err
 			}
+			if sbo.Releases, err = sb.releaseResolver(); err != nil {
+				return err
+			}
 			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets})
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,7 @@ type sandboxFlags struct {
 	maxImage    int64
 	secretDir   string
 	secretCmd   string
+	releases    string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -53,8 +55,21 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.warmCustom, "warm-custom", 0, "started-ahead sandboxes per org for each custom image")
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
+	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
 	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
+}
+
+// releaseResolver returns what answers agent run's newer-release question
+// (nil with --agent-releases off).
+func (f *sandboxFlags) releaseResolver() (hub.ReleaseResolver, error) {
+	if f.releases == "off" {
+		return nil, nil
+	}
+	if u, err := url.Parse(f.releases); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, usageError{fmt.Errorf("--agent-releases %q: want an http(s) URL, or off", f.releases)}
+	}
+	return &hub.NPMReleases{Registry: f.releases}, nil
 }
 
 // secrets returns the secret provider the flags name (nil: none).

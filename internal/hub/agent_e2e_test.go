@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -55,8 +56,10 @@ func TestAgentRun(t *testing.T) {
 	// The fixture's "built" runner image: the busybox-only image under the
 	// name agenthub image build gives it.
 	runner := "agentd/runner-managed:fixture-latest"
-	if out, err := exec.Command("docker", "tag", minimal, runner).CombinedOutput(); err != nil {
-		t.Fatalf("docker tag: %v: %s", err, out)
+	build := exec.Command("docker", "build", "-q", "-t", runner, "-")
+	build.Stdin = strings.NewReader("FROM " + minimal + "\nLABEL " + agentimage.LabelPrefix + "input.agent=script:fixture@1.2.3\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
 
@@ -64,6 +67,7 @@ func TestAgentRun(t *testing.T) {
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
 		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
+		o.Releases = releases{"fixture": "1.10.0"}
 		o.Agents = []agentimage.Profile{
 			agentProfile(t, "fixture", builderProfile),
 			agentProfile(t, "absent", builderProfile),
@@ -103,6 +107,9 @@ func TestAgentRun(t *testing.T) {
 	}
 	if !strings.Contains(errs, "allow list (api.example.com) is not enforced yet") {
 		t.Errorf("no notice of the unenforced allow list: %q", errs)
+	}
+	if !strings.Contains(errs, "note: fixture 1.10.0 is out; this image has 1.2.3 (the version is pinned: 'agenthub image build fixture --agent-version 1.10.0'") {
+		t.Errorf("no notice of the newer release: %q", errs)
 	}
 	if code, _, errs := run("agent", "run", "fixture", "--timeout", "1s", "--", "-c", "sleep 30"); code != 124 {
 		t.Errorf("agent run with a timeout = %d (%s), want 124", code, errs)
@@ -190,6 +197,17 @@ func TestAgentRun(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
 	})
 	h.assertGone(id, sb.ContainerID)
+}
+
+// releases is a ReleaseResolver with fixed answers; a profile it does not
+// know is an error (as offline), which is no notice.
+type releases map[string]string
+
+func (r releases) Latest(_ context.Context, p agentimage.Profile) (string, error) {
+	if v, ok := r[p.Name]; ok {
+		return v, nil
+	}
+	return "", errors.New("offline")
 }
 
 // syncBuffer is a bytes.Buffer safe for the hub's logger and the test.

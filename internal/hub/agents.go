@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,61 @@ func defaultImage(p agentimage.Profile) (ref, hint string) {
 		return p.Image, "docker pull " + p.Image
 	}
 	return "", "agentctl agent run " + p.Name + " --image REF"
+}
+
+// ReleaseResolver returns the newest released version of a builder
+// profile's agent (e.g. from its npm registry), on the hub's host.
+type ReleaseResolver interface {
+	Latest(ctx context.Context, p agentimage.Profile) (string, error)
+}
+
+// releaseTimeout bounds the newer-release question: a run never waits on
+// it for long, and an unanswered one is no notice.
+const releaseTimeout = 3 * time.Second
+
+// newerRelease is the notice that the agent has a newer release than the
+// image (whose pinned version is its input.agent label), or "".
+func (g *agentService) newerRelease(ctx context.Context, p agentimage.Profile, labels map[string]string) string {
+	r := g.s.sandboxes.o.Releases
+	in := labels[agentimage.LabelPrefix+"input.agent"]
+	at := strings.LastIndex(in, "@")
+	if r == nil || p.Strategy != agentimage.StrategyBuilder || at < 0 {
+		return ""
+	}
+	have := in[at+1:]
+	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	latest, err := r.Latest(ctx, p)
+	if err != nil || latest == "" || latest == have || !newerVersion(latest, have) {
+		return ""
+	}
+	return fmt.Sprintf("%s %s is out; this image has %s (the version is pinned: 'agenthub image build %s --agent-version %s' on the hub's host)",
+		p.Name, latest, have, p.Name, latest)
+}
+
+// newerVersion reports whether dotted version a is after b, comparing
+// numeric fields as numbers (1.10 > 1.9); a field that is not a number
+// compares as text.
+func newerVersion(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(as), len(bs)) {
+		var x, y string
+		if i < len(as) {
+			x = as[i]
+		}
+		if i < len(bs) {
+			y = bs[i]
+		}
+		xn, xerr := strconv.Atoi(x)
+		yn, yerr := strconv.Atoi(y)
+		switch {
+		case xerr == nil && yerr == nil && xn != yn:
+			return xn > yn
+		case (xerr != nil || yerr != nil) && x != y:
+			return x > y
+		}
+	}
+	return false
 }
 
 func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsRequest) (*hubv1.ListAgentsResponse, error) {
@@ -157,6 +213,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, status.Errorf(codes.FailedPrecondition, "the image %s of %s is not on this hub's Docker engine: run '%s' on the hub's host", ref, p.Name, hint)
 	case err != nil:
 		return nil, engineStatus(err, "agent "+p.Name)
+	}
+	if n := g.newerRelease(ctx, p, img.Labels); n != "" {
+		notices = append(notices, n)
 	}
 	hubLimits := m.o.Limits
 	limits := sandbox.Limits{CPUs: p.Limits.CPUs, MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,

@@ -63,6 +63,10 @@ type SandboxOptions struct {
 	// Agents are the coding-agent profiles RunAgent knows. Default
 	// agentimage.Profiles().
 	Agents []agentimage.Profile
+	// Releases tells RunAgent the newest release of an agent, for the
+	// notice that a newer one than the image's exists. Nil: no notice (as
+	// offline: the image in place is used either way).
+	Releases ReleaseResolver
 }
 
 func (o *SandboxOptions) defaults() {
