@@ -50,7 +50,14 @@ type AcceptorOptions struct {
 	// unknown or paired with another key loses its tunnel. Default 0: on
 	// every ping.
 	RecheckInterval time.Duration
-	// Clock decides when nonces expire. Default: the system clock.
+	// RefusalLogInterval paces the logs of refused handshakes, which anyone
+	// who can reach the hub can cause: in each interval the first refusal
+	// from an address is logged (for up to 10 addresses), then at most one
+	// summary line counts the rest by reason. Every refusal is counted in
+	// Refused. Default 1 min.
+	RefusalLogInterval time.Duration
+	// Clock decides when nonces expire and paces the refusal logs.
+	// Default: the system clock.
 	Clock Clock
 	// Logger receives the acceptor's logs, which NewAcceptor names
 	// "tunnel" under it. Default: a no-op logger.
@@ -71,7 +78,9 @@ type Acceptor struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[*conn]struct{} // tunnels handed out and not ended
-	wg     sync.WaitGroup     // handshakes in flight
+	wg     sync.WaitGroup     // handshakes in flight, refusal-log timers
+
+	refused *refusals
 }
 
 var _ http.Handler = (*Acceptor)(nil)
@@ -99,6 +108,9 @@ func NewAcceptor(opts AcceptorOptions) (*Acceptor, error) {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 10 * time.Second
 	}
+	if opts.RefusalLogInterval <= 0 {
+		opts.RefusalLogInterval = time.Minute
+	}
 	if opts.Clock == nil {
 		opts.Clock = systemClock{}
 	}
@@ -106,15 +118,25 @@ func NewAcceptor(opts AcceptorOptions) (*Acceptor, error) {
 		opts.Logger = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Acceptor{
+	a := &Acceptor{
 		opts:   opts,
 		log:    opts.Logger.Named("tunnel"),
 		host:   host,
 		ctx:    ctx,
 		cancel: cancel,
 		live:   make(map[*conn]struct{}),
-	}, nil
+	}
+	// A refusal is recorded inside a handshake, which holds a.wg: adding
+	// the timer to it cannot race with Close's Wait.
+	a.refused = &refusals{log: a.log, clock: opts.Clock, interval: opts.RefusalLogInterval, done: ctx.Done(), goFn: a.wg.Go}
+	return a, nil
 }
+
+// Refused counts the tunnel handshakes refused since the Acceptor was made,
+// by reason: every Reason of a verdict, then "timeout" (no answer to the
+// challenge in HandshakeTimeout) and "disconnected" (the connection broke
+// mid-handshake). Every reason is listed, in a fixed order, counted or not.
+func (a *Acceptor) Refused() []RefusalCount { return a.refused.counted() }
 
 // ServeHTTP upgrades the request to a websocket, runs the challenge and,
 // once the daemon is authenticated, hands the tunnel to OnTunnel.
@@ -154,21 +176,16 @@ func (a *Acceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if host == "" {
 		host = canonicalHost(r.Host)
 	}
-	// Fields rather than a logger With them: an idle tunnel keeps this.
-	machine, remote := zap.String("machine", id), zap.String("remote", r.RemoteAddr)
-	c, pub, err := a.handshake(ws, id, host)
+	ctx, cancel := context.WithTimeout(a.ctx, a.opts.HandshakeTimeout)
+	c, pub, err := a.handshake(ctx, ws, id, host)
 	if err != nil {
-		var rej *RejectedError
-		switch {
-		case errors.As(err, &rej) && (rej.Reason == ReasonBadSignature || rej.Reason == ReasonReplayed):
-			a.log.Warn("tunnel refused", machine, remote, zap.String("reason", string(rej.Reason)))
-		case errors.As(err, &rej):
-			a.log.Info("tunnel refused", machine, remote, zap.String("reason", string(rej.Reason)))
-		default:
-			a.log.Info("tunnel handshake failed", machine, remote, zap.Error(err))
-		}
+		a.refuse(ctx, ws, id, r.RemoteAddr, err)
+		cancel()
 		return
 	}
+	cancel()
+	// Fields rather than a logger With them: an idle tunnel keeps this.
+	machine, remote := zap.String("machine", id), zap.String("remote", r.RemoteAddr)
 	start := time.Now()
 	c.onEnd = func() {
 		a.mu.Lock()
@@ -193,45 +210,28 @@ func (a *Acceptor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.opts.OnTunnel(id, c, r.RemoteAddr)
 }
 
-// handshake challenges the daemon and checks its answer; it returns the
-// authenticated tunnel, or closes the websocket and says why not.
-func (a *Acceptor) handshake(ws *websocket.Conn, id, host string) (*conn, ed25519.PublicKey, error) {
-	ctx, cancel := context.WithTimeout(a.ctx, a.opts.HandshakeTimeout)
-	defer cancel()
+// handshake challenges the daemon and checks its answer. It returns the
+// authenticated tunnel, or a *RejectedError (the verdict, not yet sent) or
+// a *handshakeError (no verdict) and leaves the websocket to refuse.
+func (a *Acceptor) handshake(ctx context.Context, ws *websocket.Conn, id, host string) (*conn, ed25519.PublicKey, error) {
 	ws.SetReadLimit(maxHandshakeMessage)
 
 	var raw [nonceBytes]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		ws.CloseNow()
-		return nil, nil, fmt.Errorf("nonce: %w", err)
-	}
+	rand.Read(raw[:]) // never fails (it crashes the program instead)
 	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
 	expires := a.opts.Clock.Now().Add(a.opts.NonceTTL)
 	if err := writeMessage(ctx, ws, message{Type: msgChallenge, Nonce: nonce, Expires: expires}); err != nil {
-		ws.CloseNow()
-		return nil, nil, fmt.Errorf("send challenge: %w", err)
+		return nil, nil, a.failed(ctx, fmt.Errorf("send challenge: %w", err))
 	}
 	typ, data, err := ws.Read(ctx)
 	switch {
 	case errors.Is(err, websocket.ErrMessageTooBig):
-		// The library has sent the close status; a proper close lets the
-		// daemon read it (bounded by the library's 5 s timeouts).
-		ws.Close(websocket.StatusMessageTooBig, "handshake message too big")
-		return nil, nil, fmt.Errorf("read the challenge response: %w", err)
-	case errors.Is(err, context.DeadlineExceeded):
-		ws.CloseNow()
-		return nil, nil, fmt.Errorf("no answer to the challenge within %s", a.opts.HandshakeTimeout)
+		return nil, nil, &handshakeError{reason: string(ReasonBadRequest), err: fmt.Errorf("read the challenge response: %w", err)}
 	case err != nil:
-		ws.CloseNow()
-		return nil, nil, fmt.Errorf("read the challenge response: %w", err)
+		return nil, nil, a.failed(ctx, fmt.Errorf("read the challenge response: %w", err))
 	}
 
 	reject := func(reason Reason, org, msg string) error {
-		if err := writeMessage(ctx, ws, message{Type: msgRejected, Reason: reason, Org: org, Message: msg}); err != nil {
-			ws.CloseNow()
-		} else {
-			ws.Close(websocket.StatusPolicyViolation, string(reason))
-		}
 		return &RejectedError{Reason: reason, Org: org, MachineID: id, Message: msg}
 	}
 	if typ != websocket.MessageText {
@@ -274,10 +274,61 @@ func (a *Acceptor) handshake(ws *websocket.Conn, id, host string) (*conn, ed2551
 		return nil, nil, reject(ReasonRevoked, org, "this machine was removed from org "+org)
 	}
 	if err := writeMessage(ctx, ws, message{Type: msgOK}); err != nil {
-		ws.CloseNow()
-		return nil, nil, fmt.Errorf("send verdict: %w", err)
+		return nil, nil, a.failed(ctx, fmt.Errorf("send verdict: %w", err))
 	}
 	return newConn(ws, websocket.StatusGoingAway, "hub closed the tunnel"), pub, nil
+}
+
+// handshakeError is a handshake that ended without a verdict.
+type handshakeError struct {
+	reason string // a refusal reason; "" when the hub is shutting down
+	err    error
+}
+
+func (e *handshakeError) Error() string { return e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// failed says why a handshake's read or write failed: the daemon too slow,
+// the hub closing, or the connection broken.
+func (a *Acceptor) failed(ctx context.Context, err error) *handshakeError {
+	switch {
+	case a.ctx.Err() != nil:
+		return &handshakeError{err: err}
+	case ctx.Err() != nil:
+		return &handshakeError{reason: refusedTimeout, err: fmt.Errorf("no answer to the challenge within %s", a.opts.HandshakeTimeout)}
+	}
+	return &handshakeError{reason: refusedDisconnected, err: err}
+}
+
+// refuse counts and logs (sampled) a failed handshake, then tells the
+// daemon: the verdict and a policy-violation close, or just the close.
+// Counting comes first, so a daemon that has read its verdict knows it
+// was counted.
+func (a *Acceptor) refuse(ctx context.Context, ws *websocket.Conn, id, remote string, err error) {
+	var rej *RejectedError
+	if errors.As(err, &rej) {
+		a.refused.record(string(rej.Reason), id, remote, nil)
+		if werr := writeMessage(ctx, ws, message{Type: msgRejected, Reason: rej.Reason, Org: rej.Org, Message: rej.Message}); werr != nil {
+			ws.CloseNow()
+			return
+		}
+		ws.Close(websocket.StatusPolicyViolation, string(rej.Reason))
+		return
+	}
+	var he *handshakeError
+	if !errors.As(err, &he) || he.reason == "" { // the hub is shutting down
+		a.log.Debug("tunnel handshake ended", zap.String("machine", id), zap.String("remote", remote), zap.Error(err))
+		ws.CloseNow()
+		return
+	}
+	a.refused.record(he.reason, id, remote, err)
+	if errors.Is(err, websocket.ErrMessageTooBig) {
+		// The library has sent the close status; a proper close lets the
+		// daemon read it (bounded by the library's 5 s timeouts).
+		ws.Close(websocket.StatusMessageTooBig, "handshake message too big")
+		return
+	}
+	ws.CloseNow()
 }
 
 // enter registers a handler unless the acceptor is closed.

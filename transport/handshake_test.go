@@ -297,6 +297,11 @@ func TestHandshakeAbuse(t *testing.T) {
 		if n := h.auths.Load(); n != 0 {
 			t.Errorf("Authenticate called %d times for daemons that never answered", n)
 		}
+		for _, r := range h.acc.Refused() {
+			if want := map[string]int64{"timeout": 21}[r.Reason]; r.Count != want {
+				t.Errorf("refused %d for %s, want %d (1 + 20 silent daemons)", r.Count, r.Reason, want)
+			}
+		}
 	})
 
 	t.Run("silent", func(t *testing.T) {
@@ -322,6 +327,9 @@ func TestHandshakeAbuse(t *testing.T) {
 		_, err := c.read()
 		if got := websocket.CloseStatus(err); got != websocket.StatusMessageTooBig {
 			t.Errorf("after a 1 MiB message: %v (status %v), want message-too-big", err, got)
+		}
+		if n := refusedFor(h.acc, "bad_request"); n != 1 {
+			t.Errorf("refused %d as bad_request, want 1", n)
 		}
 	})
 	t.Run("many slow daemons", func(t *testing.T) {

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -58,6 +59,7 @@ type hubConfig struct {
 	clock            transport.Clock
 	handshakeTimeout time.Duration
 	listener         net.Listener // nil: a new loopback port
+	logger           *zap.Logger  // the acceptor's; nil: warnings and errors to the test log
 }
 
 // testHub is a hub as agenthub wires it: an Acceptor on GET /v1/tunnel
@@ -100,7 +102,7 @@ func startHub(t testing.TB, cfg hubConfig) *testHub {
 		Host:             cfg.host,
 		Clock:            cfg.clock,
 		HandshakeTimeout: cfg.handshakeTimeout,
-		Logger:           testLogger(t),
+		Logger:           cmp.Or(cfg.logger, testLogger(t)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -534,4 +534,14 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.registry.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
 	fmt.Fprintf(w, "# HELP agenthub_pair_requests_total Pairing requests received.\n# TYPE agenthub_pair_requests_total counter\nagenthub_pair_requests_total %d\n", s.pairs.Load())
+	fmt.Fprintf(w, "# HELP agenthub_tunnel_handshakes_refused_total Tunnel handshakes refused (machines' and sandboxes'), by reason.\n# TYPE agenthub_tunnel_handshakes_refused_total counter\n")
+	refused := s.acceptor.Refused()
+	if s.sbAcceptor != nil {
+		for i, r := range s.sbAcceptor.Refused() {
+			refused[i].Count += r.Count // the same reasons in the same order
+		}
+	}
+	for _, r := range refused {
+		fmt.Fprintf(w, "agenthub_tunnel_handshakes_refused_total{reason=%q} %d\n", r.Reason, r.Count)
+	}
 }
