@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -63,14 +62,30 @@ func defaultDB() string {
 	return "agenthub.db"
 }
 
-func openStore(ctx context.Context, db string) (*store.SQLite, error) {
-	if u, err := url.Parse(db); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		return nil, errors.New("--db postgres://…: the Postgres store is not built yet; use a SQLite path")
+// openStore opens the Postgres store for a postgres:// URL (several hub
+// replicas may share it; ?pool_max_conns=N sizes each replica's pool,
+// default store.DefaultPostgresPool), else the SQLite file at db.
+func openStore(ctx context.Context, db string) (store.Store, error) {
+	if isPostgres(db) {
+		return store.OpenPostgres(ctx, db)
 	}
 	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 		return nil, fmt.Errorf("--db: %w", err)
 	}
 	return store.OpenSQLite(ctx, db)
+}
+
+func isPostgres(db string) bool {
+	u, err := url.Parse(db)
+	return err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql")
+}
+
+// dbForLog is db without a password.
+func dbForLog(db string) string {
+	if u, err := url.Parse(db); err == nil && isPostgres(db) {
+		return u.Redacted()
+	}
+	return db
 }
 
 // initHub creates the org and its owner token; it refuses a store that has orgs.
@@ -98,9 +113,10 @@ func newInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [--db PATH] [--org NAME]",
 		Short: "Create the hub's store and first org; print the owner's API token once",
-		Long: `Create the store (SQLite) and the first org, and print the hub owner's API
-token alone on stdout. It is shown only this once: keep it. The owner can
-create orgs and act in any of them (agentctl admin …, with AGENTD_TOKEN set).`,
+		Long: `Create the store (SQLite; Postgres for --db postgres://…) and the first org,
+and print the hub owner's API token alone on stdout. It is shown only this
+once: keep it. The owner can create orgs and act in any of them
+(agentctl admin …, with AGENTD_TOKEN set).`,
 		Example: `  export AGENTD_TOKEN=$(agenthub init --db /var/lib/agenthub/hub.db)`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -118,7 +134,7 @@ create orgs and act in any of them (agentctl admin …, with AGENTD_TOKEN set).`
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", defaultDB(), "SQLite file ($AGENTHUB_DB)")
+	cmd.Flags().StringVar(&db, "db", defaultDB(), "SQLite file, or postgres://USER:PASS@HOST/DB[?pool_max_conns=N] for replicas sharing state ($AGENTHUB_DB)")
 	cmd.Flags().StringVar(&org, "org", "default", "name of the first org")
 	return cmd
 }
@@ -203,7 +219,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if tlsConfig != nil {
 				scheme = "https"
 			}
-			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", db), zap.String("version", version.Version))
+			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
 			return srv.Serve(cmd.Context(), lis, tlsConfig)
 		},
 	}
@@ -211,7 +227,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&addr, "listen", ":8443", "address to listen on")
 	f.StringVar(&certFile, "tls-cert", "", "TLS certificate (PEM)")
 	f.StringVar(&keyFile, "tls-key", "", "TLS key (PEM)")
-	f.StringVar(&db, "db", defaultDB(), "SQLite file ($AGENTHUB_DB)")
+	f.StringVar(&db, "db", defaultDB(), "SQLite file, or postgres://USER:PASS@HOST/DB[?pool_max_conns=N] for replicas sharing state ($AGENTHUB_DB)")
 	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	sb.register(f)

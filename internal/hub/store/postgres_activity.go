@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// AppendActivity stores the machine's records; duplicates are skipped.
+func (s *Postgres) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
+	var maxSeq uint64
+	for _, r := range recs {
+		switch {
+		case r.Seq == 0 || r.Seq > math.MaxInt64:
+			return fmt.Errorf("append activity: %w: sequence number %d", ErrInvalid, r.Seq)
+		case r.Time.IsZero():
+			return fmt.Errorf("append activity: %w: record %d has no time", ErrInvalid, r.Seq)
+		case !json.Valid(r.Record):
+			return fmt.Errorf("append activity: %w: record %d is not JSON", ErrInvalid, r.Seq)
+		}
+		maxSeq = max(maxSeq, r.Seq)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *pgTx) error {
+		sel, err := s.txStmt(ctx, tx, qMachineOrg)
+		if err != nil {
+			return err
+		}
+		var orgID string
+		if err := sel.QueryRowContext(ctx, machineID).Scan(&orgID); err != nil {
+			return fmt.Errorf("machine %s: %w", machineID, notFound(err))
+		}
+		ins, err := s.txStmt(ctx, tx, qInsertActivity)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if _, err := ins.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record)); err != nil {
+				return err
+			}
+		}
+		upd, err := s.txStmt(ctx, tx, qRaiseActivitySeq)
+		if err != nil {
+			return err
+		}
+		_, err = upd.ExecContext(ctx, int64(maxSeq), machineID, int64(maxSeq))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append activity: %w", err)
+	}
+	return nil
+}
+
+// LastSeq returns the highest sequence number appended for the machine.
+func (s *Postgres) LastSeq(ctx context.Context, machineID string) (uint64, error) {
+	var seq int64
+	err := s.queryRow(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("last activity of machine %s: %w", machineID, notFound(err))
+	}
+	return uint64(seq), nil
+}
+
+// ListActivity returns the records q selects, oldest first.
+func (s *Postgres) ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error) {
+	if q.OrgID == "" {
+		return nil, fmt.Errorf("list activity: %w: no org", ErrInvalid)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultActivityLimit
+	}
+	limit = min(limit, MaxActivityLimit)
+	query := `SELECT id, org_id, machine_id, seq, at, record FROM activity WHERE org_id = ? AND id > ?`
+	args := []any{q.OrgID, q.AfterID}
+	if q.MachineID != "" {
+		query += ` AND machine_id = ?`
+		args = append(args, q.MachineID)
+	}
+	if q.Newest {
+		query += ` ORDER BY id DESC LIMIT ?`
+	} else {
+		query += ` ORDER BY id LIMIT ?`
+	}
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	as, err := collect(rows, err, scanActivity)
+	if err != nil {
+		return nil, fmt.Errorf("list activity: %w", err)
+	}
+	if q.Newest {
+		slices.Reverse(as)
+	}
+	return as, nil
+}
+
+// PruneActivity applies the retention limits.
+func (s *Postgres) PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error) {
+	if keepPerOrg < 0 {
+		return 0, fmt.Errorf("prune activity: %w: keep %d", ErrInvalid, keepPerOrg)
+	}
+	var total int64
+	del := func(query string, args ...any) error {
+		res, err := s.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		total += n
+		return err
+	}
+	if !before.IsZero() {
+		if err := del(`DELETE FROM activity WHERE at < ?`, micros(before)); err != nil {
+			return total, fmt.Errorf("prune activity: %w", err)
+		}
+	}
+	if keepPerOrg > 0 {
+		// Every org at once, in SQL: rank each org's records newest first
+		// and delete those past keepPerOrg.
+		err := del(`DELETE FROM activity WHERE id IN (
+			SELECT id FROM (
+				SELECT id, row_number() OVER (PARTITION BY org_id ORDER BY id DESC) AS n FROM activity
+			) ranked WHERE n > ?)`, keepPerOrg)
+		if err != nil {
+			return total, fmt.Errorf("prune activity: %w", err)
+		}
+	}
+	return total, nil
+}

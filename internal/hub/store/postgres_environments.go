@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// CreateEnvironment stores a new custom image environment, validating.
+func (s *Postgres) CreateEnvironment(ctx context.Context, e Environment) (Environment, error) {
+	switch {
+	case e.OrgID == "" || e.Name == "" || e.Image == "":
+		return Environment{}, fmt.Errorf("create environment: %w: org, name and image are required", ErrInvalid)
+	case !validNetwork(e.Network):
+		return Environment{}, fmt.Errorf("create environment: %w: network %q", ErrInvalid, e.Network)
+	}
+	if err := needTime("creation time", e.CreatedAt); err != nil {
+		return Environment{}, fmt.Errorf("create environment: %w", err)
+	}
+	e.CreatedAt = fromMicros(micros(e.CreatedAt))
+	e.UpdatedAt = e.CreatedAt
+	e.State, e.Pinned, e.Report, e.Inventory, e.Running, e.Generation = EnvValidating, "", nil, nil, "create", 1
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (org_id, name, image, network, state, reason, running, generation, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt))
+	switch {
+	case pgUnique(err):
+		return Environment{}, fmt.Errorf("create environment %s: %w: the name is taken", e.Name, ErrConflict)
+	case pgForeignKey(err):
+		return Environment{}, fmt.Errorf("create environment: org %s: %w", e.OrgID, ErrNotFound)
+	case err != nil:
+		return Environment{}, fmt.Errorf("create environment: %w", err)
+	}
+	return e, nil
+}
+
+// Environment returns one of the org's environments.
+func (s *Postgres) Environment(ctx context.Context, orgID, name string) (Environment, error) {
+	return s.environment(ctx, s.db, orgID, name)
+}
+
+func (s *Postgres) environment(ctx context.Context, q querier, orgID, name string) (Environment, error) {
+	e, err := scanEnvironment(q.QueryRowContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE org_id = ? AND name = ?`, orgID, name))
+	if err != nil {
+		return Environment{}, fmt.Errorf("environment %s: %w", name, err)
+	}
+	return e, nil
+}
+
+// ListEnvironments returns the org's environments by name.
+func (s *Postgres) ListEnvironments(ctx context.Context, orgID string) ([]Environment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE org_id = ? ORDER BY name`, orgID)
+	es, err := collect(rows, err, scanEnvironment)
+	if err != nil {
+		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	return es, nil
+}
+
+// ListValidating returns every environment with a validation running.
+func (s *Postgres) ListValidating(ctx context.Context) ([]Environment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE running <> '' ORDER BY org_id, name`)
+	es, err := collect(rows, err, scanEnvironment)
+	if err != nil {
+		return nil, fmt.Errorf("list validating environments: %w", err)
+	}
+	return es, nil
+}
+
+// StartValidation starts an update or a revalidation, if none is running.
+func (s *Postgres) StartValidation(ctx context.Context, orgID, name, kind string, at time.Time) (Environment, error) {
+	if kind != "update" && kind != "revalidate" {
+		return Environment{}, fmt.Errorf("start validation: %w: kind %q", ErrInvalid, kind)
+	}
+	if err := needTime("start time", at); err != nil {
+		return Environment{}, fmt.Errorf("start validation: %w", err)
+	}
+	var out Environment
+	err := s.tx(ctx, func(tx *pgTx) error {
+		e, err := s.environment(ctx, tx, orgID, name)
+		if err != nil {
+			return err
+		}
+		if e.Running != "" {
+			return fmt.Errorf("environment %s: %w: a validation (%s) is running since %s", name, ErrPrecondition, e.Running, e.UpdatedAt.Format(time.RFC3339))
+		}
+		if kind == "revalidate" && e.Pinned == "" {
+			kind = "update" // nothing pinned: pull the reference again
+		}
+		e.Running, e.Generation, e.UpdatedAt = kind, e.Generation+1, fromMicros(micros(at))
+		if kind == "update" {
+			e.State, e.Pinned, e.Report, e.Inventory = EnvValidating, "", nil, nil
+		}
+		e.Reason = "validation queued"
+		_, err = tx.ExecContext(ctx, `UPDATE environments SET state = ?, pinned = ?, reason = ?, report = coalesce(?, report), inventory = coalesce(?, inventory),
+			running = ?, generation = ?, updated_at = ? WHERE org_id = ? AND name = ?`,
+			e.State, e.Pinned, e.Reason, nullIf(kind == "update", "null"), nullIf(kind == "update", "null"),
+			e.Running, e.Generation, micros(e.UpdatedAt), orgID, name)
+		out = e
+		return err
+	})
+	if err != nil {
+		return Environment{}, fmt.Errorf("start validation: %w", err)
+	}
+	return out, nil
+}
+
+// SetValidationReason records progress of the current run.
+func (s *Postgres) SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE environments SET reason = ?, updated_at = ? WHERE org_id = ? AND name = ? AND generation = ? AND running <> ''`,
+		reason, micros(at), orgID, name, generation)
+	if err := checkAffected(res, err); err != nil {
+		if err == ErrNotFound {
+			err = fmt.Errorf("%w: the validation was superseded", ErrPrecondition)
+		}
+		return fmt.Errorf("environment %s: %w", name, err)
+	}
+	return nil
+}
+
+// FinishValidation stores the outcome of the current run.
+func (s *Postgres) FinishValidation(ctx context.Context, orgID, name string, generation int64, r Environment, at time.Time) (Environment, error) {
+	switch r.State {
+	case EnvReady, EnvRejected:
+	default:
+		return Environment{}, fmt.Errorf("finish validation: %w: state %q", ErrInvalid, r.State)
+	}
+	report, err := jsonText("report", r.Report)
+	if err != nil {
+		return Environment{}, fmt.Errorf("finish validation: %w", err)
+	}
+	inventory, err := jsonText("inventory", r.Inventory)
+	if err != nil {
+		return Environment{}, fmt.Errorf("finish validation: %w", err)
+	}
+	var out Environment
+	err = s.tx(ctx, func(tx *pgTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE environments SET state = ?, pinned = ?, reason = ?, report = ?, inventory = ?, running = '', updated_at = ?
+			WHERE org_id = ? AND name = ? AND generation = ? AND running <> ''`,
+			r.State, r.Pinned, r.Reason, report, inventory, micros(at), orgID, name, generation)
+		if err := checkAffected(res, err); err != nil {
+			if err == ErrNotFound {
+				return fmt.Errorf("%w: the validation was superseded", ErrPrecondition)
+			}
+			return err
+		}
+		out, err = s.environment(ctx, tx, orgID, name)
+		return err
+	})
+	if err != nil {
+		return Environment{}, fmt.Errorf("finish validation of %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// DeleteEnvironment deletes one of the org's environments.
+func (s *Postgres) DeleteEnvironment(ctx context.Context, orgID, name string) error {
+	return s.tx(ctx, func(tx *pgTx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM environments WHERE org_id = ? AND name = ?`, orgID, name)
+		if err := checkAffected(res, err); err != nil {
+			return fmt.Errorf("delete environment %s: %w", name, err)
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM org_defaults WHERE org_id = ? AND environment = ?`, orgID, name)
+		return err
+	})
+}
+
+// SetDefaultEnvironment makes name the org's default.
+func (s *Postgres) SetDefaultEnvironment(ctx context.Context, orgID, name string) error {
+	if name == "" {
+		return fmt.Errorf("set default environment: %w: no name", ErrInvalid)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO org_defaults (org_id, environment) VALUES (?, ?)
+		ON CONFLICT (org_id) DO UPDATE SET environment = excluded.environment`, orgID, name)
+	if pgForeignKey(err) {
+		return fmt.Errorf("set default environment: org %s: %w", orgID, ErrNotFound)
+	}
+	return err
+}
+
+// DefaultEnvironment returns the org's default, "" when none was set.
+func (s *Postgres) DefaultEnvironment(ctx context.Context, orgID string) (string, error) {
+	var name string
+	err := s.db.QueryRowContext(ctx, `SELECT environment FROM org_defaults WHERE org_id = ?`, orgID).Scan(&name)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return name, err
+}
