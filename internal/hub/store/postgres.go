@@ -50,17 +50,14 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	if url == "" {
 		return nil, fmt.Errorf("open store: %w: empty database URL", ErrInvalid)
 	}
-	pool := DefaultPostgresPool
+	// pgx would send pool_max_conns to the server as a setting: take it out.
+	url, pool, err := poolSize(url)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		// ParseConfig does not know pool_max_conns: take it out first.
-		url, pool, err = poolSize(url)
-		if err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
-		if cfg, err = pgx.ParseConfig(url); err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
+		return nil, fmt.Errorf("open store: %w", err)
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	db := stdlib.OpenDB(*cfg)
