@@ -237,22 +237,68 @@ func fail(breaks, fix string, cause any) error {
 }
 
 // Describe says what went wrong with a call in one line for a person,
-// without gRPC's framing: the status message, with the code's name where it
-// adds something. agentctl prints RPC errors the same way.
+// without gRPC's framing. An error about the call itself (who may make it,
+// whether the target answered, in time) reads as the status code in words
+// and the message: "permission denied: token t is a member token; …",
+// "unavailable: machine m-1 is offline …". An error about what the call
+// asked for (not found, invalid argument, failed precondition, …) is its
+// message alone, which says what is wrong by itself ("/x does not exist;
+// use Write to create it"). The words are left out too when the message
+// already says them. An error that wraps a status keeps its context
+// ("dial hub: unavailable: …"). agentctl prints every error this way.
 func Describe(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) || se.GRPCStatus() == nil {
 		return err.Error()
 	}
-	switch st.Code() {
-	case codes.Unavailable:
-		return "target unavailable: " + st.Message()
-	case codes.Unimplemented:
-		return "not supported by this agentd: " + st.Message()
-	case codes.Unauthenticated, codes.PermissionDenied, codes.DeadlineExceeded:
-		return strings.ToLower(strings.ReplaceAll(st.Code().String(), "Exceeded", " exceeded")) + ": " + st.Message()
+	text := describeStatus(se.GRPCStatus())
+	if inner, ok := se.(error); ok && inner != err {
+		return strings.Replace(err.Error(), inner.Error(), text, 1)
 	}
-	return st.Message()
+	return text
+}
+
+func describeStatus(st *status.Status) string {
+	msg := st.Message()
+	if st.Code() == codes.Unavailable {
+		// grpc-go's words for a failed dial.
+		if m, ok := strings.CutPrefix(msg, `connection error: desc = "`); ok {
+			msg = strings.TrimPrefix(strings.TrimSuffix(m, `"`), "transport: Error while dialing: ")
+		}
+	}
+	if msg == "" {
+		return spaced(st.Code())
+	}
+	words := codeWords(st.Code())
+	if words == "" || strings.Contains(strings.ToLower(msg), words) {
+		return msg
+	}
+	return words + ": " + msg
+}
+
+// codeWords is how Describe names a status code: in words, as a person
+// writes it ("permission denied"), for the codes about the call itself;
+// "" for the codes whose message is the whole story.
+func codeWords(c codes.Code) string {
+	switch c {
+	case codes.OK, codes.Unknown, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.FailedPrecondition, codes.OutOfRange:
+		return ""
+	}
+	return spaced(c)
+}
+
+// spaced is a code's name in lower-case words: "permission denied".
+func spaced(c codes.Code) string {
+	name := c.String() // "PermissionDenied"; "Code(42)" for a code gRPC does not know
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
 }
 
 func checkInfo(ctx context.Context, s *suite) error {

@@ -96,28 +96,40 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if err == nil {
 		return ExitOK
 	}
+	printError(stdio.Err, err)
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(stdio.Err, "agentctl: %v\n", ee.err)
-			if ee.usage {
-				fmt.Fprintln(stdio.Err, "Run 'agentctl --help' for usage.")
-			}
-		}
 		if ee.usage && a.failCode == ExitFailed {
 			return ExitFailed // exec's own failures are all 125, like docker run
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stdio.Err, "agentctl: %s\n", describe(err))
 	if isUsage(err) {
-		fmt.Fprintln(stdio.Err, "Run 'agentctl --help' for usage.")
 		if a.failCode == ExitFailed {
 			return ExitFailed
 		}
 		return ExitUsage
 	}
 	return a.failCode
+}
+
+// printError writes the error a command ended with the one way agentctl
+// prints errors: "agentctl: " and describe's line, then, after a
+// command-line mistake, where to find the usage. An exitError without an
+// error prints nothing.
+func printError(w io.Writer, err error) {
+	usage := isUsage(err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err == nil {
+			return
+		}
+		err, usage = ee.err, ee.usage
+	}
+	fmt.Fprintf(w, "agentctl: %s\n", describe(err))
+	if usage {
+		fmt.Fprintln(w, "Run 'agentctl --help' for usage.")
+	}
 }
 
 // isUsage recognises cobra's own argument errors.
@@ -131,8 +143,9 @@ func isUsage(err error) bool {
 	return false
 }
 
-// describe turns an RPC error into one line for a person (the same words
-// as the conformance suite's).
+// describe turns an error into one line for a person: an RPC error as the
+// status code in words and its message ("permission denied: …"), the same
+// words as the conformance suite's.
 func describe(err error) string { return conformance.Describe(err) }
 
 func (a *app) rootCmd() *cobra.Command {

@@ -74,16 +74,13 @@ func snapRun(t *testing.T, addr string, stdin io.Reader, args ...string) (code i
 		var ee *exitError
 		if errors.As(err, &ee) {
 			code = ee.code
-			if ee.err != nil {
-				fmt.Fprintf(&errb, "agentctl: %v\n", ee.err)
-			}
 		} else {
-			fmt.Fprintf(&errb, "agentctl: %s\n", describe(err))
 			code = ExitError
 			if isUsage(err) {
 				code = ExitUsage
 			}
 		}
+		printError(&errb, err)
 	}
 	return code, out.String(), errb.String()
 }
