@@ -127,10 +127,10 @@ func TestPythonCommand(t *testing.T) {
 		{"sys.exit(2)", "", []string{"python", "-c", "import sys; sys.exit(2)"}, pyResult{1, "", "SystemExit: 2\n"}},
 		{"sys.exit(0)", "", []string{"python", "-c", "import sys; sys.exit(0)"}, pyResult{0, "", ""}},
 		{"cwd and env", "", []string{"python", "--cwd", "/tmp", "-e", "GREETING=hey", "-c", "import os; os.getcwd(), os.environ['GREETING']"}, pyResult{0, "('/tmp', 'hey')\n", ""}},
-		{"-c and file", "", []string{"python", "-c", "1", script}, pyResult{2, "", "agentctl: give the code either with -c or as FILE, not both\n"+help}},
-		{"reset without session", "", []string{"python", "--reset"}, pyResult{2, "", "agentctl: --reset and --close need --session S\n"+help}},
-		{"bad env", "", []string{"python", "-e", "NOVALUE", "-c", "1"}, pyResult{2, "", "agentctl: --env \"NOVALUE\": want KEY=VALUE (a bare NAME picks a hub environment, with --hub)\n"+help}},
-		{"missing file", "", []string{"python", "/no/such/file.py"}, pyResult{2, "", "agentctl: open /no/such/file.py: no such file or directory\n"+help}},
+		{"-c and file", "", []string{"python", "-c", "1", script}, pyResult{2, "", "agentctl: give the code either with -c or as FILE, not both\n" + help}},
+		{"reset without session", "", []string{"python", "--reset"}, pyResult{2, "", "agentctl: --reset and --close need --session S\n" + help}},
+		{"bad env", "", []string{"python", "-e", "NOVALUE", "-c", "1"}, pyResult{2, "", "agentctl: --env \"NOVALUE\": want KEY=VALUE (a bare NAME picks a hub environment, with --hub)\n" + help}},
+		{"missing file", "", []string{"python", "/no/such/file.py"}, pyResult{2, "", "agentctl: open /no/such/file.py: no such file or directory\n" + help}},
 		{"bad session", "", []string{"python", "--session", "a b", "-c", "1"}, pyResult{125, "", "agentctl: invalid session name \"a b\": use 1 to 64 characters from A-Z a-z 0-9 _ . -\n"}},
 	}
 	for _, tt := range tests {
