@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
@@ -73,23 +74,11 @@ Profiles that use a published image (aider, goose) or need --image
 		Example: `  agenthub image dockerfile claude-code
   agenthub image dockerfile codex --agent-version 0.150.0 --docker
   agenthub image dockerfile opencode --base-dockerfile ./Dockerfile.dev`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("dockerfile takes one profile, got %d arguments (see agenthub image ls)", len(args))}
-			}
-			return nil
-		},
+		Args: oneProfile("dockerfile"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := agentimage.Lookup(args[0])
+			p, err := profileAndBase(cmd, args[0], baseFile, &opts)
 			if err != nil {
-				return usageError{err}
-			}
-			if baseFile != "" {
-				b, err := readBaseFile(baseFile, cmd.InOrStdin())
-				if err != nil {
-					return fmt.Errorf("--base-dockerfile: %w", err)
-				}
-				opts.CustomBase = string(b)
+				return err
 			}
 			text, err := agentimage.Render(p, opts)
 			if err != nil {
@@ -99,13 +88,43 @@ Profiles that use a published image (aider, goose) or need --image
 			return err
 		},
 	}
-	f := cmd.Flags()
+	renderFlags(cmd.Flags(), &opts, &baseFile)
+	return cmd
+}
+
+// oneProfile is the Args of a command taking one PROFILE.
+func oneProfile(verb string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Errorf("%s takes one profile, got %d arguments (see agenthub image ls)", verb, len(args))}
+		}
+		return nil
+	}
+}
+
+// renderFlags registers the flags that choose how a Dockerfile renders.
+func renderFlags(f *pflag.FlagSet, opts *agentimage.RenderOptions, baseFile *string) {
 	f.StringVar(&opts.AgentVersion, "agent-version", "", "the agent's version (default: its pin in versions.json)")
 	f.BoolVar(&opts.Docker, "docker", false, "add Docker (dockerd, containerd, runc, the CLI) and a docker group")
-	f.StringVar(&baseFile, "base-dockerfile", "", "your Dockerfile, whose last stage is the base (- for stdin; default: the managed base)")
+	f.StringVar(baseFile, "base-dockerfile", "", "your Dockerfile, whose last stage is the base (- for stdin; default: the managed base)")
 	f.IntVar(&opts.UID, "uid", 1000, "the agent user's uid")
 	f.IntVar(&opts.GID, "gid", 1000, "the agent user's group's gid (the next free one if taken)")
-	return cmd
+}
+
+// profileAndBase looks the profile up and reads --base-dockerfile into opts.
+func profileAndBase(cmd *cobra.Command, name, baseFile string, opts *agentimage.RenderOptions) (agentimage.Profile, error) {
+	p, err := agentimage.Lookup(name)
+	if err != nil {
+		return agentimage.Profile{}, usageError{err}
+	}
+	if baseFile != "" {
+		b, err := readBaseFile(baseFile, cmd.InOrStdin())
+		if err != nil {
+			return agentimage.Profile{}, fmt.Errorf("--base-dockerfile: %w", err)
+		}
+		opts.CustomBase = string(b)
+	}
+	return p, nil
 }
 
 // readBaseFile reads the --base-dockerfile, "-" being stdin.
@@ -259,24 +278,13 @@ build fails in one line and the existing image stays.`,
   agenthub image build codex --agent-version 0.160.0
   agenthub image build opencode --base-dockerfile ./Dockerfile.dev --project myapp
   agenthub image build pi -r --build-arg AGENTD_DEBIAN_IMAGE=mirror.example.com/debian:bookworm-slim`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("build takes one profile, got %d arguments (see agenthub image ls)", len(args))}
-			}
-			return nil
-		},
+		Args: oneProfile("build"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := agentimage.Lookup(args[0])
+			p, err := profileAndBase(cmd, args[0], baseFile, &req.Render)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
-			if baseFile != "" {
-				b, err := readBaseFile(baseFile, cmd.InOrStdin())
-				if err != nil {
-					return fmt.Errorf("--base-dockerfile: %w", err)
-				}
-				req.Render.CustomBase = string(b)
-			} else if req.Project != "" && req.Project != imagebuild.ManagedProject {
+			if baseFile == "" && req.Project != "" && req.Project != imagebuild.ManagedProject {
 				return usageError{fmt.Errorf("--project names the images of a --base-dockerfile; the managed base's project is %q", imagebuild.ManagedProject)}
 			}
 			req.Profile = p
@@ -314,12 +322,8 @@ build fails in one line and the existing image stays.`,
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&req.Rebuild, "rebuild", "r", false, "build even when an image with the same content exists")
-	f.StringVar(&req.Render.AgentVersion, "agent-version", "", "the agent's version (default: its pin in versions.json)")
-	f.BoolVar(&req.Render.Docker, "docker", false, "add Docker (dockerd, containerd, runc, the CLI) and a docker group")
-	f.StringVar(&baseFile, "base-dockerfile", "", "your Dockerfile, whose last stage is the base (- for stdin; default: the managed base)")
+	renderFlags(f, &req.Render, &baseFile)
 	f.StringVar(&req.Project, "project", "", "the images' project name, agentd/runner-PROJECT (required with --base-dockerfile)")
-	f.IntVar(&req.Render.UID, "uid", 1000, "the agent user's uid")
-	f.IntVar(&req.Render.GID, "gid", 1000, "the agent user's group's gid (the next free one if taken)")
 	f.StringArrayVar(&buildArgs, "build-arg", nil, "NAME=VALUE overriding an ARG of the Dockerfile (AGENTD_DEBIAN_IMAGE, …); repeatable")
 	f.StringVar(&req.Network, "network", "", "the network of the build's RUN steps (default: the engine's; host, none)")
 	f.StringVar(&dockerHost, "docker-host", "", "Docker engine (default: $DOCKER_HOST, else the local socket)")

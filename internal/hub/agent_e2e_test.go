@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
-	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -74,16 +73,7 @@ func TestAgentRun(t *testing.T) {
 			agentProfile(t, "byo", customProfile),
 		}
 	}, hubtest.Options{Now: now})
-	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
-			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-		return code, out.String(), errb.String()
-	}
+	run := h.agentctl()
 
 	code, out, errs := run("agent", "ls")
 	if code != 0 {
@@ -253,16 +243,7 @@ func TestAgentRunSecrets(t *testing.T) {
 	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
 		o.Agents = []agentimage.Profile{agentProfile(t, "secretfixture", builderProfile)}
 	}, hubtest.Options{Secrets: hub.DirSecrets{Dir: secretDir}, Logger: logger})
-	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
-			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-		return code, out.String(), errb.String()
-	}
+	run := h.agentctl()
 
 	code, out, errs := run("agent", "run", "secretfixture", "--secret", "OPENAI_API_KEY=ref:team/openai", "--",
 		"-c", `echo "$OPENAI_API_KEY"`)

@@ -89,6 +89,21 @@ func startSandboxHubWith(t *testing.T, tune func(*hub.SandboxOptions), ho hubtes
 	return sh
 }
 
+// agentctl returns a function that runs agentctl in-process against the
+// hub as its admin: exit code, stdout, stderr.
+func (h *sandboxHub) agentctl() func(args ...string) (int, string, string) {
+	tf := filepath.Join(h.t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := ctl.Main(h.t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
+			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+}
+
 // ctx is the admin's context routed by environment and conversation.
 func (h *sandboxHub) ctx(env, conv string) context.Context {
 	md := metadata.Pairs("authorization", "Bearer "+h.Token)
@@ -206,16 +221,7 @@ func TestSandboxBuiltin(t *testing.T) {
 // env and sandbox listings.
 func TestSandboxAgentctl(t *testing.T) {
 	h := startSandboxHub(t, nil)
-	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := ctl.Main(t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
-			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-		return code, out.String(), errb.String()
-	}
+	run := h.agentctl()
 	if code, out, errs := run("--env", "builtin", "--conversation", "c-1", "sh", "id -u; echo oops >&2; exit 3"); code != 3 || out != "1000\n" || errs != "oops\n" {
 		t.Errorf("sh in the builtin sandbox = %d %q %q, want 3 '1000' 'oops'", code, out, errs)
 	}
