@@ -80,6 +80,22 @@ func isPostgres(db string) bool {
 	return err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql")
 }
 
+// dataDir is the directory for the hub's files beside its store: the
+// SQLite file's, or for a Postgres store (which has no file here) the
+// default store's ($XDG_DATA_HOME/agenthub or ~/.local/share/agenthub).
+func dataDir(db string) string {
+	if !isPostgres(db) {
+		return filepath.Dir(db)
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agenthub")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "agenthub")
+	}
+	return "agenthub"
+}
+
 // dbForLog is db without a password.
 func dbForLog(db string) string {
 	if u, err := url.Parse(db); err == nil && isPostgres(db) {
@@ -129,7 +145,7 @@ once: keep it. The owner can create orgs and act in any of them
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Initialised %s with org %q. The owner's API token (shown once):\n", db, org)
+			fmt.Fprintf(cmd.ErrOrStderr(), "Initialised %s with org %q. The owner's API token (shown once):\n", dbForLog(db), org)
 			fmt.Fprintln(cmd.OutOrStdout(), secret)
 			return nil
 		},

@@ -47,7 +47,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mode, "sandboxes", "auto", "run container sandboxes: auto (when a Docker engine answers), on (refuse to start without one) or off")
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker engine for sandboxes (default: $DOCKER_HOST, else the local socket)")
 	fs.StringVar(&f.agentd, "agentd", "", "static agentd binary mounted into sandboxes (default: agentd next to agenthub, else on PATH)")
-	fs.StringVar(&f.dir, "sandbox-dir", "", "directory for the sandboxes' socket and agentd (default: 'sandboxes' beside --db)")
+	fs.StringVar(&f.dir, "sandbox-dir", "", "directory for the sandboxes' socket and agentd (default: 'sandboxes' beside --db; with a postgres:// --db, in ~/.local/share/agenthub)")
 	fs.StringVar(&f.network, "sandbox-network", egress.DefaultNetworkName, "Docker network of sandboxes with network access (the hub makes it and installs its egress rules)")
 	fs.StringVar(&f.subnet, "sandbox-subnet", "", "IPv4 subnet of that network (default "+egress.DefaultSubnet+"; change it if it clashes)")
 	fs.StringArrayVar(&f.allow, "allow-registry", nil, "also allow custom images from this registry host (repeatable; '*.example.com' for subdomains)")
@@ -138,7 +138,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	dir := f.dir
 	if dir == "" {
-		dir = filepath.Join(filepath.Dir(db), "sandboxes")
+		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
