@@ -24,6 +24,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
 
@@ -139,19 +140,41 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	}
 	step("machine: agentd run  →  tunnel up; the hub reaches it without any inbound port")
 
-	// 4. The chat's view of the machine's activity, live.
+	// 4. The chat's view of the machine's activity: each step shows the
+	// records it caused under its own output, once the one that ends it
+	// (ok, error, exit) has come.
+	since, err := newestActivity(ctx, hubURL, owner)
+	if err != nil {
+		return err
+	}
 	var outMu sync.Mutex
 	actCtx, stopAct := context.WithCancel(ctx)
+	acts := make(chan *hubv1.WatchResponse, 64)
 	actDone := make(chan struct{})
 	go func() {
 		defer close(actDone)
-		followActivity(actCtx, hubURL, owner, func(r *hubv1.WatchResponse) {
-			outMu.Lock()
-			defer outMu.Unlock()
-			fmt.Fprintf(out, "%s  ⤷ activity: %s%s\n", st.dim, ctl.ActivityLine(r), st.off)
-		})
+		followActivity(actCtx, hubURL, owner, since, acts)
 	}()
 	defer func() { stopAct(); <-actDone }()
+	showActivity := func() {
+		wait := time.NewTimer(5 * time.Second) // a record lost on the way must not stall the demo
+		defer wait.Stop()
+		for {
+			select {
+			case r := <-acts:
+				outMu.Lock()
+				fmt.Fprintf(out, "%s  ⤷ activity: %s%s\n", st.dim, ctl.ActivityLine(r), st.off)
+				outMu.Unlock()
+				if o := r.GetRecord().GetOutcome(); o == agentdv1.Outcome_OUTCOME_OK || o == agentdv1.Outcome_OUTCOME_ERROR {
+					return
+				}
+			case <-wait.C:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 
 	// 5. The scripted chat session, through the hub.
 	fmt.Fprintf(out, "\n%s── chat session (the assistant works on %s through the hub) ──%s\n", st.bold, m.Name, st.off)
@@ -162,7 +185,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	}
 	run := func(stdin string, args ...string) int {
 		outMu.Lock()
-		fmt.Fprintf(out, "%s$ agentctl %s%s\n", st.cyan, strings.Join(quoteArgs(args), " "), st.off)
+		fmt.Fprintf(out, "%s%s%s\n", st.cyan, commandLine(args, stdin), st.off)
 		outMu.Unlock()
 		w := &lockedWriter{mu: &outMu, w: out}
 		code := ctl.Main(ctx, append([]string{"--hub", hubURL, "--machine", m.MachineID, "--token-file", tokenFile(tmp, chatToken)}, args...),
@@ -174,7 +197,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		outMu.Lock()
 		fmt.Fprintf(out, "%s  exit %d%s\n", color, code, st.off)
 		outMu.Unlock()
-		time.Sleep(150 * time.Millisecond) // let the activity line land under its step
+		showActivity()
 		return code
 	}
 	failures := 0
@@ -200,7 +223,6 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	if code := run("", "sh", "--timeout", "1s", "--grace", "200ms", "sleep 60 & sleep 60"); code != 124 {
 		failures++
 	}
-	time.Sleep(300 * time.Millisecond)
 	stopAct()
 	<-actDone
 
@@ -251,13 +273,27 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// commandLine is how the transcript shows a step, as a shell would take
+// it: an argument of several lines is quoted across those lines, and stdin
+// follows as a here-document, so code reads as code.
+func commandLine(args []string, stdin string) string {
+	line := "$ agentctl " + strings.Join(quoteArgs(args), " ")
+	if stdin == "" {
+		return line
+	}
+	if !strings.HasSuffix(stdin, "\n") {
+		stdin += "\n"
+	}
+	return line + " <<'EOF'\n" + stdin + "EOF"
+}
+
 func quoteArgs(args []string) []string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		if a == "" || strings.ContainsAny(a, " \t\n'\"$;&|<>()*{}") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
-		q[i] = strings.ReplaceAll(a, "\n", `\n`)
+		q[i] = a
 	}
 	return q
 }
@@ -293,14 +329,42 @@ func waitOnline(ctx context.Context, hubURL, token, id string) error {
 	return errors.New("the paired agentd did not come online within 15s")
 }
 
-func followActivity(ctx context.Context, hubURL, token string, emit func(*hubv1.WatchResponse)) {
+// newestActivity is the id of the newest activity record the hub has
+// stored (0: none), so that the demo shows only what its script causes.
+func newestActivity(ctx context.Context, hubURL, token string) (int64, error) {
+	cc, err := hubConn(hubURL)
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, wire.MDAuthorization, wire.BearerPrefix+token)
+	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1, NoFollow: true})
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return id, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read the hub's activity: %w", err)
+		}
+		id = m.GetId()
+	}
+}
+
+// followActivity sends to acts every activity record stored after id since
+// (with since 0, every record), until ctx ends.
+func followActivity(ctx context.Context, hubURL, token string, since int64, acts chan<- *hubv1.WatchResponse) {
 	cc, err := hubConn(hubURL)
 	if err != nil {
 		return
 	}
 	defer cc.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, wire.MDAuthorization, wire.BearerPrefix+token)
-	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1})
+	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{SinceId: since})
 	if err != nil {
 		return
 	}
@@ -309,6 +373,10 @@ func followActivity(ctx context.Context, hubURL, token string, emit func(*hubv1.
 		if err != nil {
 			return
 		}
-		emit(m)
+		select {
+		case acts <- m:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
