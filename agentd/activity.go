@@ -14,12 +14,12 @@ import (
 )
 
 // record adds an activity record for an operation done for the caller in
-// ctx: who asked comes from the call's metadata.
+// ctx: who asked comes from its connection (see actorOf), the
+// conversation from the call's metadata.
 func (s *Server) record(ctx context.Context, r activity.Record) activity.Record {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		r.Actor = firstMD(md, wire.MDActor)
-		r.Conversation = firstMD(md, wire.MDConversation)
-	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.Actor, r.ClaimedActor = actorOf(ctx, firstMD(md, wire.MDActor))
+	r.Conversation = firstMD(md, wire.MDConversation)
 	return s.activity.Add(r)
 }
 
@@ -58,6 +58,7 @@ func recordToProto(r activity.Record) *agentdv1.ActivityRecord {
 		Seq:          r.Seq,
 		Time:         timestamppb.New(r.Time),
 		Actor:        r.Actor,
+		ClaimedActor: r.ClaimedActor,
 		Conversation: r.Conversation,
 		Kind:         r.Kind,
 		Summary:      strings.ToValidUTF8(r.Summary, "\uFFFD"),

@@ -249,7 +249,7 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 		<-p.Done() // Close waits for every process to finish
 		exit, _ := p.Wait(context.Background())
 		r := activity.Record{
-			Actor: start.Actor, Conversation: start.Conversation,
+			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Conversation: start.Conversation,
 			Kind: "process.exit", Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
 			ObjectID: p.ID(), Outcome: activity.OK, ExitCode: exit.Code, Duration: exit.Duration,
 			Output: excerpt(p),

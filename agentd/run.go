@@ -117,7 +117,8 @@ func Run(ctx context.Context, o RunOptions) error {
 		return err
 	}
 	defer srv.Close() // Serve closes it too; this is for the errors before Serve
-	listeners := []net.Listener{tun}
+	// The hub sets the actor of the calls on the tunnel: trust it there only.
+	listeners := []net.Listener{hubListener{tun}}
 	if o.Socket != "-" {
 		sock := o.Socket
 		if sock == "" {

@@ -193,6 +193,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.WriteBufferSize(connBufferSize),
 		grpc.ReadBufferSize(connBufferSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Names each connection's peer for the audit log (caller.go).
+		grpc.Creds(newPeerCreds(opts.Token, opts.Logger.Named("peer"))),
 		grpc.ChainUnaryInterceptor(s.authUnary),
 		grpc.ChainStreamInterceptor(s.authStream, s.endWatches),
 	)
@@ -223,6 +225,10 @@ func (s *Server) Options() Options { return s.opts }
 
 // Serve serves gRPC on every listener (a local socket, a tunnel, …) until
 // ctx is cancelled or Close is called, then closes the server (see Close).
+// A call's actor in the audit log is who its connection proves it is (the
+// peer's uid on a unix socket, the bearer token on TCP), not the
+// agentd-actor metadata it sends: only on the tunnel Run serves is that
+// metadata, set by the hub, the actor.
 // Serve returns nil after a shutdown caused by ctx or Close; if a listener
 // fails first, everything stops and its error is returned. The listeners
 // are closed when Serve returns. Serve is called once; after Close it

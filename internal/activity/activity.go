@@ -36,9 +36,15 @@ const (
 
 // Record is one operation.
 type Record struct {
-	Seq          uint64        `json:"seq"`
-	Time         time.Time     `json:"time"`
-	Actor        string        `json:"actor,omitempty"`
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Actor is who asked: the API token's name the hub vouches for, or on
+	// a direct connection who the connection proves it is
+	// ("uid:1000(alice)", "token:1a2b3c4d").
+	Actor string `json:"actor,omitempty"`
+	// ClaimedActor is, on a direct connection, who the caller said it was
+	// (the agentd-actor metadata) when that differs from Actor: unchecked.
+	ClaimedActor string        `json:"claimed_actor,omitempty"`
 	Conversation string        `json:"conversation,omitempty"`
 	Kind         string        `json:"kind"`
 	Summary      string        `json:"summary"`

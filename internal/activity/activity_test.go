@@ -252,6 +252,20 @@ func TestOutputBoundedAndLine(t *testing.T) {
 	}
 }
 
+// TestLineShowsTheClaim: a direct caller's unchecked claim is shown
+// beside the actor, labelled; a record without one shows none.
+func TestLineShowsTheClaim(t *testing.T) {
+	t.Parallel()
+	r := Record{Kind: "files.stat", Summary: "stat /w", Outcome: OK, Actor: "uid:1000(alice)", ClaimedActor: "bob"}
+	if line, want := r.Line(), "  uid:1000(alice) (claims: bob)  stat /w  → ok"; !strings.HasSuffix(line, want) {
+		t.Errorf("Line() = %q, want it to end %q", line, want)
+	}
+	r.ClaimedActor = ""
+	if line := r.Line(); strings.Contains(line, "claims") {
+		t.Errorf("Line() = %q shows a claim nobody made", line)
+	}
+}
+
 func TestTailFollowsAcrossRotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

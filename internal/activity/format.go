@@ -11,6 +11,7 @@ import (
 // it is a long number that says nothing to a person (--json has it).
 //
 //	2026-12-02 11:47:03  alice  ran `go test ./...` in /home/u/src  → exit 0 (1.2s)
+//	2026-12-02 11:48:10  uid:1000(u) (claims: bob)  stat /home/u/src  → ok
 func (r Record) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  ", r.Time.Local().Format(time.DateTime))
@@ -19,6 +20,9 @@ func (r Record) Line() string {
 		actor = "local"
 	}
 	b.WriteString(actor)
+	if r.ClaimedActor != "" {
+		fmt.Fprintf(&b, " (claims: %s)", r.ClaimedActor)
+	}
 	if r.Conversation != "" {
 		fmt.Fprintf(&b, " (%s)", r.Conversation)
 	}

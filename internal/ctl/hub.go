@@ -168,6 +168,9 @@ func ActivityLine(m *hubv1.WatchResponse) string {
 	if actor == "" {
 		actor = "local"
 	}
+	if c := r.GetClaimedActor(); c != "" {
+		actor += " (claims: " + c + ")"
+	}
 	name := m.GetMachineName()
 	if name == "" {
 		name = m.GetMachineId()

@@ -86,7 +86,11 @@ type ActivityRecord struct {
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// When it happened.
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	// Who asked (metadata agentd-actor), empty when local.
+	// Who asked. Through the hub: the caller's API token name (the hub sets
+	// the agentd-actor metadata). On a direct connection: who the connection
+	// proves it is, "uid:1000(alice)" on a unix socket, "token:1a2b3c4d" (the
+	// token's SHA-256, first 8 hex digits) on a token-protected TCP port, else
+	// "tcp:HOST:PORT". Empty for the daemon's own records.
 	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Which conversation (metadata agentd-conversation).
 	Conversation string `protobuf:"bytes,4,opt,name=conversation,proto3" json:"conversation,omitempty"`
@@ -114,7 +118,11 @@ type ActivityRecord struct {
 	// How long it took.
 	Duration *durationpb.Duration `protobuf:"bytes,15,opt,name=duration,proto3" json:"duration,omitempty"`
 	// Process id or snapshot id the record is about.
-	ObjectId      string `protobuf:"bytes,16,opt,name=object_id,json=objectId,proto3" json:"object_id,omitempty"`
+	ObjectId string `protobuf:"bytes,16,opt,name=object_id,json=objectId,proto3" json:"object_id,omitempty"`
+	// On a direct connection, the agentd-actor metadata the caller sent, when
+	// it differs from actor: a claim nothing checked, kept for the record.
+	// Always empty through the hub, whose actor is authenticated.
+	ClaimedActor  string `protobuf:"bytes,17,opt,name=claimed_actor,json=claimedActor,proto3" json:"claimed_actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -261,6 +269,13 @@ func (x *ActivityRecord) GetObjectId() string {
 	return ""
 }
 
+func (x *ActivityRecord) GetClaimedActor() string {
+	if x != nil {
+		return x.ClaimedActor
+	}
+	return ""
+}
+
 // WatchRequest says where to resume.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -376,7 +391,7 @@ var File_agentd_v1_activity_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_activity_proto_rawDesc = "" +
 	"\n" +
-	"\x18agentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdd\x03\n" +
+	"\x18agentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x04\n" +
 	"\x0eActivityRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -394,7 +409,8 @@ const file_agentd_v1_activity_proto_rawDesc = "" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x1b\n" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x125\n" +
 	"\bduration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1b\n" +
-	"\tobject_id\x18\x10 \x01(\tR\bobjectId\"j\n" +
+	"\tobject_id\x18\x10 \x01(\tR\bobjectId\x12#\n" +
+	"\rclaimed_actor\x18\x11 \x01(\tR\fclaimedActor\"j\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x1b\n" +
 	"\tno_follow\x18\x02 \x01(\bR\bnoFollow\x12\x17\n" +
