@@ -170,8 +170,9 @@ func (s *Server) deliverSecrets(ctx context.Context, sandboxID string, values ma
 		header := &agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Header{Header: &agentdv1.WriteHeader{
 			Path: wire.SandboxSecretsDir + "/" + name, Mode: 0o600, CreateParents: true}}}
 		chunk := &agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Data{Data: v}}
-		if err := w.Send(header); err == nil {
-			err = w.Send(chunk)
+		// A failed Send shows as CloseAndRecv's error, which says why.
+		if w.Send(header) == nil {
+			_ = w.Send(chunk)
 		}
 		if _, err := w.CloseAndRecv(); err != nil {
 			return status.Errorf(codes.Unavailable, "deliver secret %s: %v", name, status.Convert(err).Message())
