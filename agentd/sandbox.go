@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -13,12 +12,6 @@ import (
 // SandboxSecretsDir is where a sandbox's agentd reads the variables its
 // hub delivers (an agent run's secrets; see wire.SandboxSecretsDir).
 const SandboxSecretsDir = wire.SandboxSecretsDir
-
-// secretNameRE is what a delivered variable may be called.
-var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
-// maxSecretBytes bounds one delivered value.
-const maxSecretBytes = 64 << 10
 
 // secretEnv reads the variables in dir: each regular file NAME sets NAME to
 // its content less one trailing newline. Anything else there (a missing
@@ -32,11 +25,11 @@ func secretEnv(dir string) map[string]string {
 	out := make(map[string]string, len(ents))
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || !secretNameRE.MatchString(name) || strings.HasPrefix(name, "AGENTD_") {
+		if !e.Type().IsRegular() || !wire.ValidSecretName(name) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || len(b) > maxSecretBytes || strings.IndexByte(string(b), 0) >= 0 {
+		if err != nil || len(b) > wire.MaxSecretBytes || strings.IndexByte(string(b), 0) >= 0 {
 			continue
 		}
 		out[name] = strings.TrimSuffix(string(b), "\n")

@@ -31,13 +31,7 @@ type SecretResolver interface {
 // have.
 var ErrNoSecret = errors.New("no such secret")
 
-var (
-	secretRefRE  = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
-	secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-)
-
-// maxSecretBytes bounds a resolved value (agentd reads no more).
-const maxSecretBytes = 64 << 10
+var secretRefRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 
 // checkSecretRef refuses references that are not a relative path of plain
 // names ("..", absolute paths, odd characters).
@@ -70,7 +64,7 @@ func (d DirSecrets) Resolve(_ context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("secret %s: %w", ref, err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, wire.MaxSecretBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("secret %s: %w", ref, err)
 	}
@@ -108,8 +102,8 @@ func (c CommandSecrets) Resolve(ctx context.Context, ref string) ([]byte, error)
 		msg := strings.TrimSpace(truncateRunes(stderr.String(), 200))
 		return nil, fmt.Errorf("secret %s: %s failed: %w (%s)", ref, c.Argv[0], err, msg)
 	}
-	if stdout.Len() > maxSecretBytes {
-		return nil, fmt.Errorf("secret %s: longer than %d bytes", ref, maxSecretBytes)
+	if stdout.Len() > wire.MaxSecretBytes {
+		return nil, fmt.Errorf("secret %s: longer than %d bytes", ref, wire.MaxSecretBytes)
 	}
 	return bytes.TrimSuffix(stdout.Bytes(), []byte("\n")), nil
 }
@@ -131,7 +125,7 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 	for name, v := range refs {
 		ref, ok := strings.CutPrefix(v, "ref:")
 		switch {
-		case !secretNameRE.MatchString(name) || strings.HasPrefix(name, "AGENTD_"):
+		case !wire.ValidSecretName(name):
 			return nil, status.Errorf(codes.InvalidArgument, "secret name %q: want a variable name (letters, digits, '_'), not AGENTD_*", truncateRunes(name, 80))
 		case !ok:
 			// Never echo what was given: it may be the value itself.
@@ -146,8 +140,8 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 			return nil, status.Errorf(codes.NotFound, "secret %s: %v", name, err)
 		case err != nil:
 			return nil, status.Errorf(codes.FailedPrecondition, "secret %s: %v", name, err)
-		case len(b) > maxSecretBytes || bytes.IndexByte(b, 0) >= 0:
-			return nil, status.Errorf(codes.FailedPrecondition, "secret %s: the value is longer than %d bytes or holds a NUL byte", name, maxSecretBytes)
+		case len(b) > wire.MaxSecretBytes || bytes.IndexByte(b, 0) >= 0:
+			return nil, status.Errorf(codes.FailedPrecondition, "secret %s: the value is longer than %d bytes or holds a NUL byte", name, wire.MaxSecretBytes)
 		}
 		out[name] = b
 	}

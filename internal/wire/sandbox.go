@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"regexp"
+	"strings"
+)
+
 // The environment variables a hub sets for a sandbox's agentd (its
 // credential among them). Like every AGENTD_* variable they never reach the
 // commands the agent runs.
@@ -17,3 +22,15 @@ const (
 // never reach the image, the workspace volume or the container's
 // configuration, and go with the container.
 const SandboxSecretsDir = "/tmp/.agentd-secrets"
+
+// MaxSecretBytes bounds one delivered secret's value: the hub refuses a
+// longer one and agentd reads no longer one.
+const MaxSecretBytes = 64 << 10
+
+var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// ValidSecretName reports whether name may carry a delivered secret: a
+// variable name, not one of the daemon's own AGENTD_* names.
+func ValidSecretName(name string) bool {
+	return secretNameRE.MatchString(name) && !strings.HasPrefix(name, "AGENTD_")
+}
