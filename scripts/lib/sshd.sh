@@ -3,7 +3,8 @@
 # connection, for the ssh baselines. It needs from the caller: $tmp (a temp
 # dir), $raw (the raw results file), $SSH_PORT, note and apt_install; it
 # sets sshd_pid, ssh_master, ssh_base, ssh_rc and ssh_dest, which the
-# caller's cleanup uses. sshc runs a command through the master.
+# caller's cleanup uses, and ssh_port and ssh_key (the user's key, for Go
+# clients). sshc runs a command through the master.
 start_sshd() {
 	local sshd
 	sshd=$(command -v sshd || echo /usr/sbin/sshd)
@@ -67,6 +68,7 @@ start_sshd() {
 	ssh_rc=("${ssh_base[@]}" -o ControlMaster=no)
 	ssh_base=("${ssh_base[@]}" -o SendEnv=SHLVL -o ControlMaster=no)
 	[[ $(sshc 'echo ok') == ok ]] || { note "ssh through the master connection does not work"; return 1; }
+	ssh_port=$port ssh_key=$d/user_key
 	note "sshd on 127.0.0.1:$port (pid $sshd_pid), multiplexed master up, cipher $(ssh -G "${ssh_base[@]}" "$ssh_dest" 2>/dev/null | awk '$1 == "ciphers" { split($2, c, ","); print c[1] }')"
 }
 sshc() { ssh "${ssh_base[@]}" "$ssh_dest" "$@"; }
