@@ -35,26 +35,26 @@ type PairOptions struct {
 // public half with the pairing code, and stores the machine id and the key
 // in the config dir (0600 files in a 0700 dir). It refuses to replace an
 // existing pairing (run Unpair first).
-func Pair(ctx context.Context, o PairOptions) (config.Machine, error) {
+func Pair(ctx context.Context, o PairOptions) (Machine, error) {
 	if _, _, err := config.LoadMachine(o.ConfigDir); err == nil {
-		return config.Machine{}, fmt.Errorf("this machine is already paired (%s); run 'agentd unpair' first", o.ConfigDir)
+		return Machine{}, fmt.Errorf("this machine is already paired (%s); run 'agentd unpair' first", o.ConfigDir)
 	} else if !errors.Is(err, config.ErrNotPaired) {
 		var pe *config.PermissionError
 		if errors.As(err, &pe) {
-			return config.Machine{}, err
+			return Machine{}, err
 		}
 	}
 	u, err := hubURL(o.Hub)
 	if err != nil {
-		return config.Machine{}, err
+		return Machine{}, err
 	}
 	client, err := httpClient(o.CAFile)
 	if err != nil {
-		return config.Machine{}, err
+		return Machine{}, err
 	}
 	key, err := config.NewKey()
 	if err != nil {
-		return config.Machine{}, err
+		return Machine{}, err
 	}
 	host, _ := os.Hostname()
 	body, _ := json.Marshal(wire.PairRequest{
@@ -65,13 +65,13 @@ func Pair(ctx context.Context, o PairOptions) (config.Machine, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.JoinPath(wire.PairPath).String(), bytes.NewReader(body))
 	if err != nil {
-		return config.Machine{}, err
+		return Machine{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "agentd/"+version.Version)
 	resp, err := client.Do(req)
 	if err != nil {
-		return config.Machine{}, fmt.Errorf("reach hub %s: %w", u.Host, err)
+		return Machine{}, fmt.Errorf("reach hub %s: %w", u.Host, err)
 	}
 	defer resp.Body.Close()
 	// One decode for either answer: a PairResponse (200) or a PairError.
@@ -81,22 +81,31 @@ func Pair(ctx context.Context, o PairOptions) (config.Machine, error) {
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err := json.Unmarshal(data, &pr); err != nil {
-		return config.Machine{}, fmt.Errorf("hub answered %s, not a pairing response: %.200q", resp.Status, data)
+		return Machine{}, fmt.Errorf("hub answered %s, not a pairing response: %.200q", resp.Status, data)
 	}
 	if resp.StatusCode != http.StatusOK {
 		if pr.Error == "" {
 			pr.Error = resp.Status
 		}
-		return config.Machine{}, fmt.Errorf("pairing refused: %s", pr.Error)
+		return Machine{}, fmt.Errorf("pairing refused: %s", pr.Error)
 	}
 	m := config.Machine{Hub: u.String(), MachineID: pr.MachineID, Org: pr.Org, Name: o.Name, CAFile: o.CAFile}
 	if m.Name == "" {
 		m.Name = host
 	}
 	if err := config.SaveMachine(o.ConfigDir, m, key); err != nil {
-		return config.Machine{}, fmt.Errorf("paired as %s, but storing the key failed (pair again with a new code): %w", pr.MachineID, err)
+		return Machine{}, fmt.Errorf("paired as %s, but storing the key failed (pair again with a new code): %w", pr.MachineID, err)
 	}
-	return m, nil
+	return Machine(m), nil
+}
+
+// Machine is a pairing as Pair stored it.
+type Machine struct {
+	Hub       string // the hub's URL
+	MachineID string // the id the hub assigned
+	Org       string // the org the machine was paired into
+	Name      string // the name shown in `agentctl machines`
+	CAFile    string // the CA file the hub's certificate is checked with ("" for the system roots)
 }
 
 // hubURL checks a hub URL: https, or http only to a loopback host.
