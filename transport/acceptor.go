@@ -391,7 +391,10 @@ func (l leanHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		b, _ := brw.Reader.Peek(n)
 		r = io.MultiReader(bytes.NewReader(bytes.Clone(b)), c)
 	}
-	return c, bufio.NewReadWriter(bufio.NewReaderSize(r, 1<<10), bufio.NewWriterSize(c, 1<<10)), nil
+	// The websocket reads the conn returned here (it resets the reader onto
+	// it after the bytes buffered so far): reads go through burstConn,
+	// large system calls while data flows.
+	return newBurstConn(c), bufio.NewReadWriter(bufio.NewReaderSize(r, 1<<10), bufio.NewWriterSize(c, 1<<10)), nil
 }
 
 // heartbeat re-checks a connected machine when its daemon pings, so that a
