@@ -17,8 +17,10 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
+	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -188,11 +190,14 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	}
 	var notices []string
 	network := "none"
+	var allow allowlist.List
 	switch req.GetNetwork() {
 	case "":
 		if p.Network.Default == agentimage.NetworkAllow {
-			notices = append(notices, fmt.Sprintf("the profile's allow list (%s) is not enforced yet: the sandbox has no network; --network open gives it the public network",
-				strings.Join(p.Network.Allow, ", ")))
+			// Checked when the profile was loaded.
+			if allow, err = allowlist.ParseList(p.Network.Allow); err != nil {
+				return nil, status.Errorf(codes.Internal, "profile %s: %v", p.Name, err)
+			}
 		}
 	case "open":
 		network = "public"
@@ -223,7 +228,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,
-		home: sandbox.WorkspaceDir + "/.home"}
+		home: sandbox.WorkspaceDir + "/.home", allow: allow}
 	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
 	if err != nil {
 		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {
@@ -239,7 +244,13 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		}
 	}
 
-	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, network, ttl)
+	shown := network
+	if len(allow) > 0 {
+		shown = "allow " + strings.Join(allow.Strings(), " ")
+		notices = append(notices, fmt.Sprintf("the sandbox reaches only %s, through the hub's egress proxy (HTTPS_PROXY=http://%s); --network open gives it the public network",
+			strings.Join(allow.Strings(), ", "), wire.SandboxEgressProxy))
+	}
+	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, shown, ttl)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
 	}
