@@ -189,20 +189,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		}
 	}
 	var notices []string
-	network := "none"
-	var allow allowlist.List
-	switch req.GetNetwork() {
-	case "":
-		if p.Network.Default == agentimage.NetworkAllow {
-			// Checked when the profile was loaded.
-			if allow, err = allowlist.ParseList(p.Network.Allow); err != nil {
-				return nil, status.Errorf(codes.Internal, "profile %s: %v", p.Name, err)
-			}
-		}
-	case "open":
-		network = "public"
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+	network, allow, err := runNetwork(p, req)
+	if err != nil {
+		return nil, err
 	}
 
 	secrets, err := g.s.resolveSecrets(ctx, req.GetSecrets())
@@ -259,6 +248,46 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	}
 	g.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: "agent.run", Summary: what,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, ObjectId: sb.ID})
-	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network,
+	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network, Allow: allow.Strings(),
 		Expires: timestamppb.New(sb.ExpiresAt), Notices: notices, Executable: p.Executable}, nil
+}
+
+// maxRunAllow bounds the destinations one run may add.
+const maxRunAllow = 64
+
+// runNetwork is a run's Docker network ("none" or "public") and, with
+// "none", its allow list: the profile's, plus what the run adds.
+func runNetwork(p agentimage.Profile, req *hubv1.RunAgentRequest) (string, allowlist.List, error) {
+	extra := req.GetAllow()
+	if len(extra) > maxRunAllow {
+		return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %d destinations; at most %d", len(extra), maxRunAllow)
+	}
+	switch req.GetNetwork() {
+	case "":
+	case "open":
+		if len(extra) > 0 {
+			return "", nil, status.Error(codes.InvalidArgument, "--allow adds to the restricted network; with --network open the sandbox reaches every public host already: give one or the other")
+		}
+		return "public", nil, nil
+	default:
+		return "", nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+	}
+	var allow allowlist.List
+	if p.Network.Default == agentimage.NetworkAllow {
+		l, err := allowlist.ParseList(p.Network.Allow) // checked when the profile was loaded
+		if err != nil {
+			return "", nil, status.Errorf(codes.Internal, "profile %s: %v", p.Name, err)
+		}
+		allow = l
+	}
+	for _, s := range extra {
+		e, err := allowlist.Parse(s)
+		if err != nil {
+			return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %v", err)
+		}
+		if !slices.Contains(allow, e) {
+			allow = append(allow, e)
+		}
+	}
+	return "none", allow, nil
 }

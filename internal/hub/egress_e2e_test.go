@@ -44,8 +44,9 @@ func TestAgentEgressAllowList(t *testing.T) {
 	defer plainSrv.Close()
 	var dials atomic.Int64
 	names := map[string]string{
-		"api.example.com:443":  tlsSrv.Listener.Addr().String(),
-		"plain.example.com:80": plainSrv.Listener.Addr().String(),
+		"api.example.com:443":    tlsSrv.Listener.Addr().String(),
+		"plain.example.com:80":   plainSrv.Listener.Addr().String(),
+		"extra.example.com:8443": tlsSrv.Listener.Addr().String(), // allowed by --allow only
 	}
 	dial := func(ctx context.Context, host string, port int) (net.Conn, error) {
 		dials.Add(1)
@@ -99,6 +100,7 @@ func TestAgentEgressAllowList(t *testing.T) {
 		{"curl -sS http://evil.example.com/", "agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list " + list + "\n"},
 		{"curl -sS http://api.example.com/", "agentd egress proxy: api.example.com:80 is not on this sandbox's allow list " + list + "\n"},
 		{"curl -sS -k -w '%{http_connect}' -o /dev/null https://evil.example.com/; echo \" exit=$?\"", "403 exit=56\n"},
+		{"curl -sS -k -w '%{http_connect}' -o /dev/null https://extra.example.com:8443/; echo \" exit=$?\"", "403 exit=56\n"},
 	} {
 		if code, out, errs := sh(tc.script); code != 0 || out != tc.want {
 			t.Errorf("%s = %d %q %q; want %q", tc.script, code, out, errs, tc.want)
@@ -156,6 +158,32 @@ func TestAgentEgressAllowList(t *testing.T) {
 	}
 	if code, out, _ := run("--json", "activity", "--tail", "200"); code != 0 || !strings.Contains(out, `"kind":"egress.deny"`) || !strings.Contains(out, `"kind":"egress.allow"`) {
 		t.Errorf("activity --json lacks the egress kinds:\n%s", out)
+	}
+
+	// --allow adds destinations for one run (here through the exec path of
+	// a run with arguments); refused with --network open, or when it is no
+	// allow-list entry, and then nothing is made.
+	code, out, errs = run("agent", "run", "egressfixture", "--allow", "extra.example.com:8443", "--",
+		"-c", "curl -sS -k https://extra.example.com:8443/x && curl -sS http://evil.example.com/")
+	if want := "api says hi to extra.example.com:8443 at /x\nagentd egress proxy: evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, extra.example.com:8443)\n"; code != 0 || out != want {
+		t.Errorf("agent run --allow = %d %q %q; want %q", code, out, errs, want)
+	}
+	before2, _ := h.Store.ListSandboxes(t.Context(), "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--allow", "https://x.example.com"}, `--allow: invalid allow-list entry "https://x.example.com": want a host name (api.example.com), not a URL`},
+		{[]string{"--allow", "10.0.0.1"}, "not an IP address"},
+		{[]string{"--allow", "x.example.com", "--network", "open"}, "--allow adds to the restricted network; with --network open"},
+	} {
+		code, out, errs := run(append([]string{"agent", "run", "egressfixture"}, tc.args...)...)
+		if code != 1 || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("agent run %v = %d %q %q; want 1 and %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+	if after, _ := h.Store.ListSandboxes(t.Context(), ""); len(after) != len(before2) {
+		t.Errorf("refused runs left sandboxes: %d before, %d after", len(before2), len(after))
 	}
 
 	// A hub restart: the sandbox's allow list is read back from its
