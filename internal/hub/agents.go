@@ -141,8 +141,8 @@ func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsReques
 		a := &hubv1.Agent{Name: p.Name, DisplayName: p.DisplayName, Executable: p.Executable, Strategy: string(p.Strategy),
 			Image: ref, ImageHint: hint, Network: p.Network.Default, Ttl: durationpb.New(p.TTL.Duration),
 			Sensitivity: string(p.Sensitivity), RiskNotes: p.RiskNotes}
-		if len(p.Network.Allow) > 0 {
-			a.Network = strings.Join(p.Network.Allow, ",")
+		if l, err := allowlist.ParseList(p.Network.Allow); err == nil && len(l) > 0 {
+			a.Network = l.String()
 		}
 		if m := g.s.sandboxes; m != nil && ref != "" {
 			_, err := m.o.Driver.Image(ctx, ref)
