@@ -40,7 +40,7 @@ type chain struct {
 
 const sandboxID = "sb-test1"
 
-func startChain(t *testing.T, allow []string, names map[string]string) *chain {
+func startChain(t testing.TB, allow []string, names map[string]string) *chain {
 	t.Helper()
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
