@@ -126,6 +126,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.Header.Get(HeaderSandbox)
 	g, err := p.o.Lookup(r.Context(), id)
+	if err != nil && !errors.Is(err, ErrUnknownSandbox) {
+		p.log.Warn("could not look up a sandbox for egress", zap.String("sandbox", truncate(id)), zap.Error(err))
+		refuse(w, http.StatusServiceUnavailable, "the hub could not check this sandbox just now; try again")
+		return
+	}
 	if err == nil {
 		err = verify(r.Header, target, p.o.Now(), g.Key)
 	}
@@ -138,7 +143,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.Allow.Match(host, port) {
 		err := &DeniedError{Target: target, Allow: g.Allow}
 		p.o.Record(ctx, Event{Sandbox: id, Target: target, Err: err})
-		refuse(w, http.StatusForbidden, err.Error())
+		refuse(w, http.StatusForbidden, err.Error()+"; "+DeniedHint)
 		return
 	}
 	dctx, cancel := context.WithTimeout(r.Context(), p.o.DialTimeout)
@@ -229,6 +234,10 @@ func (p *Proxy) Close() error {
 	p.wg.Wait()
 	return nil
 }
+
+// DeniedHint ends the body of a refusal for a destination off the list:
+// what a person can do about it.
+const DeniedHint = "a run adds destinations with 'agentctl agent run PROFILE --allow HOST[:PORT]'"
 
 // DeniedError is a destination that is not on the sandbox's allow list.
 type DeniedError struct {

@@ -168,7 +168,7 @@ func TestChain(t *testing.T) {
 		{"https://api.example.com/v1/x", 200, "tls api.example.com /v1/x", sandboxID + " api.example.com:443 allowed=true", true},
 		{"http://plain.example.com/a?b=c", 200, "plain GET plain.example.com /a?b=c", sandboxID + " plain.example.com:80 allowed=true", true},
 		{"http://evil.example.com/", 403,
-			"agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, *.internal.example.com:443)",
+			"agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, *.internal.example.com:443); " + DeniedHint + "\n",
 			sandboxID + " evil.example.com:80 allowed=false err=evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, *.internal.example.com:443)", true},
 		{"http://api.example.com/", 403, "agentd egress proxy: api.example.com:80 is not on this sandbox's allow list", "", true},
 		{"https://evil.example.com/", 0, "", sandboxID + " evil.example.com:443 allowed=false", false},
@@ -201,7 +201,7 @@ func TestChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 403 || string(b) != "agentd egress proxy: evil.example.com:443 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, *.internal.example.com:443)\n" {
+	if resp.StatusCode != 403 || string(b) != "agentd egress proxy: evil.example.com:443 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, *.internal.example.com:443); "+DeniedHint+"\n" {
 		t.Errorf("raw CONNECT: %d %q", resp.StatusCode, b)
 	}
 	ch.takeEvents()
@@ -339,5 +339,35 @@ func TestTunnelBytesAndClose(t *testing.T) {
 	}
 	if diff := cmp.Diff(ch.takeEvents(), []string{sandboxID + " echo.example.com:7 allowed=true", sandboxID + " echo.example.com:7 allowed=true"}); diff != "" {
 		t.Errorf("events (-got +want):\n%s", diff)
+	}
+}
+
+// What the proxy answers before it looks at the allow list: only CONNECT,
+// a target with a port, and a sandbox it could look up (a store that
+// fails is a 503 to retry, not a refusal).
+func TestProxyRefusesEarly(t *testing.T) {
+	t.Parallel()
+	p, err := NewProxy(ProxyOptions{Lookup: func(context.Context, string) (Grant, error) { return Grant{}, errors.New("store down") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, tc := range []struct {
+		method, target string
+		code           int
+		body           string
+	}{
+		{http.MethodGet, "/", 405, "only CONNECT host:port"},
+		{http.MethodConnect, "api.example.com:0", 400, "want host:port with a port from 1 to 65535"},
+		{http.MethodConnect, "api.example.com:443", 503, "could not check this sandbox just now"},
+	} {
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, httptest.NewRequest(tc.method, tc.target, nil))
+		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.body) {
+			t.Errorf("%s %s = %d %q; want %d %q", tc.method, tc.target, w.Code, w.Body.String(), tc.code, tc.body)
+		}
+	}
+	if _, err := NewProxy(ProxyOptions{}); err == nil {
+		t.Error("NewProxy without Lookup succeeded")
 	}
 }

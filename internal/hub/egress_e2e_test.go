@@ -96,9 +96,10 @@ func TestAgentEgressAllowList(t *testing.T) {
 	// dials nothing for them.
 	before := dials.Load()
 	const list = "(api.example.com:443, plain.example.com:80)"
+	const hint = "; a run adds destinations with 'agentctl agent run PROFILE --allow HOST[:PORT]'\n"
 	for _, tc := range []struct{ script, want string }{
-		{"curl -sS http://evil.example.com/", "agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list " + list + "\n"},
-		{"curl -sS http://api.example.com/", "agentd egress proxy: api.example.com:80 is not on this sandbox's allow list " + list + "\n"},
+		{"curl -sS http://evil.example.com/", "agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list " + list + hint},
+		{"curl -sS http://api.example.com/", "agentd egress proxy: api.example.com:80 is not on this sandbox's allow list " + list + hint},
 		{"curl -sS -k -w '%{http_connect}' -o /dev/null https://evil.example.com/; echo \" exit=$?\"", "403 exit=56\n"},
 		{"curl -sS -k -w '%{http_connect}' -o /dev/null https://extra.example.com:8443/; echo \" exit=$?\"", "403 exit=56\n"},
 	} {
@@ -165,7 +166,7 @@ func TestAgentEgressAllowList(t *testing.T) {
 	// allow-list entry, and then nothing is made.
 	code, out, errs = run("agent", "run", "egressfixture", "--allow", "extra.example.com:8443", "--",
 		"-c", "curl -sS -k https://extra.example.com:8443/x && curl -sS http://evil.example.com/")
-	if want := "api says hi to extra.example.com:8443 at /x\nagentd egress proxy: evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, extra.example.com:8443)\n"; code != 0 || out != want {
+	if want := "api says hi to extra.example.com:8443 at /x\nagentd egress proxy: evil.example.com:80 is not on this sandbox's allow list (api.example.com:443, plain.example.com:80, extra.example.com:8443)" + hint; code != 0 || out != want {
 		t.Errorf("agent run --allow = %d %q %q; want %q", code, out, errs, want)
 	}
 	before2, _ := h.Store.ListSandboxes(t.Context(), "")
