@@ -47,18 +47,22 @@ type SandboxCredential struct {
 	Key         ed25519.PrivateKey
 	Environment string // the hub environment, for SystemService.Info
 	Image       string // the pinned image, for SystemService.Info
+	// Egress is the loopback address to serve the sandbox's egress proxy
+	// on (its allow list's only way out); "" when it has none.
+	Egress string
 }
 
 // The environment variables a hub sets for a sandbox's agentd (defined
 // with the rest of the wire in internal/wire, which the hub imports). Like
 // every AGENTD_* variable they never reach the commands the agent runs.
 const (
-	EnvSandboxHub   = wire.EnvSandboxHub
-	EnvSandboxID    = wire.EnvSandboxID
-	EnvSandboxOrg   = wire.EnvSandboxOrg
-	EnvSandboxKey   = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxEnv   = wire.EnvSandboxEnv
-	EnvSandboxImage = wire.EnvSandboxImage
+	EnvSandboxHub    = wire.EnvSandboxHub
+	EnvSandboxID     = wire.EnvSandboxID
+	EnvSandboxOrg    = wire.EnvSandboxOrg
+	EnvSandboxKey    = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
+	EnvSandboxEnv    = wire.EnvSandboxEnv
+	EnvSandboxImage  = wire.EnvSandboxImage
+	EnvSandboxEgress = wire.EnvSandboxEgress
 )
 
 // SandboxFromEnv reads a sandbox's credential from the variables a hub
@@ -75,6 +79,7 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 	c = &SandboxCredential{
 		Hub: getenv(EnvSandboxHub), ID: getenv(EnvSandboxID), Org: getenv(EnvSandboxOrg),
 		Key: ed25519.NewKeyFromSeed(raw), Environment: getenv(EnvSandboxEnv), Image: getenv(EnvSandboxImage),
+		Egress: getenv(EnvSandboxEgress),
 	}
 	if c.Hub == "" || c.ID == "" {
 		return nil, true, fmt.Errorf("%s and %s must be set with %s", EnvSandboxHub, EnvSandboxID, EnvSandboxKey)
@@ -134,6 +139,13 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 		defer os.Remove(a.Address)
 		listeners = append(listeners, local)
+	}
+	if c := o.Sandbox; c != nil && c.Egress != "" {
+		stop, err := serveEgress(ctx, c, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})

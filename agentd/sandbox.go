@@ -1,11 +1,16 @@
 package agentd
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
@@ -48,4 +53,32 @@ func makeSandboxHome(home string) error {
 		return fmt.Errorf("make HOME %s: %w", home, err)
 	}
 	return nil
+}
+
+// serveEgress serves the sandbox's egress proxy on c.Egress (its
+// loopback): each connection goes to the hub's socket, signed with the
+// sandbox's key, and the hub decides. stop closes it and waits.
+func serveEgress(ctx context.Context, c *SandboxCredential, log *zap.Logger) (stop func(), err error) {
+	u, err := url.Parse(c.Hub)
+	if err != nil || u.Scheme != "unix" {
+		return nil, fmt.Errorf("egress proxy: the hub %q is not a unix socket", c.Hub)
+	}
+	fw, err := egressproxy.Listen(egressproxy.ForwarderOptions{
+		Listen: c.Egress, HubSocket: u.Path, SandboxID: c.ID, Key: c.Key, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fw.Serve(ctx); err != nil {
+			log.Error("egress proxy stopped", zap.Error(err))
+		}
+	}()
+	log.Info("egress proxy", zap.String("listen", c.Egress))
+	return func() {
+		_ = fw.Close()
+		<-done
+	}, nil
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/devdepot-ai/agentd/internal/allowlist"
 )
 
 // Strategy says where an agent's image comes from.
@@ -125,8 +127,9 @@ type Limits struct {
 type Network struct {
 	// Default is NetworkNone or NetworkAllow.
 	Default string `json:"default"`
-	// Allow are the hosts reachable under NetworkAllow (at least one); a
-	// leading "*." allows the subdomains of a domain.
+	// Allow are the destinations reachable under NetworkAllow (at least
+	// one), through the hub's egress proxy: HOST or *.DOMAIN, each with an
+	// optional :PORT (default 443); see package allowlist.
 	Allow []string `json:"allow,omitempty"`
 }
 
@@ -156,7 +159,6 @@ var (
 	npmRE     = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$`)
 	envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	envValRE  = regexp.MustCompile(`^[A-Za-z0-9._:/,-]*$`)
-	hostRE    = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]([a-z0-9-]*[a-z0-9])?$`)
 	// Names a credential would have: a profile never carries one.
 	credentialRE = regexp.MustCompile(`KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH`)
 )
@@ -303,8 +305,8 @@ func (n Network) validate() error {
 			return errors.New("the default is allow, but allow is empty (say none for no network)")
 		}
 		for _, h := range n.Allow {
-			if !hostRE.MatchString(h) {
-				return fmt.Errorf("allow %q: want a lowercase host name, optionally *.domain", h)
+			if _, err := allowlist.Parse(h); err != nil {
+				return fmt.Errorf("allow: %w", err)
 			}
 		}
 	default:

@@ -90,7 +90,7 @@ func (a *app) agentRunCmd() *cobra.Command {
 		secrets []string
 	)
 	cmd := &cobra.Command{
-		Use:   "run PROFILE [--org O] [--image REF] [--network open] [--ttl D] [-- ARG...]",
+		Use:   "run PROFILE [--org O] [--image REF] [--allow HOST[:PORT]]... [--network open] [--ttl D] [-- ARG...]",
 		Short: "Make a disposable sandbox with a coding agent; with -- ARGS, run the agent with them",
 		Long: `Make a disposable sandbox for the agent of PROFILE (see 'agentctl agent ls'),
 from its image on the hub's Docker engine, with the profile's limits. Without
@@ -99,10 +99,20 @@ online. With arguments after --, run the agent's executable with them (no
 shell) and exit as 'agentctl exec' does: the agent's exit code, its stderr on
 stderr, 124 when --timeout killed it, 128+N when signal N did.
 
-The network starts restricted (none, until the profiles' allow lists are
-enforced); --network open gives the sandbox the public network (never private
-ones), recorded in the org's activity. The sandbox stays until 'agentctl
-sandbox rm' or its TTL (--ttl, default the profile's; 1m to 24h).
+The network starts restricted, as the profile says (NETWORK in 'agentctl
+agent ls'): none at all, or only the hosts of its allow list. The sandbox has
+no network interface but loopback either way; the allowed hosts are reached
+through the hub's egress proxy, which the sandbox's processes find in
+HTTPS_PROXY, HTTP_PROXY and ALL_PROXY (http://127.0.0.1:3128). The hub checks
+each connection against the list (HOST or *.DOMAIN, port 443 unless the entry
+names one), never opens one to a private, loopback or link-local address, and
+records every destination, allowed or refused, in the org's activity; a
+refused one gets "403 Forbidden" naming the list. --allow adds destinations
+for this run. --network open gives the sandbox the public network instead
+(never private ones), recorded in the org's activity.
+
+The sandbox stays until 'agentctl sandbox rm' or its TTL (--ttl, default the
+profile's; 1m to 24h).
 
 --secret NAME=ref:PATH gives every command in the sandbox the variable NAME,
 its value resolved by the hub's secret provider (agenthub serve --secret-dir
@@ -110,6 +120,7 @@ or --secret-command) and delivered onto the sandbox's tmpfs: never into the
 image, the hub's store, logs or activity, or the container's configuration.`,
 		Example: `  agentctl agent run codex
   agentctl agent run opencode -- --version
+  agentctl agent run aider --allow api.openai.com -- --model gpt-5 --yes-always
   agentctl agent run aider --network open --ttl 30m
   agentctl agent run commandcode --image ghcr.io/x/cc:1
   agentctl agent run codex --secret OPENAI_API_KEY=ref:team/openai -- exec "fix the failing test"`,
@@ -173,6 +184,7 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 	f.StringVar(&req.Org, "org", "", "org (default: your token's)")
 	f.StringVar(&req.Image, "image", "", "an image on the hub's engine instead of the profile's (required for custom profiles)")
 	f.StringVar(&req.Network, "network", "", `"open" for the public network (default: restricted, as the profile says)`)
+	f.StringArrayVar(&req.Allow, "allow", nil, "HOST[:PORT] or *.DOMAIN[:PORT] the sandbox may reach through the hub's egress proxy, besides the profile's allow list (repeatable; port 443 unless given)")
 	f.DurationVar(&ttl, "ttl", 0, "how long the sandbox lives (default: the profile's TTL)")
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=ref:PATH: the agent's commands get NAME from the hub's secret provider (repeatable)")
 	f.DurationVar(&timeout, "timeout", 0, "with -- ARGS: kill the agent's process group after this long (exit 124)")

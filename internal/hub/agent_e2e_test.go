@@ -95,8 +95,8 @@ func TestAgentRun(t *testing.T) {
 	if code != 3 || out != "x|a b; id\n" || !strings.Contains(errs, "err\n") {
 		t.Errorf("agent run fixture -- … = %d %q %q; want 3, 'x|a b; id', err", code, out, errs)
 	}
-	if !strings.Contains(errs, "allow list (api.example.com) is not enforced yet") {
-		t.Errorf("no notice of the unenforced allow list: %q", errs)
+	if !strings.Contains(errs, "note: the sandbox reaches only api.example.com:443, through the hub's egress proxy (HTTPS_PROXY=http://127.0.0.1:3128)") {
+		t.Errorf("no notice of the allow list: %q", errs)
 	}
 	if !strings.Contains(errs, "note: fixture 1.10.0 is out; this image has 1.2.3 (the version is pinned: 'agenthub image build fixture --agent-version 1.10.0'") {
 		t.Errorf("no notice of the newer release: %q", errs)
@@ -106,7 +106,8 @@ func TestAgentRun(t *testing.T) {
 	}
 
 	// Without argv: the sandbox id alone; it is a machine id, with the
-	// profile's limits, no network, the runner image by id, an end.
+	// profile's limits, no network (the allow list goes through the egress
+	// proxy: see TestAgentEgressAllowList), the runner image by id, an end.
 	code, out, errs = run("agent", "run", "fixture", "--ttl", "10m")
 	id := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(id, "sb-") || strings.Contains(id, "\n") {
@@ -166,7 +167,7 @@ func TestAgentRun(t *testing.T) {
 
 	// The runs are in the org's activity.
 	code, out, _ = run("activity")
-	if code != 0 || strings.Count(out, "ran agent fixture in sb-") < 3 || !strings.Contains(out, "ran agent fixture in "+id+" (image "+runner+", network none, ttl 10m0s)") {
+	if code != 0 || strings.Count(out, "ran agent fixture in sb-") < 3 || !strings.Contains(out, "ran agent fixture in "+id+" (image "+runner+", network allow api.example.com:443, ttl 10m0s)") {
 		t.Errorf("activity = %d, want the runs:\n%s", code, out)
 	}
 

@@ -17,8 +17,10 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
+	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -139,8 +141,8 @@ func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsReques
 		a := &hubv1.Agent{Name: p.Name, DisplayName: p.DisplayName, Executable: p.Executable, Strategy: string(p.Strategy),
 			Image: ref, ImageHint: hint, Network: p.Network.Default, Ttl: durationpb.New(p.TTL.Duration),
 			Sensitivity: string(p.Sensitivity), RiskNotes: p.RiskNotes}
-		if len(p.Network.Allow) > 0 {
-			a.Network = strings.Join(p.Network.Allow, ",")
+		if l, err := allowlist.ParseList(p.Network.Allow); err == nil && len(l) > 0 {
+			a.Network = l.String()
 		}
 		if m := g.s.sandboxes; m != nil && ref != "" {
 			_, err := m.o.Driver.Image(ctx, ref)
@@ -187,17 +189,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		}
 	}
 	var notices []string
-	network := "none"
-	switch req.GetNetwork() {
-	case "":
-		if p.Network.Default == agentimage.NetworkAllow {
-			notices = append(notices, fmt.Sprintf("the profile's allow list (%s) is not enforced yet: the sandbox has no network; --network open gives it the public network",
-				strings.Join(p.Network.Allow, ", ")))
-		}
-	case "open":
-		network = "public"
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+	network, allow, err := runNetwork(p, req)
+	if err != nil {
+		return nil, err
 	}
 
 	secrets, err := g.s.resolveSecrets(ctx, req.GetSecrets())
@@ -223,7 +217,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,
-		home: sandbox.WorkspaceDir + "/.home"}
+		home: sandbox.WorkspaceDir + "/.home", allow: allow}
 	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
 	if err != nil {
 		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {
@@ -239,7 +233,13 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		}
 	}
 
-	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, network, ttl)
+	shown := network
+	if len(allow) > 0 {
+		shown = "allow " + strings.Join(allow.Strings(), " ")
+		notices = append(notices, fmt.Sprintf("the sandbox reaches only %s, through the hub's egress proxy (HTTPS_PROXY=http://%s); --network open gives it the public network",
+			strings.Join(allow.Strings(), ", "), wire.SandboxEgressProxy))
+	}
+	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, shown, ttl)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
 	}
@@ -248,6 +248,46 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	}
 	g.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: "agent.run", Summary: what,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, ObjectId: sb.ID})
-	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network,
+	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network, Allow: allow.Strings(),
 		Expires: timestamppb.New(sb.ExpiresAt), Notices: notices, Executable: p.Executable}, nil
+}
+
+// maxRunAllow bounds the destinations one run may add.
+const maxRunAllow = 64
+
+// runNetwork is a run's Docker network ("none" or "public") and, with
+// "none", its allow list: the profile's, plus what the run adds.
+func runNetwork(p agentimage.Profile, req *hubv1.RunAgentRequest) (string, allowlist.List, error) {
+	extra := req.GetAllow()
+	if len(extra) > maxRunAllow {
+		return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %d destinations; at most %d", len(extra), maxRunAllow)
+	}
+	switch req.GetNetwork() {
+	case "":
+	case "open":
+		if len(extra) > 0 {
+			return "", nil, status.Error(codes.InvalidArgument, "--allow adds to the restricted network; with --network open the sandbox reaches every public host already: give one or the other")
+		}
+		return "public", nil, nil
+	default:
+		return "", nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+	}
+	var allow allowlist.List
+	if p.Network.Default == agentimage.NetworkAllow {
+		l, err := allowlist.ParseList(p.Network.Allow) // checked when the profile was loaded
+		if err != nil {
+			return "", nil, status.Errorf(codes.Internal, "profile %s: %v", p.Name, err)
+		}
+		allow = l
+	}
+	for _, s := range extra {
+		e, err := allowlist.Parse(s)
+		if err != nil {
+			return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %v", err)
+		}
+		if !slices.Contains(allow, e) {
+			allow = append(allow, e)
+		}
+	}
+	return "none", allow, nil
 }

@@ -413,7 +413,7 @@ func (s *Server) recordHub(ctx context.Context, org store.Org, r *agentdv1.Activ
 		}
 	}
 	now := s.opts.Now()
-	r.Seq, r.Time = uint64(now.UnixMicro()), timestamppb.New(now)
+	r.Seq, r.Time = s.nextHubSeq(now), timestamppb.New(now)
 	b, err := protojson.Marshal(r)
 	if err != nil {
 		return
@@ -423,4 +423,17 @@ func (s *Server) recordHub(ctx context.Context, org store.Org, r *agentdv1.Activ
 		return
 	}
 	s.activity.notify()
+}
+
+// nextHubSeq numbers the hub's own records: the time in microseconds, or
+// one past the last number when records come faster than that (the egress
+// proxy's, from concurrent connections), so none collides with another.
+func (s *Server) nextHubSeq(now time.Time) uint64 {
+	for {
+		last := s.hubSeq.Load()
+		seq := max(uint64(now.UnixMicro()), last+1)
+		if s.hubSeq.CompareAndSwap(last, seq) {
+			return seq
+		}
+	}
 }

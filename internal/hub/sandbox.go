@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
@@ -63,6 +65,11 @@ type SandboxOptions struct {
 	// Agents are the coding-agent profiles RunAgent knows. Default
 	// agentimage.Profiles().
 	Agents []agentimage.Profile
+	// EgressDial connects the egress proxy of sandboxes with an allow list
+	// to a destination the list allows. Default: egressproxy.PublicDialer
+	// (it resolves the name and dials public addresses only). Tests map
+	// names to servers on loopback with it.
+	EgressDial func(ctx context.Context, host string, port int) (net.Conn, error)
 	// Releases tells RunAgent the newest release of an agent, for the
 	// notice that a newer one than the image's exists. Nil: no notice (as
 	// offline: the image in place is used either way).
@@ -116,6 +123,9 @@ type envSpec struct {
 	limits *sandbox.Limits
 	ttl    time.Duration
 	home   string // HOME in the workspace ("": the sandbox's tmpfs)
+	// allow, with network "none", is the only way out: the egress proxy
+	// to these destinations (empty: no proxy).
+	allow allowlist.List
 }
 
 // sandboxes runs an org's sandboxes: get-or-create per (org, environment,
@@ -134,6 +144,7 @@ type sandboxes struct {
 	filling  map[string]int        // org/env → warm sandboxes being made
 	baseInv  map[string]*inventory // base image → its inventory
 	jobs     map[string]context.CancelFunc
+	egress   map[string]egressGrant // sandbox id → its allow list, once asked
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).
@@ -156,7 +167,7 @@ func newSandboxes(s *Server, o SandboxOptions) *sandboxes {
 		s: s, o: o, log: s.log.Named("sandbox"),
 		starting: map[string]*startOp{}, active: map[string]int{}, used: map[string]time.Time{},
 		stored: map[string]time.Time{}, filling: map[string]int{}, baseInv: map[string]*inventory{},
-		jobs: map[string]context.CancelFunc{},
+		jobs: map[string]context.CancelFunc{}, egress: map[string]egressGrant{},
 	}
 }
 
@@ -414,6 +425,11 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		spec.Limits = *env.limits
 	}
 	spec.Home = env.home
+	if len(env.allow) > 0 {
+		spec.Env = append(append(spec.Env, wire.EnvSandboxEgress+"="+wire.SandboxEgressProxy), wire.SandboxProxyEnv()...)
+		spec.Labels[sandbox.LabelEgress] = env.allow.String()
+		m.setEgress(id, &egressGrant{org: org.ID, conv: conv, allow: env.allow})
+	}
 	fail := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
@@ -524,6 +540,7 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	m.mu.Lock()
 	delete(m.used, sb.ID)
 	delete(m.stored, sb.ID)
+	delete(m.egress, sb.ID)
 	m.mu.Unlock()
 	m.log.Info("sandbox removed", zap.String("sandbox", sb.ID), zap.String("environment", sb.Environment), zap.String("why", why))
 }

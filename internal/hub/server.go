@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
@@ -77,8 +78,10 @@ type Server struct {
 	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
 	sbListener net.Listener
 	sbHTTP     *http.Server
+	egress     *egressproxy.Proxy // sandboxes' egress, on their socket
 
 	calls, pairs atomic.Int64
+	hubSeq       atomic.Uint64 // the last sequence number of the hub's own records
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -216,16 +219,10 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 		lis.Close()
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/tunnel", s.sbAcceptor)
-	s.sbListener = lis
-	s.sbHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		_ = s.sbHTTP.Serve(lis)
-	}()
-
+	if s.egress, err = s.newEgressProxy(); err != nil {
+		lis.Close()
+		return err
+	}
 	if o.HubID == "" {
 		// Unique per store: hubs sharing an engine leave each other's
 		// sandboxes alone.
@@ -237,8 +234,19 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 		sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
 		o.HubID = "hub-" + hex.EncodeToString(sum[:6])
 	}
+	// Set before the socket serves: the egress proxy asks it.
 	m := newSandboxes(s, o)
 	s.sandboxes = m
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/tunnel", s.sbAcceptor)
+	s.sbListener = lis
+	s.sbHTTP = &http.Server{Handler: s.sandboxHandler(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.sbHTTP.Serve(lis)
+	}()
+
 	if err := m.reconcile(ctx); err != nil {
 		s.log.Warn("finding sandboxes again", zap.Error(err))
 	}
@@ -367,6 +375,9 @@ func (s *Server) close() {
 	}
 	if s.sbHTTP != nil {
 		_ = s.sbHTTP.Close()
+	}
+	if s.egress != nil {
+		_ = s.egress.Close()
 	}
 	if s.registry != nil {
 		s.registry.CloseAll()

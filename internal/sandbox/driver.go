@@ -34,6 +34,7 @@ const (
 	LabelEnv        = "ai.devdepot.agentd.sandbox.env"          // environment name
 	LabelConv       = "ai.devdepot.agentd.sandbox.conversation" // conversation id ("" for a warm-pool sandbox)
 	LabelWarm       = "ai.devdepot.agentd.sandbox.warm"         // "1" while in the warm pool
+	LabelEgress     = "ai.devdepot.agentd.sandbox.egress"       // the allow list, comma-separated (none: no proxy)
 	LabelBaseMarker = "ai.devdepot.sandbox-base.contract"       // on the base image: contract version, "1"
 	LabelBaseBuild  = "ai.devdepot.sandbox-base.build"          // on the base image: its build id
 	BaseContract    = "1"

@@ -263,7 +263,12 @@ type RunAgentRequest struct {
 	// resolves each and delivers the value onto the sandbox's tmpfs; it is
 	// never stored, logged, recorded in activity or put in the container's
 	// configuration, and goes with the sandbox.
-	Secrets       map[string]string `protobuf:"bytes,6,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Secrets map[string]string `protobuf:"bytes,6,rep,name=secrets,proto3" json:"secrets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Destinations added to the profile's allow list for this run: HOST or
+	// *.DOMAIN, each with an optional :PORT (default 443). The sandbox keeps
+	// no network but loopback and reaches them through the hub's egress
+	// proxy. Refused with network "open", which reaches every public host.
+	Allow         []string `protobuf:"bytes,7,rep,name=allow,proto3" json:"allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -340,6 +345,13 @@ func (x *RunAgentRequest) GetSecrets() map[string]string {
 	return nil
 }
 
+func (x *RunAgentRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 // RunAgentResponse describes the sandbox made.
 type RunAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -351,10 +363,15 @@ type RunAgentResponse struct {
 	Network string `protobuf:"bytes,3,opt,name=network,proto3" json:"network,omitempty"`
 	// When it is removed.
 	Expires *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires,proto3" json:"expires,omitempty"`
-	// Things to tell the user (a network restriction not enforced as asked, …).
+	// Things to tell the user (which hosts the egress proxy allows, a newer
+	// release of the agent, …).
 	Notices []string `protobuf:"bytes,5,rep,name=notices,proto3" json:"notices,omitempty"`
 	// The agent's command in the sandbox (what run's argv go to).
-	Executable    string `protobuf:"bytes,6,opt,name=executable,proto3" json:"executable,omitempty"`
+	Executable string `protobuf:"bytes,6,opt,name=executable,proto3" json:"executable,omitempty"`
+	// What the sandbox reaches through the hub's egress proxy (HOST:PORT,
+	// *.DOMAIN:PORT); empty: nothing, or the public network when network
+	// is "public".
+	Allow         []string `protobuf:"bytes,7,rep,name=allow,proto3" json:"allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +448,13 @@ func (x *RunAgentResponse) GetExecutable() string {
 	return ""
 }
 
+func (x *RunAgentResponse) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_agent_proto_rawDesc = "" +
@@ -455,17 +479,18 @@ const file_agentd_hub_v1_agent_proto_rawDesc = "" +
 	"risk_notes\x18\v \x03(\tR\triskNotes\"\x13\n" +
 	"\x11ListAgentsRequest\"B\n" +
 	"\x12ListAgentsResponse\x12,\n" +
-	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\x9d\x02\n" +
+	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\xb3\x02\n" +
 	"\x0fRunAgentRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12E\n" +
-	"\asecrets\x18\x06 \x03(\v2+.agentd.hub.v1.RunAgentRequest.SecretsEntryR\asecrets\x1a:\n" +
+	"\asecrets\x18\x06 \x03(\v2+.agentd.hub.v1.RunAgentRequest.SecretsEntryR\asecrets\x12\x14\n" +
+	"\x05allow\x18\a \x03(\tR\x05allow\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x01\n" +
 	"\x10RunAgentResponse\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
@@ -475,7 +500,8 @@ const file_agentd_hub_v1_agent_proto_rawDesc = "" +
 	"\anotices\x18\x05 \x03(\tR\anotices\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x06 \x01(\tR\n" +
-	"executable2\xae\x01\n" +
+	"executable\x12\x14\n" +
+	"\x05allow\x18\a \x03(\tR\x05allow2\xae\x01\n" +
 	"\fAgentService\x12Q\n" +
 	"\n" +
 	"ListAgents\x12 .agentd.hub.v1.ListAgentsRequest\x1a!.agentd.hub.v1.ListAgentsResponse\x12K\n" +
