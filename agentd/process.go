@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/runner"
 )
@@ -67,7 +68,7 @@ func (ps *processService) Start(req *agentdv1.StartRequest, stream agentdv1.Proc
 	p, sub, err := ps.m.StartAttached(ctx, spec)
 	if err != nil {
 		ps.s.record(ctx, activity.Record{
-			Kind: "process.start", Summary: "ran " + describe(spec), Command: commandLine(spec.Argv, spec.Command),
+			Kind: wire.KindProcessStart, Summary: "ran " + describe(spec), Command: commandLine(spec.Argv, spec.Command),
 			Cwd: spec.Dir, Outcome: activity.Failed, Error: err.Error(),
 		})
 		return err
@@ -239,7 +240,7 @@ func (ps *processService) Resize(ctx context.Context, req *agentdv1.ResizeReques
 func (ps *processService) recordStart(ctx context.Context, p *runner.Process, spec runner.Spec) {
 	info := p.Info()
 	start := ps.s.record(ctx, activity.Record{
-		Kind: "process.start", Summary: "ran " + describe(spec) + " in " + info.Dir,
+		Kind: wire.KindProcessStart, Summary: "ran " + describe(spec) + " in " + info.Dir,
 		Command: commandLine(spec.Argv, spec.Command), Cwd: info.Dir, ObjectID: p.ID(), Outcome: activity.Started,
 	})
 	ps.watchers.Add(1)
@@ -249,7 +250,7 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 		exit, _ := p.Wait(context.Background())
 		r := activity.Record{
 			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Conversation: start.Conversation,
-			Kind: "process.exit", Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
+			Kind: wire.KindProcessExit, Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
 			ObjectID: p.ID(), Outcome: activity.OK, ExitCode: exit.Code, Duration: exit.Duration,
 			Output: excerpt(p),
 		}
