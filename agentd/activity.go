@@ -50,7 +50,7 @@ func (a *activityService) Watch(req *agentdv1.WatchRequest, stream agentdv1.Acti
 	if err != nil && stream.Context().Err() != nil {
 		return nil // the watcher went away
 	}
-	return statusError(err)
+	return err
 }
 
 func recordToProto(r activity.Record) *agentdv1.ActivityRecord {

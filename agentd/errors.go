@@ -1,13 +1,20 @@
 package agentd
 
 import (
+	"context"
 	"errors"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
+
+// The handlers return domain errors (an *errs.Error, an os or context error,
+// or a status from the stream they read); statusUnary and statusStream, the
+// outermost interceptors, turn them into gRPC status errors in this one
+// place, so no handler converts by hand.
 
 var kindCodes = map[errs.Kind]codes.Code{
 	errs.Invalid:      codes.InvalidArgument,
@@ -22,14 +29,13 @@ var kindCodes = map[errs.Kind]codes.Code{
 }
 
 // statusError turns a domain error into a gRPC status error: the code from
-// its errs.Kind (or the os error it wraps), the message unchanged. An error
-// that already carries a status passes through.
+// its errs.Kind (or the os or context error it wraps), the message
+// unchanged. An error that carries a status anywhere in its chain (a failed
+// Send or Recv, the auth check) passes through as it is; an error of no
+// known kind is INTERNAL.
 func statusError(err error) error {
 	if err == nil {
 		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
 	}
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
@@ -42,7 +48,21 @@ func statusError(err error) error {
 	return status.Error(code, err.Error())
 }
 
-// invalidf is the INVALID_ARGUMENT error for a malformed request field.
+// statusUnary maps a unary handler's error with statusError.
+func statusUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return nil, statusError(err)
+	}
+	return resp, nil
+}
+
+// statusStream maps a streaming handler's error with statusError.
+func statusStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return statusError(handler(srv, ss))
+}
+
+// invalidf is the error for a malformed request field (INVALID_ARGUMENT).
 func invalidf(format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, format, args...)
+	return errs.New(errs.Invalid, format, args...)
 }

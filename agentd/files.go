@@ -45,7 +45,7 @@ func (fsvc *fileService) Stat(ctx context.Context, req *agentdv1.StatRequest) (*
 	e, err := fsvc.fs.Stat(ctx, req.GetPath())
 	fsvc.record(ctx, "files.stat", "stat "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.StatResponse{Info: fileInfoToProto(e)}, nil
 }
@@ -60,7 +60,7 @@ func (fsvc *fileService) List(ctx context.Context, req *agentdv1.FileServiceList
 	where := fsvc.resolved(req.GetPath())
 	fsvc.record(ctx, "files.list", fmt.Sprintf("listed %s (%d entries)", where, len(res.Entries)), where, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	resp := &agentdv1.FileServiceListResponse{Truncated: res.Truncated}
 	size := 0
@@ -84,7 +84,7 @@ func (fsvc *fileService) MakeDir(ctx context.Context, req *agentdv1.MakeDirReque
 	e, err := fsvc.fs.MakeDir(ctx, req.GetPath(), req.GetParents(), mode)
 	fsvc.record(ctx, "files.mkdir", "created directory "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.MakeDirResponse{Info: fileInfoToProto(e)}, nil
 }
@@ -94,7 +94,7 @@ func (fsvc *fileService) Move(ctx context.Context, req *agentdv1.MoveRequest) (*
 	e, err := fsvc.fs.Move(ctx, req.GetSource(), req.GetDestination(), req.GetOverwrite())
 	fsvc.record(ctx, "files.move", fmt.Sprintf("moved %s to %s", req.GetSource(), pathOr(e.Path, req.GetDestination())), e.Path, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.MoveResponse{Info: fileInfoToProto(e)}, nil
 }
@@ -109,7 +109,7 @@ func (fsvc *fileService) Remove(ctx context.Context, req *agentdv1.RemoveRequest
 	where := fsvc.resolved(req.GetPath())
 	fsvc.record(ctx, "files.remove", what+where, where, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.RemoveResponse{}, nil
 }
@@ -132,7 +132,7 @@ func (fsvc *fileService) Read(req *agentdv1.ReadRequest, stream agentdv1.FileSer
 		return stream.Send(msg)
 	})
 	fsvc.record(ctx, "files.read", fmt.Sprintf("read %d bytes of %s", n, path), path, n, nil, err)
-	return statusError(err)
+	return err
 }
 
 // ReadLines returns a range of lines of a text file.
@@ -148,7 +148,7 @@ func (fsvc *fileService) ReadLines(ctx context.Context, req *agentdv1.ReadLinesR
 	}
 	fsvc.record(ctx, "files.read_lines", summary, res.Path, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.ReadLinesResponse{
 		Lines:      res.Lines,
@@ -170,7 +170,7 @@ func (fsvc *fileService) Write(stream agentdv1.FileService_WriteServer) error {
 		return invalidf("empty Write stream: send the header (path, …) as the first message, then the content")
 	}
 	if err != nil {
-		return statusError(err)
+		return err
 	}
 	hdr := first.GetHeader()
 	if hdr == nil {
@@ -192,7 +192,7 @@ func (fsvc *fileService) Write(stream agentdv1.FileService_WriteServer) error {
 	}
 	fsvc.record(ctx, "files.write", fmt.Sprintf("%s %s (%d bytes)", what, pathOr(res.Path, hdr.GetPath()), res.Size), res.Path, res.Size, nil, err)
 	if err != nil {
-		return statusError(err)
+		return err
 	}
 	return stream.SendAndClose(&agentdv1.WriteResponse{
 		Path:    protoPath(res.Path),
@@ -262,7 +262,7 @@ func (fsvc *fileService) Edit(ctx context.Context, req *agentdv1.EditRequest) (*
 	fsvc.record(ctx, "files.edit", fmt.Sprintf("%s %s (%d replacements)", what, pathOr(res.Path, req.GetPath()), res.Replacements),
 		res.Path, 0, []byte(res.Diff), err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.EditResponse{
 		Replacements: int32(res.Replacements),
@@ -303,7 +303,7 @@ func (fsvc *fileService) Search(req *agentdv1.SearchRequest, stream agentdv1.Fil
 	fsvc.record(ctx, "files.search", fmt.Sprintf("searched for %q in %s: %d matches in %d files", shortText(req.GetPattern(), 100), where, sum.Matches, sum.FilesScanned),
 		where, 0, nil, err)
 	if err != nil {
-		return statusError(err)
+		return err
 	}
 	return stream.Send(&agentdv1.SearchResponse{Result: &agentdv1.SearchResponse_Summary{Summary: &agentdv1.SearchSummary{
 		FilesScanned: sum.FilesScanned,
@@ -328,7 +328,7 @@ func (fsvc *fileService) Glob(ctx context.Context, req *agentdv1.GlobRequest) (*
 	}
 	fsvc.record(ctx, "files.glob", fmt.Sprintf("globbed %q in %s: %d paths", shortText(req.GetPattern(), 100), where, len(res.Paths)), where, 0, nil, err)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	resp := &agentdv1.GlobResponse{Paths: make([]string, 0, len(res.Paths)), Truncated: res.Truncated}
 	size := 0

@@ -469,7 +469,7 @@ func TestModeConversion(t *testing.T) {
 			t.Errorf("%#o -> %v -> %#o", u, m, got)
 		}
 	}
-	if _, err := modeFromProto("mode", 0o100644); status.Code(err) != codes.InvalidArgument {
+	if _, err := modeFromProto("mode", 0o100644); status.Code(statusError(err)) != codes.InvalidArgument {
 		t.Errorf("mode with file type bits: %v", err)
 	}
 }

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/runner"
 )
@@ -68,10 +68,10 @@ func (ps *processService) Start(req *agentdv1.StartRequest, stream agentdv1.Proc
 	p, sub, err := ps.m.StartAttached(ctx, spec)
 	if err != nil {
 		ps.s.record(ctx, activity.Record{
-			Kind: "process.start", Summary: "ran " + describe(spec), Command: commandLine(spec.Argv, spec.Command),
+			Kind: wire.KindProcessStart, Summary: "ran " + describe(spec), Command: commandLine(spec.Argv, spec.Command),
 			Cwd: spec.Dir, Outcome: activity.Failed, Error: err.Error(),
 		})
-		return statusError(err)
+		return err
 	}
 	defer sub.Close()
 	ps.recordStart(ctx, p, spec)
@@ -89,7 +89,7 @@ func (ps *processService) Attach(req *agentdv1.AttachRequest, stream agentdv1.Pr
 	}
 	sub, err := ps.m.Attach(ctx, req.GetId(), from)
 	if err != nil {
-		return statusError(err)
+		return err
 	}
 	defer sub.Close()
 	return ps.follow(ctx, sub, func(ev *agentdv1.ProcessEvent) error {
@@ -110,9 +110,9 @@ func (ps *processService) follow(ctx context.Context, sub *runner.Subscription, 
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
+				return ctx.Err()
 			}
-			return statusError(err)
+			return err
 		}
 		if err := send(eventToProto(ev)); err != nil {
 			return err
@@ -135,9 +135,9 @@ func (ps *processService) Wait(ctx context.Context, req *agentdv1.WaitRequest) (
 	info, err := ps.m.Wait(ctx, req.GetId())
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return nil, ctx.Err()
 		}
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.WaitResponse{Process: infoToProto(info)}, nil
 }
@@ -158,7 +158,7 @@ func (ps *processService) Input(stream agentdv1.ProcessService_InputServer) erro
 	}
 	p, err := ps.m.Lookup(first.GetId())
 	if err != nil {
-		return statusError(err)
+		return err
 	}
 	var written int64
 	defer func() {
@@ -172,13 +172,13 @@ func (ps *processService) Input(stream agentdv1.ProcessService_InputServer) erro
 	for req := first; ; {
 		if len(req.GetData()) > 0 {
 			if err := p.Input(ctx, req.GetData()); err != nil {
-				return statusError(err)
+				return err
 			}
 			written += int64(len(req.GetData()))
 		}
 		if req.GetEof() {
 			if err := p.CloseInput(ctx); err != nil {
-				return statusError(err)
+				return err
 			}
 		}
 		req, err = stream.Recv()
@@ -199,7 +199,7 @@ func (ps *processService) Signal(ctx context.Context, req *agentdv1.SignalReques
 	}
 	sig, err := runner.ParseSignal(name)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	grace, err := durationFromProto("grace", req.GetGrace())
 	if err != nil {
@@ -215,7 +215,7 @@ func (ps *processService) Signal(ctx context.Context, req *agentdv1.SignalReques
 	}
 	ps.s.record(ctx, r)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.SignalResponse{}, nil
 }
@@ -230,7 +230,7 @@ func (ps *processService) Resize(ctx context.Context, req *agentdv1.ResizeReques
 		return nil, err
 	}
 	if err := ps.m.Resize(req.GetId(), *size); err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.ResizeResponse{}, nil
 }
@@ -240,7 +240,7 @@ func (ps *processService) Resize(ctx context.Context, req *agentdv1.ResizeReques
 func (ps *processService) recordStart(ctx context.Context, p *runner.Process, spec runner.Spec) {
 	info := p.Info()
 	start := ps.s.record(ctx, activity.Record{
-		Kind: "process.start", Summary: "ran " + describe(spec) + " in " + info.Dir,
+		Kind: wire.KindProcessStart, Summary: "ran " + describe(spec) + " in " + info.Dir,
 		Command: commandLine(spec.Argv, spec.Command), Cwd: info.Dir, ObjectID: p.ID(), Outcome: activity.Started,
 	})
 	ps.watchers.Add(1)
@@ -250,7 +250,7 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 		exit, _ := p.Wait(context.Background())
 		r := activity.Record{
 			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Conversation: start.Conversation,
-			Kind: "process.exit", Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
+			Kind: wire.KindProcessExit, Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
 			ObjectID: p.ID(), Outcome: activity.OK, ExitCode: exit.Code, Duration: exit.Duration,
 			Output: excerpt(p),
 		}

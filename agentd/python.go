@@ -94,7 +94,7 @@ func (p *pythonService) Run(req *agentdv1.RunRequest, stream agentdv1.PythonServ
 		rec.Outcome = activity.OK
 	}
 	p.s.record(stream.Context(), rec)
-	return statusError(err)
+	return err
 }
 
 // pythonSummary is the one line a person reads: the code's first line.
@@ -140,7 +140,7 @@ func runResponse(ev pyrun.Event) *agentdv1.RunResponse {
 // ResetSession restarts a session's interpreter, clearing its globals.
 func (p *pythonService) ResetSession(ctx context.Context, req *agentdv1.ResetSessionRequest) (*agentdv1.ResetSessionResponse, error) {
 	if err := p.m.Reset(ctx, req.GetSession()); err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.ResetSessionResponse{}, nil
 }
@@ -148,7 +148,7 @@ func (p *pythonService) ResetSession(ctx context.Context, req *agentdv1.ResetSes
 // CloseSession ends a session and its interpreter.
 func (p *pythonService) CloseSession(_ context.Context, req *agentdv1.CloseSessionRequest) (*agentdv1.CloseSessionResponse, error) {
 	if err := p.m.Close(req.GetSession()); err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	return &agentdv1.CloseSessionResponse{}, nil
 }

@@ -195,8 +195,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Names each connection's peer for the audit log (caller.go).
 		grpc.Creds(newPeerCreds(opts.Token, opts.Logger.Named("peer"))),
-		grpc.ChainUnaryInterceptor(s.authUnary),
-		grpc.ChainStreamInterceptor(s.authStream, s.endWatches),
+		grpc.ChainUnaryInterceptor(statusUnary, s.authUnary),
+		grpc.ChainStreamInterceptor(statusStream, s.authStream, s.endWatches),
 	)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -119,7 +119,7 @@ func (h *snapshotService) Create(req *agentdv1.CreateRequest, stream agentdv1.Sn
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "snapshot of "+root+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
-		return statusError(err)
+		return err
 	}
 	rec.Summary = fmt.Sprintf("snapshot %s of %s: %d files, %s (%s new)", snap.ID, root, snap.Files, units.Bytes(snap.TotalBytes), units.Bytes(snap.StoredBytes))
 	if len(snap.Skipped) > 0 {
@@ -135,7 +135,7 @@ func (h *snapshotService) Create(req *agentdv1.CreateRequest, stream agentdv1.Sn
 func (h *snapshotService) List(ctx context.Context, _ *agentdv1.SnapshotServiceListRequest) (*agentdv1.SnapshotServiceListResponse, error) {
 	list, err := h.store.List(ctx)
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	resp := &agentdv1.SnapshotServiceListResponse{Snapshots: make([]*agentdv1.Snapshot, len(list))}
 	for i, s := range list {
@@ -148,7 +148,7 @@ func (h *snapshotService) List(ctx context.Context, _ *agentdv1.SnapshotServiceL
 func (h *snapshotService) Get(ctx context.Context, req *agentdv1.GetRequest) (*agentdv1.GetResponse, error) {
 	snap, entries, err := h.store.Get(ctx, req.GetId())
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	resp := &agentdv1.GetResponse{Snapshot: snapToProto(snap), Entries: make([]*agentdv1.SnapshotEntry, len(entries))}
 	for i := range entries {
@@ -161,7 +161,7 @@ func (h *snapshotService) Get(ctx context.Context, req *agentdv1.GetRequest) (*a
 func (h *snapshotService) Diff(ctx context.Context, req *agentdv1.DiffRequest) (*agentdv1.DiffResponse, error) {
 	changes, err := h.store.Diff(ctx, req.GetFromId(), req.GetToId())
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	resp := &agentdv1.DiffResponse{Changes: make([]*agentdv1.DiffEntry, len(changes))}
 	for i, c := range changes {
@@ -197,7 +197,7 @@ func (h *snapshotService) Restore(req *agentdv1.RestoreRequest, stream agentdv1.
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "restore of "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
-		return statusError(err)
+		return err
 	}
 	rec.Path = sum.Target
 	rec.Summary = fmt.Sprintf("restored %s into %s: %d written, %d unchanged", req.GetId(), sum.Target, sum.FilesWritten, sum.FilesUnchanged)
@@ -251,9 +251,9 @@ func (h *snapshotService) Export(req *agentdv1.ExportRequest, stream agentdv1.Sn
 		rec.Summary, rec.Outcome, rec.Error = "export of "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
 		if ctx.Err() != nil {
-			return statusError(ctx.Err())
+			return ctx.Err()
 		}
-		return statusError(err)
+		return err
 	}
 	rec.Summary, rec.Outcome = fmt.Sprintf("exported %s as a tar of %s", req.GetId(), units.Bytes(cs.n)), activity.OK
 	h.s.record(ctx, rec)
@@ -314,7 +314,7 @@ func (h *snapshotService) Import(stream agentdv1.SnapshotService_ImportServer) e
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "import of a tar archive failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
-		return statusError(err)
+		return err
 	}
 	rec.Summary = fmt.Sprintf("imported a tar archive as %s: %d files, %s", snap.ID, snap.Files, units.Bytes(snap.TotalBytes))
 	rec.Outcome, rec.ObjectID = activity.OK, snap.ID
@@ -329,7 +329,7 @@ func (h *snapshotService) Delete(ctx context.Context, req *agentdv1.DeleteReques
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "delete of snapshot "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
-		return nil, statusError(err)
+		return nil, err
 	}
 	rec.Summary, rec.Outcome = fmt.Sprintf("deleted snapshot %s, freed %s", req.GetId(), units.Bytes(freed)), activity.OK
 	h.s.record(ctx, rec)

@@ -136,7 +136,7 @@ func memInfo() (total, available int64) {
 func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRequest) (*agentdv1.InventoryResponse, error) {
 	inv, err := inventory.Take(ctx, inventory.Options{Env: y.s.opts.Env, Python: y.s.opts.Python, NoVersions: req.GetNoVersions()})
 	if err != nil {
-		return nil, statusError(err)
+		return nil, err
 	}
 	if b := req.GetBase(); b != nil {
 		var base inventory.Inventory

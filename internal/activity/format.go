@@ -4,17 +4,32 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
-// Line renders r for a person, one line: time, actor, what, outcome. The
+// Line renders r for a person, one line: time, actor, what, outcome. It is
+// the one renderer of activity: `agentd log` prints it, and agentctl
+// renders the records it gets from a daemon or the hub with LineOn. The
 // sequence number is left out: a new log numbers from the clock in µs, so
 // it is a long number that says nothing to a person (--json has it).
 //
 //	2026-12-02 11:47:03  alice  ran `go test ./...` in /home/u/src  → exit 0 (1.2s)
 //	2026-12-02 11:48:10  uid:1000(u) (claims: bob)  stat /home/u/src  → ok
-func (r Record) Line() string {
+func (r Record) Line() string { return r.LineOn("") }
+
+// LineOn is Line with the machine the record comes from (its name, or its
+// id) as a column after the time; an empty machine is no column.
+//
+// The outcome reads "→ exit N" only on a process's exit record (the one
+// kind that has an exit code), "→ started ID" on a start, "→ error: …" on a
+// failure and "→ ok" otherwise.
+func (r Record) LineOn(machine string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  ", r.Time.Local().Format(time.DateTime))
+	if machine != "" {
+		fmt.Fprintf(&b, "%-10s ", machine)
+	}
 	actor := r.Actor
 	if actor == "" {
 		actor = "local"
@@ -36,7 +51,7 @@ func (r Record) Line() string {
 			fmt.Fprintf(&b, "  → started %s", r.ObjectID)
 		}
 	case OK:
-		if strings.HasPrefix(r.Kind, "process.") && r.Kind != "process.start" {
+		if r.Kind == wire.KindProcessExit {
 			fmt.Fprintf(&b, "  → exit %d", r.ExitCode)
 		} else {
 			b.WriteString("  → ok")

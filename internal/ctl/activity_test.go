@@ -32,7 +32,7 @@ func TestActivityLineShowsTheClaim(t *testing.T) {
 	t.Parallel()
 	rec := &agentdv1.ActivityRecord{Actor: "uid:1000(alice)", ClaimedActor: "bob", Summary: "stat /w", Outcome: agentdv1.Outcome_OUTCOME_OK}
 	line := ctl.ActivityLine(&hubv1.WatchResponse{Record: rec, MachineName: "local"})
-	if want := "uid:1000(alice) (claims: bob) stat /w  → ok"; !strings.Contains(line, want) {
+	if want := "uid:1000(alice) (claims: bob)  stat /w  → ok"; !strings.Contains(line, want) {
 		t.Errorf("ActivityLine = %q, want it to contain %q", line, want)
 	}
 	rec.ClaimedActor = ""

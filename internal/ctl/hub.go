@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/devdepot-ai/agentd/internal/activity"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -131,7 +132,7 @@ func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error 
 			return err
 		}
 		return printStream(ctx, a, st.Recv, func(m *agentdv1.WatchResponse) string {
-			return ActivityLine(&hubv1.WatchResponse{Record: m.GetRecord(), MachineName: "local"})
+			return recordFromProto(m.GetRecord()).Line() // as `agentd log` prints it
 		})
 	})
 }
@@ -161,35 +162,37 @@ func printStream[M proto.Message](ctx context.Context, a *app, recv func() (M, e
 	}
 }
 
-// ActivityLine renders a hub activity record for a person.
+// ActivityLine renders an activity record for a person, with the machine
+// it comes from: the same line `agentd log` prints (activity.Record.LineOn).
 func ActivityLine(m *hubv1.WatchResponse) string {
-	r := m.GetRecord()
-	actor := r.GetActor()
-	if actor == "" {
-		actor = "local"
-	}
-	if c := r.GetClaimedActor(); c != "" {
-		actor += " (claims: " + c + ")"
-	}
 	name := m.GetMachineName()
 	if name == "" {
 		name = m.GetMachineId()
 	}
-	line := fmt.Sprintf("%s  %-10s %-16s %s", r.GetTime().AsTime().Local().Format(time.TimeOnly), name, actor, r.GetSummary())
-	switch r.GetOutcome().String() {
-	case "OUTCOME_ERROR":
-		line += "  → error: " + r.GetError()
-	case "OUTCOME_OK":
-		if r.GetKind() == "process.exit" {
-			line += fmt.Sprintf("  → exit %d", r.GetExitCode())
-		} else {
-			line += "  → ok"
-		}
+	return recordFromProto(m.GetRecord()).LineOn(name)
+}
+
+// recordFromProto is the activity record a daemon or the hub sent, as the
+// daemon's log holds it.
+func recordFromProto(p *agentdv1.ActivityRecord) activity.Record {
+	r := activity.Record{
+		Seq: p.GetSeq(), Actor: p.GetActor(), ClaimedActor: p.GetClaimedActor(), Conversation: p.GetConversation(),
+		Kind: p.GetKind(), Summary: p.GetSummary(), Command: p.GetCommand(), Cwd: p.GetCwd(), Path: p.GetPath(),
+		Bytes: p.GetBytes(), Output: p.GetOutput(), Error: p.GetError(), ExitCode: int(p.GetExitCode()),
+		Duration: p.GetDuration().AsDuration(), ObjectID: p.GetObjectId(),
 	}
-	if d := r.GetDuration().AsDuration(); d > 0 {
-		line += fmt.Sprintf(" (%s)", d.Round(time.Millisecond))
+	if p.GetTime() != nil {
+		r.Time = p.GetTime().AsTime()
 	}
-	return line
+	switch p.GetOutcome() {
+	case agentdv1.Outcome_OUTCOME_STARTED:
+		r.Outcome = activity.Started
+	case agentdv1.Outcome_OUTCOME_OK:
+		r.Outcome = activity.OK
+	case agentdv1.Outcome_OUTCOME_ERROR:
+		r.Outcome = activity.Failed
+	}
+	return r
 }
 
 func (a *app) adminCmd() *cobra.Command {

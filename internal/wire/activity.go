@@ -1,9 +1,19 @@
 package wire
 
-// KindStop is the kind of the activity record a daemon adds when it starts
-// to shut down; the hub, reading the machine's activity, takes it as
-// "offline from now on".
-const KindStop = "agentd.stop"
+// Kinds of activity record that more than one program acts on.
+const (
+	// KindStop is the kind of the activity record a daemon adds when it
+	// starts to shut down; the hub, reading the machine's activity, takes
+	// it as "offline from now on".
+	KindStop = "agentd.stop"
+	// KindProcessStart is a command's start (outcome started, or error
+	// when it could not be started).
+	KindProcessStart = "process.start"
+	// KindProcessExit is a command's end: the one kind whose exit code
+	// means something (outcome ok with the code, or error when it was
+	// killed by a signal or timed out).
+	KindProcessExit = "process.exit"
+)
 
 // Kinds of the hub's records of a sandbox's egress through its proxy: a
 // connection opened (or, allowed, that failed to open), and one refused.
