@@ -55,6 +55,7 @@ type Store interface {
 	ActivityLog
 	Environments
 	Sandboxes
+	RateLimits
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed
@@ -208,6 +209,24 @@ type Sandboxes interface {
 	TouchSandbox(ctx context.Context, id string, at time.Time) error
 	// DeleteSandbox deletes the row; deleting a missing one is not an error.
 	DeleteSandbox(ctx context.Context, id string) error
+}
+
+// RateLimits keeps rate limits in the store, so that they hold across hub
+// replicas: a caller cannot dodge one by reaching another replica. Each key
+// has a token bucket (burst tokens, one more every `every`), stored as the
+// time at which it is full again (the generic cell rate algorithm), so
+// taking a token is one statement.
+type RateLimits interface {
+	// TakeToken spends one of key's tokens at `at`. When there is none it
+	// returns false and how long until there will be one, and changes
+	// nothing. ErrInvalid for an empty key, every <= 0 or burst < 1.
+	TakeToken(ctx context.Context, key string, every time.Duration, burst int, at time.Time) (ok bool, wait time.Duration, err error)
+	// ReturnToken gives back a token TakeToken spent (an attempt that
+	// turned out well). A bucket never holds more than burst tokens.
+	ReturnToken(ctx context.Context, key string, every time.Duration) error
+	// DeleteRateLimits forgets the buckets that are full at `at` (they
+	// hold nothing a new bucket would not) and returns how many.
+	DeleteRateLimits(ctx context.Context, at time.Time) (int64, error)
 }
 
 // Sandbox is a sandbox's stored form.
