@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	Store store.Store
 	// Heartbeat is the hub's heartbeat (see hub.Options); default the hub's.
 	Heartbeat time.Duration
+	// Replica, set, makes each hub a replica (see hub.Options); each gets
+	// an ID of its own unless the options name one.
+	Replica *replica.Options
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -109,7 +113,7 @@ func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
-		Heartbeat: h.opts.Heartbeat,
+		Heartbeat: h.opts.Heartbeat, Replica: h.opts.Replica,
 	})
 	if err != nil {
 		h.tb.Fatal(err)

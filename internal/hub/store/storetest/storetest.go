@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"Sandboxes", testSandboxes},
 		{"RateLimits", testRateLimits},
 		{"RateLimitsConcurrently", testRateLimitsConcurrently},
+		{"Replicas", testReplicas},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
