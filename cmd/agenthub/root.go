@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/logging"
@@ -156,7 +157,7 @@ once: keep it. The owner can create orgs and act in any of them
 }
 
 func newServeCmd() *cobra.Command {
-	var addr, certFile, keyFile, db, publicURL, logLevel string
+	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr string
 	var sb sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL] [--docker-host URL] [--allow-registry HOST]...",
@@ -222,7 +223,14 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if sbo.Releases, err = sb.releaseResolver(); err != nil {
 				return err
 			}
-			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets})
+			var rep *replica.Options
+			if isPostgres(db) {
+				// Replicas share a Postgres store: register as one.
+				rep = &replica.Options{Addr: internalAddr}
+			}
+			srv, err := hub.New(cmd.Context(), hub.Options{
+				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
+			})
 			if err != nil {
 				return err
 			}
@@ -246,6 +254,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&db, "db", defaultDB(), "SQLite file, or postgres://USER:PASS@HOST/DB[?pool_max_conns=N] for replicas sharing state ($AGENTHUB_DB)")
 	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: the host:port other replicas reach this one at, recorded in the replica registry")
 	sb.register(f)
 	return cmd
 }

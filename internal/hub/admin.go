@@ -229,19 +229,19 @@ func (a *adminService) ListMachines(ctx context.Context, req *hubv1.ListMachines
 		if isSandboxID(m.ID) {
 			continue // 'agentctl sandbox ls' lists them
 		}
-		resp.Machines = append(resp.Machines, a.s.machineProto(m, org.Name))
+		resp.Machines = append(resp.Machines, a.s.machineProto(ctx, m, org.Name))
 	}
 	slices.SortFunc(resp.Machines, func(x, y *hubv1.Machine) int { return strings.Compare(x.Name+x.Id, y.Name+y.Id) })
 	return resp, nil
 }
 
-func (s *Server) machineProto(m store.Machine, org string) *hubv1.Machine {
+func (s *Server) machineProto(ctx context.Context, m store.Machine, org string) *hubv1.Machine {
 	p := &hubv1.Machine{Id: m.ID, Org: org, Name: m.Name, Hostname: m.Hostname, Os: m.OS, Arch: m.Arch,
 		AgentdVersion: m.Version, Created: timestamppb.New(m.CreatedAt), Status: hubv1.MachineStatus_MACHINE_STATUS_OFFLINE}
-	switch _, online := s.registry.Get(m.ID); {
+	switch {
 	case !m.RevokedAt.IsZero():
 		p.Status = hubv1.MachineStatus_MACHINE_STATUS_REVOKED
-	case online:
+	case s.online(ctx, m.ID):
 		p.Status = hubv1.MachineStatus_MACHINE_STATUS_ONLINE
 		p.LastSeen = timestamppb.New(s.opts.Now())
 	}
@@ -249,6 +249,19 @@ func (s *Server) machineProto(m store.Machine, org string) *hubv1.Machine {
 		p.LastSeen = timestamppb.New(m.LastSeenAt)
 	}
 	return p
+}
+
+// online reports whether the machine's tunnel is up, on this hub or, for a
+// replica, on a live replica.
+func (s *Server) online(ctx context.Context, id string) bool {
+	if _, ok := s.registry.Get(id); ok {
+		return true
+	}
+	if s.replicas == nil {
+		return false
+	}
+	_, err := s.replicas.Lookup(ctx, id)
+	return err == nil
 }
 
 func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachineRequest) (*hubv1.RevokeMachineResponse, error) {

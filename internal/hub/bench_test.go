@@ -52,7 +52,7 @@ import (
 type benchHub struct {
 	tb    testing.TB
 	hub   *hubtest.Hub
-	store *store.SQLite
+	store store.Store
 	org   store.Org
 	token string
 	addr  string

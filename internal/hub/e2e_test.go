@@ -37,7 +37,7 @@ type hubEnv struct {
 	t     *testing.T
 	hub   *hubtest.Hub
 	ca    *testca.CA // set: the hub serves TLS with a certificate this CA signed
-	store *store.SQLite
+	store store.Store
 	addr  string
 	url   string
 	owner string

@@ -28,6 +28,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
+	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -57,6 +58,11 @@ type Options struct {
 	// Secrets resolves the secret references of agent runs (--secret
 	// NAME=ref:PATH). Nil: runs that name secrets are refused.
 	Secrets SecretResolver
+	// Replica, when set, makes the hub one of several replicas sharing
+	// Store (see package replica): it registers, heartbeats and records
+	// which machines' tunnels it holds. Its Store, Now and Logger default
+	// to the hub's. Nil: the only hub on its store.
+	Replica *replica.Options
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -74,6 +80,7 @@ type Server struct {
 	activity *activityHub
 	mux      *http.ServeMux
 
+	replicas   *replica.Registry   // nil: the only hub
 	sandboxes  *sandboxes          // nil: no sandboxes
 	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
 	sbListener net.Listener
@@ -126,9 +133,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.startReplica(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
 		Logger: s.log,
-		OnUp:   s.activity.machineUp,
+		OnUp:   s.machineUp,
 		OnDown: s.machineDown,
 	})
 	if err != nil {
@@ -408,7 +419,48 @@ func (s *Server) authenticateMachine(ctx context.Context, id string) (ed25519.Pu
 	return m.PublicKey, org.Name, nil
 }
 
+func (s *Server) machineUp(id string) {
+	s.activity.machineUp(id)
+	if s.replicas != nil {
+		s.replicas.Up(id)
+	}
+}
+
+// startReplica registers the hub as a replica, if it is one.
+func (s *Server) startReplica(ctx context.Context) error {
+	if s.opts.Replica == nil {
+		return nil
+	}
+	o := *s.opts.Replica
+	if o.Store == nil {
+		o.Store = s.store
+	}
+	if o.Now == nil {
+		o.Now = s.opts.Now
+	}
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	r, err := replica.New(o)
+	if err != nil {
+		return err
+	}
+	if err := r.Register(ctx); err != nil {
+		return err
+	}
+	s.replicas = r
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		r.Run(s.ctx)
+	}()
+	return nil
+}
+
 func (s *Server) machineDown(id string) {
+	if s.replicas != nil {
+		s.replicas.Down(id)
+	}
 	if err := s.store.MachineSeen(context.WithoutCancel(s.ctx), id, s.opts.Now(), ""); err != nil {
 		s.log.Warn("recording last seen", zap.String("machine", id), zap.Error(err))
 	}
@@ -475,6 +527,11 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
 	cc, ok := s.registry.Get(id)
+	if !ok && s.replicas != nil {
+		if r, err := s.replicas.Lookup(ctx, id); err == nil {
+			return Route{}, status.Errorf(codes.Unavailable, "machine %s is connected to hub replica %s (%s), and this replica cannot forward calls to it yet; retry (the load balancer may pick that replica)", id, r.ReplicaID, r.Addr)
+		}
+	}
 	if !ok {
 		seen := "never"
 		if !m.LastSeenAt.IsZero() {

@@ -1,7 +1,9 @@
 // Package hubtest runs real hubs for tests: a SQLite store in a temporary
-// directory with one org and an admin token, and a hub serving it on a
-// loopback port, which can be stopped and served again on the same address
-// (a hub restart).
+// directory (or a store the test gives, such as a Postgres database) with
+// one org and an admin token, and a hub serving it on a loopback port,
+// which can be stopped and served again on the same address (a hub
+// restart). Replica starts another hub on the same store, as hub replicas
+// behind a load balancer share one database.
 package hubtest
 
 import (
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -32,11 +35,19 @@ type Options struct {
 	Now func() time.Time
 	// Secrets resolves agent runs' secret references; nil: none.
 	Secrets hub.SecretResolver
+	// Store is the store to serve, which the test closes; default a new
+	// SQLite file, closed when the test ends.
+	Store store.Store
+	// Heartbeat is the hub's heartbeat (see hub.Options); default the hub's.
+	Heartbeat time.Duration
+	// Replica, set, makes each hub a replica (see hub.Options); each gets
+	// an ID of its own unless the options name one.
+	Replica *replica.Options
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
 type Hub struct {
-	Store *store.SQLite
+	Store store.Store
 	Org   store.Org
 	Token string // the admin token of Org
 	Addr  string // host:port it listens on
@@ -61,11 +72,15 @@ func Start(tb testing.TB, opts Options) *Hub {
 		opts.Logger = zaptest.NewLogger(tb).Named("hub")
 	}
 	ctx := tb.Context()
-	st, err := store.OpenSQLite(ctx, filepath.Join(tb.TempDir(), "hub.db"))
-	if err != nil {
-		tb.Fatal(err)
+	st := opts.Store
+	if st == nil {
+		sq, err := store.OpenSQLite(ctx, filepath.Join(tb.TempDir(), "hub.db"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { sq.Close() })
+		st = sq
 	}
-	tb.Cleanup(func() { st.Close() })
 	o, err := st.CreateOrg(ctx, opts.Org, time.Now())
 	if err != nil {
 		tb.Fatal(err)
@@ -79,11 +94,27 @@ func Start(tb testing.TB, opts Options) *Hub {
 	return h
 }
 
+// Replica serves another hub on st (nil: h's store), which must hold the
+// same database as h's, with h's org and token, on a port of its own: a
+// second replica of the same control plane.
+func (h *Hub) Replica(st store.Store) *Hub {
+	h.tb.Helper()
+	if st == nil {
+		st = h.Store
+	}
+	r := &Hub{Store: st, Org: h.Org, Token: h.Token, tb: h.tb, opts: h.opts}
+	r.Serve("127.0.0.1:0")
+	return r
+}
+
 // Serve starts a hub on addr: after Stop, the same address again is a
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
-	srv, err := hub.New(h.tb.Context(), hub.Options{Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets})
+	srv, err := hub.New(h.tb.Context(), hub.Options{
+		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
+		Heartbeat: h.opts.Heartbeat, Replica: h.opts.Replica,
+	})
 	if err != nil {
 		h.tb.Fatal(err)
 	}

@@ -80,6 +80,9 @@ type Store interface {
 	FailPairingCode(ctx context.Context, id string, lockAfter int, at time.Time) (store.PairingCode, error)
 	RedeemPairingCode(ctx context.Context, id, remoteAddr string, at time.Time, m store.Machine) (store.Machine, error)
 	DeletePairingCodes(ctx context.Context, before time.Time) (int64, error)
+	TakeToken(ctx context.Context, key string, every time.Duration, burst int, at time.Time) (bool, time.Duration, error)
+	ReturnToken(ctx context.Context, key string, every time.Duration) error
+	DeleteRateLimits(ctx context.Context, at time.Time) (int64, error)
 }
 
 var _ Store = store.Store(nil)
@@ -98,7 +101,8 @@ type Options struct {
 	// MaxFailures is how many wrong guesses lock a code (default 5).
 	MaxFailures int
 	// PerMinute is how many failed attempts an address may make a minute
-	// (default 10), and Burst how many at once (default PerMinute).
+	// (default 10), and Burst how many at once (default PerMinute). The
+	// count is kept in the store, so it holds across hub replicas.
 	PerMinute, Burst int
 	// KeepEnded is how long a code is kept after it expires, so that
 	// "already used" and "expired" can still be told (default 24 hours).
@@ -107,9 +111,9 @@ type Options struct {
 
 // Service creates and redeems pairing codes. It is safe for concurrent use.
 type Service struct {
-	opts    Options
-	secret  []byte
-	limiter *limiter
+	opts   Options
+	secret []byte
+	every  time.Duration // an address gains one attempt every `every`
 }
 
 // New returns a Service; it reads the server secret from the store.
@@ -145,7 +149,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if len(secret) < 32 {
 		return nil, fmt.Errorf("pairing: server secret has %d bytes, want 32", len(secret))
 	}
-	return &Service{opts: opts, secret: secret, limiter: newLimiter(opts.Now, opts.PerMinute, opts.Burst)}, nil
+	return &Service{opts: opts, secret: secret, every: time.Minute / time.Duration(opts.PerMinute)}, nil
 }
 
 // Why a pairing attempt failed. Redeem and CreateCode return an *Error that
@@ -195,6 +199,9 @@ func (s *Service) CreateCode(ctx context.Context, orgID string, ttl time.Duratio
 	now := s.opts.Now()
 	// Housekeeping: drop codes long expired, so their selectors are free.
 	if _, err := s.opts.Store.DeletePairingCodes(ctx, now.Add(-s.opts.KeepEnded)); err != nil {
+		return "", time.Time{}, fmt.Errorf("create pairing code: %w", err)
+	}
+	if _, err := s.opts.Store.DeleteRateLimits(ctx, now); err != nil {
 		return "", time.Time{}, fmt.Errorf("create pairing code: %w", err)
 	}
 	for range 8 {
@@ -281,8 +288,13 @@ type MachineRequest struct {
 // client's address ("ip:port" or "ip"); behind a reverse proxy the caller
 // must pass the client's, not the proxy's.
 func (s *Service) Redeem(ctx context.Context, code, remoteAddr string, req MachineRequest) (machineID, orgName string, err error) {
-	key, host := clientKey(remoteAddr), clientHost(remoteAddr)
-	if ok, wait := s.limiter.take(key); !ok {
+	key, host := "pair "+clientKey(remoteAddr), clientHost(remoteAddr)
+	ok, wait, err := s.opts.Store.TakeToken(ctx, key, s.every, s.opts.Burst, s.opts.Now())
+	if err != nil {
+		return "", "", fmt.Errorf("redeem pairing code: %w", err)
+	}
+	if !ok {
+		wait = (wait + time.Second - 1).Truncate(time.Second) // whole seconds, rounded up
 		return "", "", &Error{
 			Err:        ErrRateLimited,
 			Msg:        fmt.Sprintf("too many pairing attempts from this address; try again in %s", wait),
@@ -293,7 +305,9 @@ func (s *Service) Redeem(ctx context.Context, code, remoteAddr string, req Machi
 	if err != nil {
 		return "", "", err
 	}
-	s.limiter.refund(key)
+	if err := s.opts.Store.ReturnToken(ctx, key, s.every); err != nil {
+		return "", "", fmt.Errorf("redeem pairing code: %w", err)
+	}
 	return m.ID, m.orgName, nil
 }
 

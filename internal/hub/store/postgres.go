@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 
 // Postgres is the Store on a PostgreSQL database (github.com/jackc/pgx/v5),
 // for several hub replicas that share state. It runs the same queries as
-// SQLite (placeholders rewritten from ? to $n) on the same schema,
+// SQLite (sqlStore; placeholders rewritten from ? to $n) on the same schema,
 // translated in migrations/postgres with the same numbers.
 //
 // Every query is prepared once per connection: pgx's statement cache
@@ -28,8 +27,7 @@ import (
 // read-then-write methods (StartValidation, ClaimWarmSandbox) are as atomic
 // as on SQLite, whose writers queue on one lock.
 type Postgres struct {
-	db     pgDB
-	rebind sync.Map // query with ? → query with $n
+	*sqlStore
 }
 
 var _ Store = (*Postgres)(nil)
@@ -64,10 +62,9 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	db.SetMaxOpenConns(pool)
 	db.SetMaxIdleConns(pool)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Postgres{}
-	s.db = pgDB{DB: db, s: s}
+	s := &Postgres{newSQLStore(db, &pgDialect{})}
 	if err := s.init(ctx); err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", redact(cfg), err)
 	}
 	return s, nil
@@ -130,14 +127,10 @@ func (s *Postgres) init(ctx context.Context) error {
 	if err := s.migrate(ctx, ms); err != nil {
 		return err
 	}
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO server_secret (id, secret) VALUES (1, ?) ON CONFLICT (id) DO NOTHING`, secret)
-	if err != nil {
-		return fmt.Errorf("create server secret: %w", err)
+	if err := s.createSecret(ctx); err != nil {
+		return err
 	}
-	return nil
+	return s.prepare(ctx, txQueries...)
 }
 
 // migrateLock is the advisory lock key replicas take to migrate one at a
@@ -186,75 +179,9 @@ func (s *Postgres) migrate(ctx context.Context, ms []migration) error {
 	return tx.Commit()
 }
 
-// Close closes the pool.
-func (s *Postgres) Close() error { return s.db.Close() }
-
-// ServerSecret returns the hub's HMAC secret.
-func (s *Postgres) ServerSecret(ctx context.Context) ([]byte, error) {
-	var b []byte
-	if err := s.queryRow(ctx, `SELECT secret FROM server_secret WHERE id = 1`).Scan(&b); err != nil {
-		return nil, fmt.Errorf("read server secret: %w", notFound(err))
-	}
-	return b, nil
-}
-
-// queryRow is QueryRowContext; every query is prepared once per connection
-// (see Postgres).
-func (s *Postgres) queryRow(ctx context.Context, q string, args ...any) scanner {
-	return s.db.QueryRowContext(ctx, q, args...)
-}
-
-// txStmt is q for use in tx (prepared once per connection, see Postgres).
-func (s *Postgres) txStmt(_ context.Context, tx *pgTx, q string) (pgStmt, error) {
-	return pgStmt{tx: tx, q: q}, nil
-}
-
-// pgStmt is a query bound to a transaction.
-type pgStmt struct {
-	tx *pgTx
-	q  string
-}
-
-func (st pgStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
-	return st.tx.ExecContext(ctx, st.q, args...)
-}
-
-func (st pgStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
-	return st.tx.QueryRowContext(ctx, st.q, args...)
-}
-
-// maxTxAttempts bounds the retries of a transaction that keeps losing to
-// concurrent ones.
-const maxTxAttempts = 20
-
-// tx runs fn in a SERIALIZABLE transaction, committing if it returns nil,
-// and runs it again (up to maxTxAttempts) when PostgreSQL aborts it for a
-// serialization failure or a deadlock. fn must not keep state across runs
-// other than what it assigns afresh.
-func (s *Postgres) tx(ctx context.Context, fn func(*pgTx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := s.tryTx(ctx, fn)
-		if !retryable(err) || attempt == maxTxAttempts {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * time.Millisecond):
-		}
-	}
-}
-
-func (s *Postgres) tryTx(ctx context.Context, fn func(*pgTx) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+// pgDialect is PostgreSQL's side of dialect.
+type pgDialect struct {
+	binds sync.Map // query with ? → query with $n
 }
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".
@@ -266,64 +193,27 @@ func pgCode(err error) string {
 	return ""
 }
 
-func retryable(err error) bool {
+func (*pgDialect) isUnique(err error) bool { return pgCode(err) == "23505" }
+
+func (*pgDialect) isForeignKey(err error) bool { return pgCode(err) == "23503" }
+
+func (*pgDialect) retryable(err error) bool {
 	c := pgCode(err)
 	return c == "40001" || c == "40P01" // serialization_failure, deadlock_detected
 }
 
-func pgUnique(err error) bool { return pgCode(err) == "23505" }
-
-func pgForeignKey(err error) bool { return pgCode(err) == "23503" }
-
-// pgDB is the pool, with queries written with ? placeholders.
-type pgDB struct {
-	*sql.DB
-	s *Postgres
+func (*pgDialect) txOptions() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelSerializable}
 }
 
-func (db pgDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return db.DB.ExecContext(ctx, db.s.bind(q), args...)
-}
+// prunePerOrg is false: one statement ranks every org's records (MVCC:
+// readers do not wait for it).
+func (*pgDialect) prunePerOrg() bool { return false }
 
-func (db pgDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return db.DB.QueryContext(ctx, db.s.bind(q), args...)
-}
-
-func (db pgDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return db.DB.QueryRowContext(ctx, db.s.bind(q), args...)
-}
-
-// BeginTx begins a transaction whose queries are written with ?.
-func (db pgDB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*pgTx, error) {
-	tx, err := db.DB.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &pgTx{Tx: tx, s: db.s}, nil
-}
-
-// pgTx is a transaction, with queries written with ? placeholders.
-type pgTx struct {
-	*sql.Tx
-	s *Postgres
-}
-
-func (tx *pgTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return tx.Tx.ExecContext(ctx, tx.s.bind(q), args...)
-}
-
-func (tx *pgTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return tx.Tx.QueryContext(ctx, tx.s.bind(q), args...)
-}
-
-func (tx *pgTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return tx.Tx.QueryRowContext(ctx, tx.s.bind(q), args...)
-}
-
-// bind rewrites the ? placeholders of q as $1, $2, …. The store's queries
-// hold no ? inside literals or identifiers.
-func (s *Postgres) bind(q string) string {
-	if b, ok := s.rebind.Load(q); ok {
+// rebind rewrites the ? placeholders of q as $1, $2, …. The store's
+// queries hold no ? inside literals or identifiers.
+func (d *pgDialect) rebind(q string) string {
+	if b, ok := d.binds.Load(q); ok {
 		return b.(string)
 	}
 	var b strings.Builder
@@ -336,6 +226,6 @@ func (s *Postgres) bind(q string) string {
 		}
 		b.WriteRune(r)
 	}
-	s.rebind.Store(q, b.String())
+	d.binds.Store(q, b.String())
 	return b.String()
 }

@@ -119,11 +119,16 @@ func TestPoolSizeParse(t *testing.T) {
 	}
 }
 
-func TestBind(t *testing.T) {
+func TestRebind(t *testing.T) {
 	t.Parallel()
-	s := &Postgres{}
-	got := s.bind(`UPDATE t SET a = ?, b = ? WHERE id = ?`)
-	if want := `UPDATE t SET a = $1, b = $2 WHERE id = $3`; got != want {
-		t.Errorf("bind = %q, want %q", got, want)
+	d := &pgDialect{}
+	for range 2 { // the second time from the cache
+		got := d.rebind(`UPDATE t SET a = ?, b = ? WHERE id = ?`)
+		if want := `UPDATE t SET a = $1, b = $2 WHERE id = $3`; got != want {
+			t.Errorf("rebind = %q, want %q", got, want)
+		}
+	}
+	if got, want := (sqliteDialect{}).rebind(`a = ?`), `a = ?`; got != want {
+		t.Errorf("sqlite rebind = %q, want %q", got, want)
 	}
 }

@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -18,8 +16,7 @@ import (
 // SQLite is the Store on an embedded SQLite database (modernc.org/sqlite,
 // no cgo): the hub's default when one process serves everything.
 type SQLite struct {
-	db    *sql.DB
-	stmts sync.Map // query text → *sql.Stmt (see stmt)
+	*sqlStore
 }
 
 var _ Store = (*SQLite)(nil)
@@ -61,16 +58,10 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		db.SetMaxOpenConns(16)
 		db.SetMaxIdleConns(16)
 	}
-	s := &SQLite{db: db}
+	s := &SQLite{newSQLStore(db, sqliteDialect{})}
 	if err := s.init(ctx); err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	for _, q := range txQueries {
-		if _, err := s.stmt(ctx, q); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("open store %s: %w", path, err)
-		}
 	}
 	return s, nil
 }
@@ -98,14 +89,10 @@ func (s *SQLite) init(ctx context.Context) error {
 	if err := s.migrate(ctx, ms); err != nil {
 		return err
 	}
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	_, err = s.db.ExecContext(ctx,
-		`INSERT INTO server_secret (id, secret) VALUES (1, ?) ON CONFLICT (id) DO NOTHING`, secret)
-	if err != nil {
-		return fmt.Errorf("create server secret: %w", err)
+	if err := s.createSecret(ctx); err != nil {
+		return err
 	}
-	return nil
+	return s.prepare(ctx, txQueries...)
 }
 
 // walMode switches the file to WAL, which sticks to the file. The switch
@@ -144,7 +131,7 @@ func (s *SQLite) migrate(ctx context.Context, ms []migration) error {
 	) STRICT`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *sqlTx) error {
 		var current int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
@@ -165,84 +152,11 @@ func (s *SQLite) migrate(ctx context.Context, ms []migration) error {
 	})
 }
 
-// Close closes the database.
-func (s *SQLite) Close() error {
-	s.stmts.Range(func(_, st any) bool {
-		st.(*sql.Stmt).Close()
-		return true
-	})
-	return s.db.Close()
-}
+// sqliteDialect is SQLite's side of dialect.
+type sqliteDialect struct{}
 
-// stmt returns q prepared for the store's lifetime: database/sql prepares
-// it once on each connection it runs on, instead of on every call. The
-// queries every routed call makes go through it (preparing them on every
-// call showed in the hub's CPU profile of exec calls).
-func (s *SQLite) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st, ok := s.stmts.Load(q); ok {
-		return st.(*sql.Stmt), nil
-	}
-	st, err := s.db.PrepareContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if prev, loaded := s.stmts.LoadOrStore(q, st); loaded {
-		st.Close()
-		return prev.(*sql.Stmt), nil
-	}
-	return st, nil
-}
-
-// queryRow is QueryRowContext on q prepared once (see stmt).
-func (s *SQLite) queryRow(ctx context.Context, q string, args ...any) scanner {
-	st, err := s.stmt(ctx, q)
-	if err != nil {
-		return errRow{err}
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-// errRow is a row that could not be queried.
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
-
-// txStmt is q for use in tx: the statement prepared once (see stmt) if
-// OpenSQLite prepared it, else prepared for this transaction only. Never
-// prepares on the pool, which a transaction on the one connection of an
-// in-memory store would wait for forever.
-func (s *SQLite) txStmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
-	if st, ok := s.stmts.Load(q); ok {
-		return tx.StmtContext(ctx, st.(*sql.Stmt)), nil
-	}
-	return tx.PrepareContext(ctx, q)
-}
-
-// txQueries are the statements transactions run on every routed call's
-// activity: OpenSQLite prepares them (see txStmt).
-var txQueries = []string{qMachineOrg, qInsertActivity, qRaiseActivitySeq}
-
-// ServerSecret returns the hub's HMAC secret.
-func (s *SQLite) ServerSecret(ctx context.Context) ([]byte, error) {
-	var b []byte
-	if err := s.db.QueryRowContext(ctx, `SELECT secret FROM server_secret WHERE id = 1`).Scan(&b); err != nil {
-		return nil, fmt.Errorf("read server secret: %w", notFound(err))
-	}
-	return b, nil
-}
-
-// tx runs fn in a transaction, committing if it returns nil.
-func (s *SQLite) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
+// rebind keeps ?: SQLite's own placeholder.
+func (sqliteDialect) rebind(q string) string { return q }
 
 // sqliteCode returns the extended result code of a SQLite error, or 0.
 func sqliteCode(err error) int {
@@ -253,92 +167,23 @@ func sqliteCode(err error) int {
 	return 0
 }
 
-func isUnique(err error) bool {
+func (sqliteDialect) isUnique(err error) bool {
 	c := sqliteCode(err)
 	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
-func isForeignKey(err error) bool { return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY }
-
-// notFound turns sql.ErrNoRows into ErrNotFound.
-func notFound(err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
-	}
-	return err
+func (sqliteDialect) isForeignKey(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }
 
-// checkAffected returns ErrNotFound if the statement changed no row.
-func checkAffected(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
+// retryable is false: writers queue on the busy timeout (transactions
+// begin IMMEDIATE), so SQLite never aborts one for a conflict, and a
+// SQLITE_BUSY after the 5 s wait is not worth waiting for again.
+func (sqliteDialect) retryable(error) bool { return false }
 
-// idAlphabet has 32 characters, none of them 0, 1, l or o.
-const idAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
+// txOptions: the DSN's _txlock=immediate does what matters.
+func (sqliteDialect) txOptions() *sql.TxOptions { return nil }
 
-// NewID returns prefix and 12 random characters (60 bits): the form of
-// every id the hub makes ("m-…", "sb-…").
-func NewID(prefix string) string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	for i := range b {
-		b[i] = idAlphabet[b[i]&31]
-	}
-	return prefix + string(b)
-}
-
-// Times are stored as microseconds since the epoch; NULL means zero.
-
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
-
-func fromNullMicros(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return fromMicros(v.Int64)
-}
-
-// needTime rejects a zero time where the store records one.
-func needTime(what string, t time.Time) error {
-	if t.IsZero() {
-		return fmt.Errorf("%w: zero %s", ErrInvalid, what)
-	}
-	return nil
-}
-
-// querier is a *sql.DB or a *sql.Tx.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
-// collect scans every row with scan.
-func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
+// prunePerOrg is true: the file has one write lock, held for a whole
+// statement.
+func (sqliteDialect) prunePerOrg() bool { return true }

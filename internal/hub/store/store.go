@@ -55,6 +55,8 @@ type Store interface {
 	ActivityLog
 	Environments
 	Sandboxes
+	RateLimits
+	Replicas
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed
@@ -208,6 +210,71 @@ type Sandboxes interface {
 	TouchSandbox(ctx context.Context, id string, at time.Time) error
 	// DeleteSandbox deletes the row; deleting a missing one is not an error.
 	DeleteSandbox(ctx context.Context, id string) error
+}
+
+// RateLimits keeps rate limits in the store, so that they hold across hub
+// replicas: a caller cannot dodge one by reaching another replica. Each key
+// has a token bucket (burst tokens, one more every `every`), stored as the
+// time at which it is full again (the generic cell rate algorithm), so
+// taking a token is one statement.
+type RateLimits interface {
+	// TakeToken spends one of key's tokens at `at`. When there is none it
+	// returns false and how long until there will be one, and changes
+	// nothing. ErrInvalid for an empty key, every <= 0 or burst < 1.
+	TakeToken(ctx context.Context, key string, every time.Duration, burst int, at time.Time) (ok bool, wait time.Duration, err error)
+	// ReturnToken gives back a token TakeToken spent (an attempt that
+	// turned out well). A bucket never holds more than burst tokens.
+	ReturnToken(ctx context.Context, key string, every time.Duration) error
+	// DeleteRateLimits forgets the buckets that are full at `at` (they
+	// hold nothing a new bucket would not) and returns how many.
+	DeleteRateLimits(ctx context.Context, at time.Time) (int64, error)
+}
+
+// Replicas records the hub replicas serving from one database and which
+// of them holds each machine's tunnel, so that a call reaching one replica
+// can be forwarded to the one that holds the machine.
+type Replicas interface {
+	// RegisterReplica stores r (or updates it: a replica that registers
+	// again keeps its ID). ErrInvalid without an ID or times.
+	RegisterReplica(ctx context.Context, r Replica) error
+	// ReplicaHeartbeat records that the replica was alive at `at`.
+	// ErrNotFound if it is not registered (others expired it: it must
+	// register again and record its routes again).
+	ReplicaHeartbeat(ctx context.Context, id string, at time.Time) error
+	// ListReplicas returns the registered replicas by ID.
+	ListReplicas(ctx context.Context) ([]Replica, error)
+	// DeleteReplica deletes a replica and its routes; deleting a missing
+	// one is not an error.
+	DeleteReplica(ctx context.Context, id string) error
+	// ExpireReplicas deletes the replicas whose last heartbeat is before
+	// `before`, with their routes, and returns how many.
+	ExpireReplicas(ctx context.Context, before time.Time) (int64, error)
+	// SetRoute records that the replica holds the machine's tunnel since
+	// `at` (a newer tunnel replaces any older route). ErrNotFound if the
+	// replica is not registered.
+	SetRoute(ctx context.Context, machineID, replicaID string, at time.Time) error
+	// DeleteRoute deletes the machine's route if that replica holds it (a
+	// route another replica took since stays).
+	DeleteRoute(ctx context.Context, machineID, replicaID string) error
+	// Route returns the machine's route, if its replica heartbeat at or
+	// after aliveSince; ErrNotFound otherwise.
+	Route(ctx context.Context, machineID string, aliveSince time.Time) (Route, error)
+}
+
+// Replica is a hub replica's stored form.
+type Replica struct {
+	ID          string
+	Addr        string // host:port other replicas forward calls to
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// Route says which replica holds a machine's tunnel.
+type Route struct {
+	MachineID string
+	ReplicaID string
+	Addr      string // the replica's Addr
+	Since     time.Time
 }
 
 // Sandbox is a sandbox's stored form.

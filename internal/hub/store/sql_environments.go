@@ -3,12 +3,53 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 )
 
+const environmentColumns = `org_id, name, image, network, state, pinned, reason, report, inventory, running, generation, created_at, updated_at`
+
+func scanEnvironment(r scanner) (Environment, error) {
+	var (
+		e                 Environment
+		report, inventory string
+		created, updated  int64
+	)
+	err := r.Scan(&e.OrgID, &e.Name, &e.Image, &e.Network, &e.State, &e.Pinned, &e.Reason, &report, &inventory,
+		&e.Running, &e.Generation, &created, &updated)
+	if err != nil {
+		return Environment{}, notFound(err)
+	}
+	e.Report, e.Inventory = rawJSON(report), rawJSON(inventory)
+	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return e, nil
+}
+
+// rawJSON returns stored JSON, nil for JSON null.
+func rawJSON(s string) json.RawMessage {
+	if s == "" || s == "null" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// jsonText returns m as stored text, "null" for none; ErrInvalid when m is
+// not JSON.
+func jsonText(what string, m json.RawMessage) (string, error) {
+	if len(m) == 0 {
+		return "null", nil
+	}
+	if !json.Valid(m) {
+		return "", fmt.Errorf("%w: %s is not JSON", ErrInvalid, what)
+	}
+	return string(m), nil
+}
+
+func validNetwork(n string) bool { return n == "public" || n == "none" }
+
 // CreateEnvironment stores a new custom image environment, validating.
-func (s *Postgres) CreateEnvironment(ctx context.Context, e Environment) (Environment, error) {
+func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Environment, error) {
 	switch {
 	case e.OrgID == "" || e.Name == "" || e.Image == "":
 		return Environment{}, fmt.Errorf("create environment: %w: org, name and image are required", ErrInvalid)
@@ -25,9 +66,9 @@ func (s *Postgres) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt))
 	switch {
-	case pgUnique(err):
+	case s.d.isUnique(err):
 		return Environment{}, fmt.Errorf("create environment %s: %w: the name is taken", e.Name, ErrConflict)
-	case pgForeignKey(err):
+	case s.d.isForeignKey(err):
 		return Environment{}, fmt.Errorf("create environment: org %s: %w", e.OrgID, ErrNotFound)
 	case err != nil:
 		return Environment{}, fmt.Errorf("create environment: %w", err)
@@ -36,11 +77,11 @@ func (s *Postgres) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 }
 
 // Environment returns one of the org's environments.
-func (s *Postgres) Environment(ctx context.Context, orgID, name string) (Environment, error) {
+func (s *sqlStore) Environment(ctx context.Context, orgID, name string) (Environment, error) {
 	return s.environment(ctx, s.db, orgID, name)
 }
 
-func (s *Postgres) environment(ctx context.Context, q querier, orgID, name string) (Environment, error) {
+func (s *sqlStore) environment(ctx context.Context, q querier, orgID, name string) (Environment, error) {
 	e, err := scanEnvironment(q.QueryRowContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE org_id = ? AND name = ?`, orgID, name))
 	if err != nil {
 		return Environment{}, fmt.Errorf("environment %s: %w", name, err)
@@ -49,7 +90,7 @@ func (s *Postgres) environment(ctx context.Context, q querier, orgID, name strin
 }
 
 // ListEnvironments returns the org's environments by name.
-func (s *Postgres) ListEnvironments(ctx context.Context, orgID string) ([]Environment, error) {
+func (s *sqlStore) ListEnvironments(ctx context.Context, orgID string) ([]Environment, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE org_id = ? ORDER BY name`, orgID)
 	es, err := collect(rows, err, scanEnvironment)
 	if err != nil {
@@ -59,7 +100,7 @@ func (s *Postgres) ListEnvironments(ctx context.Context, orgID string) ([]Enviro
 }
 
 // ListValidating returns every environment with a validation running.
-func (s *Postgres) ListValidating(ctx context.Context) ([]Environment, error) {
+func (s *sqlStore) ListValidating(ctx context.Context) ([]Environment, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+environmentColumns+` FROM environments WHERE running <> '' ORDER BY org_id, name`)
 	es, err := collect(rows, err, scanEnvironment)
 	if err != nil {
@@ -69,7 +110,7 @@ func (s *Postgres) ListValidating(ctx context.Context) ([]Environment, error) {
 }
 
 // StartValidation starts an update or a revalidation, if none is running.
-func (s *Postgres) StartValidation(ctx context.Context, orgID, name, kind string, at time.Time) (Environment, error) {
+func (s *sqlStore) StartValidation(ctx context.Context, orgID, name, kind string, at time.Time) (Environment, error) {
 	if kind != "update" && kind != "revalidate" {
 		return Environment{}, fmt.Errorf("start validation: %w: kind %q", ErrInvalid, kind)
 	}
@@ -77,7 +118,7 @@ func (s *Postgres) StartValidation(ctx context.Context, orgID, name, kind string
 		return Environment{}, fmt.Errorf("start validation: %w", err)
 	}
 	var out Environment
-	err := s.tx(ctx, func(tx *pgTx) error {
+	err := s.tx(ctx, func(tx *sqlTx) error {
 		e, err := s.environment(ctx, tx, orgID, name)
 		if err != nil {
 			return err
@@ -106,8 +147,16 @@ func (s *Postgres) StartValidation(ctx context.Context, orgID, name, kind string
 	return out, nil
 }
 
+// nullIf returns v when cond holds, else SQL NULL.
+func nullIf(cond bool, v string) any {
+	if cond {
+		return v
+	}
+	return nil
+}
+
 // SetValidationReason records progress of the current run.
-func (s *Postgres) SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error {
+func (s *sqlStore) SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE environments SET reason = ?, updated_at = ? WHERE org_id = ? AND name = ? AND generation = ? AND running <> ''`,
 		reason, micros(at), orgID, name, generation)
 	if err := checkAffected(res, err); err != nil {
@@ -120,7 +169,7 @@ func (s *Postgres) SetValidationReason(ctx context.Context, orgID, name string, 
 }
 
 // FinishValidation stores the outcome of the current run.
-func (s *Postgres) FinishValidation(ctx context.Context, orgID, name string, generation int64, r Environment, at time.Time) (Environment, error) {
+func (s *sqlStore) FinishValidation(ctx context.Context, orgID, name string, generation int64, r Environment, at time.Time) (Environment, error) {
 	switch r.State {
 	case EnvReady, EnvRejected:
 	default:
@@ -135,7 +184,7 @@ func (s *Postgres) FinishValidation(ctx context.Context, orgID, name string, gen
 		return Environment{}, fmt.Errorf("finish validation: %w", err)
 	}
 	var out Environment
-	err = s.tx(ctx, func(tx *pgTx) error {
+	err = s.tx(ctx, func(tx *sqlTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE environments SET state = ?, pinned = ?, reason = ?, report = ?, inventory = ?, running = '', updated_at = ?
 			WHERE org_id = ? AND name = ? AND generation = ? AND running <> ''`,
 			r.State, r.Pinned, r.Reason, report, inventory, micros(at), orgID, name, generation)
@@ -155,8 +204,8 @@ func (s *Postgres) FinishValidation(ctx context.Context, orgID, name string, gen
 }
 
 // DeleteEnvironment deletes one of the org's environments.
-func (s *Postgres) DeleteEnvironment(ctx context.Context, orgID, name string) error {
-	return s.tx(ctx, func(tx *pgTx) error {
+func (s *sqlStore) DeleteEnvironment(ctx context.Context, orgID, name string) error {
+	return s.tx(ctx, func(tx *sqlTx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM environments WHERE org_id = ? AND name = ?`, orgID, name)
 		if err := checkAffected(res, err); err != nil {
 			return fmt.Errorf("delete environment %s: %w", name, err)
@@ -167,20 +216,20 @@ func (s *Postgres) DeleteEnvironment(ctx context.Context, orgID, name string) er
 }
 
 // SetDefaultEnvironment makes name the org's default.
-func (s *Postgres) SetDefaultEnvironment(ctx context.Context, orgID, name string) error {
+func (s *sqlStore) SetDefaultEnvironment(ctx context.Context, orgID, name string) error {
 	if name == "" {
 		return fmt.Errorf("set default environment: %w: no name", ErrInvalid)
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO org_defaults (org_id, environment) VALUES (?, ?)
 		ON CONFLICT (org_id) DO UPDATE SET environment = excluded.environment`, orgID, name)
-	if pgForeignKey(err) {
+	if s.d.isForeignKey(err) {
 		return fmt.Errorf("set default environment: org %s: %w", orgID, ErrNotFound)
 	}
 	return err
 }
 
 // DefaultEnvironment returns the org's default, "" when none was set.
-func (s *Postgres) DefaultEnvironment(ctx context.Context, orgID string) (string, error) {
+func (s *sqlStore) DefaultEnvironment(ctx context.Context, orgID string) (string, error) {
 	var name string
 	err := s.db.QueryRowContext(ctx, `SELECT environment FROM org_defaults WHERE org_id = ?`, orgID).Scan(&name)
 	if err == sql.ErrNoRows {

@@ -6,8 +6,29 @@ import (
 	"time"
 )
 
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at`
+
+func scanSandbox(r scanner) (Sandbox, error) {
+	var (
+		sb            Sandbox
+		warm          int
+		created, used int64
+		expires       int64
+	)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires)
+	if err != nil {
+		return Sandbox{}, notFound(err)
+	}
+	sb.Warm = warm == 1
+	sb.CreatedAt, sb.LastUsedAt = fromMicros(created), fromMicros(used)
+	if expires != 0 {
+		sb.ExpiresAt = fromMicros(expires)
+	}
+	return sb, nil
+}
+
 // CreateSandbox stores a new sandbox.
-func (s *Postgres) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, error) {
+func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	switch {
 	case sb.ID == "" || sb.OrgID == "" || sb.Environment == "" || sb.Image == "":
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: id, org, environment and image are required", ErrInvalid)
@@ -34,9 +55,9 @@ func (s *Postgres) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires)
 	switch {
-	case pgUnique(err):
+	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
-	case pgForeignKey(err):
+	case s.d.isForeignKey(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: org %s: %w", sb.OrgID, ErrNotFound)
 	case err != nil:
 		return Sandbox{}, fmt.Errorf("create sandbox: %w", err)
@@ -45,7 +66,7 @@ func (s *Postgres) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 }
 
 // Sandbox returns one sandbox.
-func (s *Postgres) Sandbox(ctx context.Context, id string) (Sandbox, error) {
+func (s *sqlStore) Sandbox(ctx context.Context, id string) (Sandbox, error) {
 	sb, err := scanSandbox(s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id))
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, err)
@@ -54,7 +75,7 @@ func (s *Postgres) Sandbox(ctx context.Context, id string) (Sandbox, error) {
 }
 
 // ConversationSandbox returns the conversation's sandbox in env.
-func (s *Postgres) ConversationSandbox(ctx context.Context, orgID, env, conversation string) (Sandbox, error) {
+func (s *sqlStore) ConversationSandbox(ctx context.Context, orgID, env, conversation string) (Sandbox, error) {
 	sb, err := scanSandbox(s.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes
 		WHERE org_id = ? AND environment = ? AND conversation = ? AND warm = 0`, orgID, env, conversation))
 	if err != nil {
@@ -64,7 +85,7 @@ func (s *Postgres) ConversationSandbox(ctx context.Context, orgID, env, conversa
 }
 
 // ListSandboxes returns the org's sandboxes, or every org's.
-func (s *Postgres) ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, error) {
+func (s *sqlStore) ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE ? = '' OR org_id = ? ORDER BY created_at, id`, orgID, orgID)
 	sbs, err := collect(rows, err, scanSandbox)
 	if err != nil {
@@ -74,16 +95,16 @@ func (s *Postgres) ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, 
 }
 
 // ClaimWarmSandbox hands the oldest warm sandbox of env to a conversation.
-func (s *Postgres) ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error) {
+func (s *sqlStore) ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error) {
 	var out Sandbox
-	err := s.tx(ctx, func(tx *pgTx) error {
+	err := s.tx(ctx, func(tx *sqlTx) error {
 		sb, err := scanSandbox(tx.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes
 			WHERE org_id = ? AND environment = ? AND warm = 1 AND container_id <> '' ORDER BY created_at, id LIMIT 1`, orgID, env))
 		if err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET warm = 0, conversation = ?, last_used_at = ? WHERE id = ?`, conversation, micros(at), sb.ID)
-		if pgUnique(err) {
+		if s.d.isUnique(err) {
 			return fmt.Errorf("%w: conversation %q has a sandbox in %s already", ErrConflict, conversation, env)
 		}
 		sb.Warm, sb.Conversation, sb.LastUsedAt = false, conversation, fromMicros(micros(at))
@@ -97,7 +118,7 @@ func (s *Postgres) ClaimWarmSandbox(ctx context.Context, orgID, env, conversatio
 }
 
 // SetSandboxContainer records the sandbox's container.
-func (s *Postgres) SetSandboxContainer(ctx context.Context, id, containerID string) error {
+func (s *sqlStore) SetSandboxContainer(ctx context.Context, id, containerID string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET container_id = ? WHERE id = ?`, containerID, id)
 	if err := checkAffected(res, err); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
@@ -106,13 +127,13 @@ func (s *Postgres) SetSandboxContainer(ctx context.Context, id, containerID stri
 }
 
 // TouchSandbox records the sandbox's last use (never moving it back).
-func (s *Postgres) TouchSandbox(ctx context.Context, id string, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET last_used_at = GREATEST(last_used_at, ?) WHERE id = ?`, micros(at), id)
+func (s *sqlStore) TouchSandbox(ctx context.Context, id string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET last_used_at = ? WHERE id = ? AND last_used_at < ?`, micros(at), id, micros(at))
 	return err
 }
 
 // DeleteSandbox deletes the sandbox's row.
-func (s *Postgres) DeleteSandbox(ctx context.Context, id string) error {
+func (s *sqlStore) DeleteSandbox(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	return err
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // CreatePairingCode stores a pairing code's HMACs.
-func (s *SQLite) CreatePairingCode(ctx context.Context, c PairingCode) (PairingCode, error) {
+func (s *sqlStore) CreatePairingCode(ctx context.Context, c PairingCode) (PairingCode, error) {
 	switch {
 	case c.OrgID == "":
 		return PairingCode{}, fmt.Errorf("create pairing code: %w: no org", ErrInvalid)
@@ -33,9 +33,9 @@ func (s *SQLite) CreatePairingCode(ctx context.Context, c PairingCode) (PairingC
 		(id, org_id, selector, mac, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.OrgID, c.Selector, c.MAC, c.CreatedBy, micros(c.CreatedAt), micros(c.ExpiresAt))
 	switch {
-	case isUnique(err):
+	case s.d.isUnique(err):
 		return PairingCode{}, fmt.Errorf("create pairing code: selector taken: %w", ErrConflict)
-	case isForeignKey(err):
+	case s.d.isForeignKey(err):
 		return PairingCode{}, fmt.Errorf("create pairing code: org %s: %w", c.OrgID, ErrNotFound)
 	case err != nil:
 		return PairingCode{}, fmt.Errorf("create pairing code: %w", err)
@@ -63,7 +63,7 @@ func scanCode(r scanner) (PairingCode, error) {
 }
 
 // PairingCodeBySelector returns the code with that selector.
-func (s *SQLite) PairingCodeBySelector(ctx context.Context, selector []byte) (PairingCode, error) {
+func (s *sqlStore) PairingCodeBySelector(ctx context.Context, selector []byte) (PairingCode, error) {
 	c, err := scanCode(s.db.QueryRowContext(ctx, `SELECT `+codeColumns+` FROM pairing_codes WHERE selector = ?`, selector))
 	if err != nil {
 		return PairingCode{}, fmt.Errorf("pairing code: %w", err)
@@ -72,7 +72,7 @@ func (s *SQLite) PairingCodeBySelector(ctx context.Context, selector []byte) (Pa
 }
 
 // ListPairingCodes returns the org's codes, oldest first.
-func (s *SQLite) ListPairingCodes(ctx context.Context, orgID string) ([]PairingCode, error) {
+func (s *sqlStore) ListPairingCodes(ctx context.Context, orgID string) ([]PairingCode, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT `+codeColumns+` FROM pairing_codes WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	cs, err := collect(rows, err, scanCode)
@@ -87,13 +87,13 @@ func (s *SQLite) ListPairingCodes(ctx context.Context, orgID string) ([]PairingC
 const liveCode = `used_at IS NULL AND locked_at IS NULL AND expires_at > ?`
 
 // FailPairingCode counts a wrong guess against a live code.
-func (s *SQLite) FailPairingCode(ctx context.Context, id string, lockAfter int, at time.Time) (PairingCode, error) {
+func (s *sqlStore) FailPairingCode(ctx context.Context, id string, lockAfter int, at time.Time) (PairingCode, error) {
 	if lockAfter < 1 {
 		return PairingCode{}, fmt.Errorf("count pairing failure: %w: lockAfter %d", ErrInvalid, lockAfter)
 	}
 	c, err := scanCode(s.db.QueryRowContext(ctx, `UPDATE pairing_codes SET
 			failed_attempts = failed_attempts + 1,
-			locked_at = CASE WHEN failed_attempts + 1 >= ? THEN ? ELSE NULL END
+			locked_at = CASE WHEN failed_attempts + 1 >= ? THEN CAST(? AS BIGINT) ELSE NULL END
 		WHERE id = ? AND `+liveCode+` RETURNING `+codeColumns,
 		lockAfter, micros(at), id, micros(at)))
 	if errors.Is(err, ErrNotFound) {
@@ -120,7 +120,7 @@ func whyNotLive(ctx context.Context, q querier, id string) error {
 }
 
 // RedeemPairingCode uses the code and creates the machine it pairs.
-func (s *SQLite) RedeemPairingCode(ctx context.Context, id, remoteAddr string, at time.Time, m Machine) (Machine, error) {
+func (s *sqlStore) RedeemPairingCode(ctx context.Context, id, remoteAddr string, at time.Time, m Machine) (Machine, error) {
 	if err := needTime("redemption time", at); err != nil {
 		return Machine{}, fmt.Errorf("redeem pairing code: %w", err)
 	}
@@ -129,7 +129,7 @@ func (s *SQLite) RedeemPairingCode(ctx context.Context, id, remoteAddr string, a
 	if err != nil {
 		return Machine{}, fmt.Errorf("redeem pairing code: %w", err)
 	}
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sqlTx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE pairing_codes SET used_at = ?, used_by = ?, used_from = ?
 			WHERE id = ? AND `+liveCode+` RETURNING org_id`,
 			micros(at), m.ID, remoteAddr, id, micros(at)).Scan(&m.OrgID)
@@ -139,7 +139,7 @@ func (s *SQLite) RedeemPairingCode(ctx context.Context, id, remoteAddr string, a
 		if err != nil {
 			return err
 		}
-		return insertMachine(ctx, tx, m)
+		return s.insertMachine(ctx, tx, m)
 	})
 	if err != nil {
 		return Machine{}, fmt.Errorf("redeem pairing code: %w", err)
@@ -148,7 +148,7 @@ func (s *SQLite) RedeemPairingCode(ctx context.Context, id, remoteAddr string, a
 }
 
 // DeletePairingCodes deletes codes that expired before `before`.
-func (s *SQLite) DeletePairingCodes(ctx context.Context, before time.Time) (int64, error) {
+func (s *sqlStore) DeletePairingCodes(ctx context.Context, before time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM pairing_codes WHERE expires_at < ?`, micros(before))
 	if err != nil {
 		return 0, fmt.Errorf("delete pairing codes: %w", err)
@@ -170,21 +170,21 @@ func newMachine(m Machine, at time.Time) (Machine, error) {
 	return m, nil
 }
 
-func insertMachine(ctx context.Context, tx *sql.Tx, m Machine) error {
+func (s *sqlStore) insertMachine(ctx context.Context, tx *sqlTx, m Machine) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO machines
 		(id, org_id, name, hostname, os, arch, version, public_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.OrgID, m.Name, m.Hostname, m.OS, m.Arch, m.Version, []byte(m.PublicKey), micros(m.CreatedAt))
 	switch {
-	case isUnique(err):
+	case s.d.isUnique(err):
 		return fmt.Errorf("this public key is registered to a machine already: %w", ErrConflict)
-	case isForeignKey(err):
+	case s.d.isForeignKey(err):
 		return fmt.Errorf("org %s: %w", m.OrgID, ErrNotFound)
 	}
 	return err
 }
 
 // CreateMachine registers a machine without a pairing code.
-func (s *SQLite) CreateMachine(ctx context.Context, m Machine) (Machine, error) {
+func (s *sqlStore) CreateMachine(ctx context.Context, m Machine) (Machine, error) {
 	if m.OrgID == "" {
 		return Machine{}, fmt.Errorf("create machine: %w: no org", ErrInvalid)
 	}
@@ -195,7 +195,7 @@ func (s *SQLite) CreateMachine(ctx context.Context, m Machine) (Machine, error) 
 	if err != nil {
 		return Machine{}, fmt.Errorf("create machine: %w", err)
 	}
-	if err := s.tx(ctx, func(tx *sql.Tx) error { return insertMachine(ctx, tx, m) }); err != nil {
+	if err := s.tx(ctx, func(tx *sqlTx) error { return s.insertMachine(ctx, tx, m) }); err != nil {
 		return Machine{}, fmt.Errorf("create machine: %w", err)
 	}
 	return m, nil
@@ -221,7 +221,7 @@ func scanMachine(r scanner) (Machine, error) {
 }
 
 // Machine returns the machine with that ID.
-func (s *SQLite) Machine(ctx context.Context, id string) (Machine, error) {
+func (s *sqlStore) Machine(ctx context.Context, id string) (Machine, error) {
 	m, err := scanMachine(s.queryRow(ctx, `SELECT `+machineColumns+` FROM machines WHERE id = ?`, id))
 	if err != nil {
 		return Machine{}, fmt.Errorf("machine %s: %w", id, err)
@@ -230,7 +230,7 @@ func (s *SQLite) Machine(ctx context.Context, id string) (Machine, error) {
 }
 
 // ListMachines returns the org's machines, oldest first.
-func (s *SQLite) ListMachines(ctx context.Context, orgID string) ([]Machine, error) {
+func (s *sqlStore) ListMachines(ctx context.Context, orgID string) ([]Machine, error) {
 	rows, err := s.db.QueryContext(ctx,
 		`SELECT `+machineColumns+` FROM machines WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	ms, err := collect(rows, err, scanMachine)
@@ -241,7 +241,7 @@ func (s *SQLite) ListMachines(ctx context.Context, orgID string) ([]Machine, err
 }
 
 // MachineSeen records the machine's last sign of life; it never moves back.
-func (s *SQLite) MachineSeen(ctx context.Context, id string, at time.Time, version string) error {
+func (s *sqlStore) MachineSeen(ctx context.Context, id string, at time.Time, version string) error {
 	err := checkAffected(s.db.ExecContext(ctx, `UPDATE machines SET
 			last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < ? THEN ? ELSE last_seen_at END,
 			version = CASE WHEN ? = '' THEN version ELSE ? END
@@ -253,7 +253,7 @@ func (s *SQLite) MachineSeen(ctx context.Context, id string, at time.Time, versi
 }
 
 // RevokeMachine revokes one of the org's machines.
-func (s *SQLite) RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error {
+func (s *sqlStore) RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error {
 	if err := needTime("revocation time", at); err != nil {
 		return fmt.Errorf("revoke machine: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // CreateOrg creates an org.
-func (s *SQLite) CreateOrg(ctx context.Context, name string, at time.Time) (Org, error) {
+func (s *sqlStore) CreateOrg(ctx context.Context, name string, at time.Time) (Org, error) {
 	if name == "" {
 		return Org{}, fmt.Errorf("create org: %w: empty name", ErrInvalid)
 	}
@@ -18,7 +18,7 @@ func (s *SQLite) CreateOrg(ctx context.Context, name string, at time.Time) (Org,
 	o := Org{ID: NewID("org-"), Name: name, CreatedAt: fromMicros(micros(at))}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?)`,
 		o.ID, o.Name, micros(at))
-	if isUnique(err) {
+	if s.d.isUnique(err) {
 		return Org{}, fmt.Errorf("create org: an org named %q exists: %w", name, ErrConflict)
 	}
 	if err != nil {
@@ -40,7 +40,7 @@ func scanOrg(r scanner) (Org, error) {
 }
 
 // Org returns the org with that ID.
-func (s *SQLite) Org(ctx context.Context, id string) (Org, error) {
+func (s *sqlStore) Org(ctx context.Context, id string) (Org, error) {
 	o, err := scanOrg(s.queryRow(ctx, `SELECT `+orgColumns+` FROM orgs WHERE id = ?`, id))
 	if err != nil {
 		return Org{}, fmt.Errorf("org %s: %w", id, err)
@@ -49,7 +49,7 @@ func (s *SQLite) Org(ctx context.Context, id string) (Org, error) {
 }
 
 // OrgByName returns the org with that name.
-func (s *SQLite) OrgByName(ctx context.Context, name string) (Org, error) {
+func (s *sqlStore) OrgByName(ctx context.Context, name string) (Org, error) {
 	o, err := scanOrg(s.db.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM orgs WHERE name = ?`, name))
 	if err != nil {
 		return Org{}, fmt.Errorf("org %q: %w", name, err)
@@ -58,7 +58,7 @@ func (s *SQLite) OrgByName(ctx context.Context, name string) (Org, error) {
 }
 
 // ListOrgs returns every org, oldest first.
-func (s *SQLite) ListOrgs(ctx context.Context) ([]Org, error) {
+func (s *sqlStore) ListOrgs(ctx context.Context) ([]Org, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+orgColumns+` FROM orgs ORDER BY created_at, id`)
 	orgs, err := collect(rows, err, scanOrg)
 	if err != nil {
@@ -68,7 +68,7 @@ func (s *SQLite) ListOrgs(ctx context.Context) ([]Org, error) {
 }
 
 // CreateToken stores an API token's hash.
-func (s *SQLite) CreateToken(ctx context.Context, t Token) (Token, error) {
+func (s *sqlStore) CreateToken(ctx context.Context, t Token) (Token, error) {
 	switch {
 	case t.OrgID == "":
 		return Token{}, fmt.Errorf("create token: %w: no org", ErrInvalid)
@@ -89,9 +89,9 @@ func (s *SQLite) CreateToken(ctx context.Context, t Token) (Token, error) {
 		`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		t.ID, t.OrgID, t.Name, string(t.Role), t.Hash[:], micros(t.CreatedAt))
 	switch {
-	case isUnique(err):
+	case s.d.isUnique(err):
 		return Token{}, fmt.Errorf("create token: the org has a live token named %q: %w", t.Name, ErrConflict)
-	case isForeignKey(err):
+	case s.d.isForeignKey(err):
 		return Token{}, fmt.Errorf("create token: org %s: %w", t.OrgID, ErrNotFound)
 	case err != nil:
 		return Token{}, fmt.Errorf("create token: %w", err)
@@ -120,7 +120,7 @@ func scanToken(r scanner) (Token, error) {
 }
 
 // TokenByHash returns the live token with that hash.
-func (s *SQLite) TokenByHash(ctx context.Context, hash TokenHash) (Token, error) {
+func (s *sqlStore) TokenByHash(ctx context.Context, hash TokenHash) (Token, error) {
 	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE sha256 = ?`, hash[:]))
 	if err != nil {
 		return Token{}, fmt.Errorf("API token: %w", err)
@@ -132,7 +132,7 @@ func (s *SQLite) TokenByHash(ctx context.Context, hash TokenHash) (Token, error)
 }
 
 // ListTokens returns the org's tokens, oldest first.
-func (s *SQLite) ListTokens(ctx context.Context, orgID string) ([]Token, error) {
+func (s *sqlStore) ListTokens(ctx context.Context, orgID string) ([]Token, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	ts, err := collect(rows, err, scanToken)
 	if err != nil {
@@ -142,7 +142,7 @@ func (s *SQLite) ListTokens(ctx context.Context, orgID string) ([]Token, error) 
 }
 
 // TouchToken records the token's last use.
-func (s *SQLite) TouchToken(ctx context.Context, id string, at time.Time) error {
+func (s *sqlStore) TouchToken(ctx context.Context, id string, at time.Time) error {
 	err := checkAffected(s.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, micros(at), id))
 	if err != nil {
 		return fmt.Errorf("touch token %s: %w", id, err)
@@ -151,7 +151,7 @@ func (s *SQLite) TouchToken(ctx context.Context, id string, at time.Time) error 
 }
 
 // RevokeToken revokes one of the org's tokens.
-func (s *SQLite) RevokeToken(ctx context.Context, orgID, id string, at time.Time) error {
+func (s *sqlStore) RevokeToken(ctx context.Context, orgID, id string, at time.Time) error {
 	if err := needTime("revocation time", at); err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}

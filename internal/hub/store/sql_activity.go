@@ -9,8 +9,15 @@ import (
 	"time"
 )
 
+const (
+	qMachineOrg     = `SELECT org_id FROM machines WHERE id = ?`
+	qInsertActivity = `INSERT INTO activity (org_id, machine_id, seq, at, record)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`
+	qRaiseActivitySeq = `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq < ?`
+)
+
 // AppendActivity stores the machine's records; duplicates are skipped.
-func (s *Postgres) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
+func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
 	var maxSeq uint64
 	for _, r := range recs {
 		switch {
@@ -26,7 +33,7 @@ func (s *Postgres) AppendActivity(ctx context.Context, machineID string, recs []
 	if len(recs) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, func(tx *pgTx) error {
+	err := s.tx(ctx, func(tx *sqlTx) error {
 		sel, err := s.txStmt(ctx, tx, qMachineOrg)
 		if err != nil {
 			return err
@@ -58,7 +65,7 @@ func (s *Postgres) AppendActivity(ctx context.Context, machineID string, recs []
 }
 
 // LastSeq returns the highest sequence number appended for the machine.
-func (s *Postgres) LastSeq(ctx context.Context, machineID string) (uint64, error) {
+func (s *sqlStore) LastSeq(ctx context.Context, machineID string) (uint64, error) {
 	var seq int64
 	err := s.queryRow(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
 	if err != nil {
@@ -67,8 +74,22 @@ func (s *Postgres) LastSeq(ctx context.Context, machineID string) (uint64, error
 	return uint64(seq), nil
 }
 
+func scanActivity(r scanner) (Activity, error) {
+	var (
+		a      Activity
+		seq    int64
+		at     int64
+		record string
+	)
+	if err := r.Scan(&a.ID, &a.OrgID, &a.MachineID, &seq, &at, &record); err != nil {
+		return Activity{}, err
+	}
+	a.Seq, a.Time, a.Record = uint64(seq), fromMicros(at), json.RawMessage(record)
+	return a, nil
+}
+
 // ListActivity returns the records q selects, oldest first.
-func (s *Postgres) ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error) {
+func (s *sqlStore) ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error) {
 	if q.OrgID == "" {
 		return nil, fmt.Errorf("list activity: %w: no org", ErrInvalid)
 	}
@@ -101,7 +122,7 @@ func (s *Postgres) ListActivity(ctx context.Context, q ActivityQuery) ([]Activit
 }
 
 // PruneActivity applies the retention limits.
-func (s *Postgres) PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error) {
+func (s *sqlStore) PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error) {
 	if keepPerOrg < 0 {
 		return 0, fmt.Errorf("prune activity: %w: keep %d", ErrInvalid, keepPerOrg)
 	}
@@ -120,15 +141,31 @@ func (s *Postgres) PruneActivity(ctx context.Context, keepPerOrg int, before tim
 			return total, fmt.Errorf("prune activity: %w", err)
 		}
 	}
-	if keepPerOrg > 0 {
-		// Every org at once, in SQL: rank each org's records newest first
-		// and delete those past keepPerOrg.
+	if keepPerOrg > 0 && !s.d.prunePerOrg() {
+		// Every org at once: rank each org's records newest first and
+		// delete those past keepPerOrg.
 		err := del(`DELETE FROM activity WHERE id IN (
 			SELECT id FROM (
 				SELECT id, row_number() OVER (PARTITION BY org_id ORDER BY id DESC) AS n FROM activity
 			) ranked WHERE n > ?)`, keepPerOrg)
 		if err != nil {
 			return total, fmt.Errorf("prune activity: %w", err)
+		}
+		return total, nil
+	}
+	if keepPerOrg > 0 {
+		orgs, err := s.ListOrgs(ctx)
+		if err != nil {
+			return total, fmt.Errorf("prune activity: %w", err)
+		}
+		// One statement per org keeps each write transaction short.
+		for _, o := range orgs {
+			err := del(`DELETE FROM activity WHERE org_id = ? AND id <= (
+				SELECT id FROM activity WHERE org_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+				o.ID, o.ID, keepPerOrg)
+			if err != nil {
+				return total, fmt.Errorf("prune activity of org %s: %w", o.Name, err)
+			}
 		}
 	}
 	return total, nil

@@ -1,0 +1,218 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+)
+
+// Store is what the registry needs from the hub's store.
+type Store interface {
+	RegisterReplica(ctx context.Context, r store.Replica) error
+	ReplicaHeartbeat(ctx context.Context, id string, at time.Time) error
+	DeleteReplica(ctx context.Context, id string) error
+	ExpireReplicas(ctx context.Context, before time.Time) (int64, error)
+	SetRoute(ctx context.Context, machineID, replicaID string, at time.Time) error
+	DeleteRoute(ctx context.Context, machineID, replicaID string) error
+	Route(ctx context.Context, machineID string, aliveSince time.Time) (store.Route, error)
+}
+
+var _ Store = store.Store(nil)
+
+// Options configures a Registry. Zero fields get defaults in New.
+type Options struct {
+	// Store is the database the replicas share. Required.
+	Store Store
+	// ID names this replica. Default: a new random "r-…" ID, so that a
+	// restarted process is a new replica.
+	ID string
+	// Addr is the host:port other replicas forward calls to. Default "":
+	// recorded as is (the replica takes no forwarded calls).
+	Addr string
+	// Heartbeat is how often the replica records that it is alive, expires
+	// silent replicas and writes its routes (default 1 s).
+	Heartbeat time.Duration
+	// TTL is how long a replica may stay silent before the others count
+	// it dead and drop its routes (default 5 s; at least 2 heartbeats).
+	TTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives the registry's logs (default a no-op logger).
+	Logger *zap.Logger
+}
+
+// Registry is one replica's entry in the shared registry: it registers,
+// heartbeats, expires replicas that fell silent, and records which
+// machines' tunnels this replica holds. Up and Down never wait for the
+// database: the changes are written by Run, in order, coalesced per machine.
+type Registry struct {
+	opts Options
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	held    map[string]time.Time // machines whose tunnel this replica holds, since
+	pending map[string]bool      // route changes not written yet: true up, false down
+	wake    chan struct{}
+}
+
+// New returns a Registry; Run registers it.
+func New(opts Options) (*Registry, error) {
+	if opts.Store == nil {
+		return nil, errors.New("replica: no store")
+	}
+	if opts.ID == "" {
+		opts.ID = store.NewID("r-")
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 5 * time.Second
+	}
+	opts.TTL = max(opts.TTL, 2*opts.Heartbeat)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Registry{
+		opts:    opts,
+		log:     opts.Logger.Named("replica").With(zap.String("replica", opts.ID)),
+		held:    map[string]time.Time{},
+		pending: map[string]bool{},
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// ID returns the replica's ID.
+func (r *Registry) ID() string { return r.opts.ID }
+
+// Up records that this replica now holds the machine's tunnel.
+func (r *Registry) Up(machineID string) { r.change(machineID, true) }
+
+// Down records that this replica no longer holds the machine's tunnel.
+func (r *Registry) Down(machineID string) { r.change(machineID, false) }
+
+func (r *Registry) change(machineID string, up bool) {
+	r.mu.Lock()
+	if up {
+		r.held[machineID] = r.opts.Now()
+	} else {
+		delete(r.held, machineID)
+	}
+	r.pending[machineID] = up
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Lookup returns the route of a machine whose tunnel a live replica holds;
+// store.ErrNotFound if none does.
+func (r *Registry) Lookup(ctx context.Context, machineID string) (store.Route, error) {
+	return r.opts.Store.Route(ctx, machineID, r.opts.Now().Add(-r.opts.TTL))
+}
+
+// Register enters the replica in the registry; Run keeps it there.
+func (r *Registry) Register(ctx context.Context) error { return r.register(ctx) }
+
+// Run keeps the replica's entry and routes current until ctx ends; then it
+// deletes the entry (and so its routes), so that the other replicas need
+// not wait for it to expire.
+func (r *Registry) Run(ctx context.Context) {
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.opts.Store.DeleteReplica(dctx, r.opts.ID); err != nil {
+			r.log.Warn("leaving the replica registry", zap.Error(err))
+		}
+	}()
+	t := time.NewTicker(r.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+			r.writeRoutes(ctx)
+		case <-t.C:
+			r.beat(ctx)
+			r.writeRoutes(ctx)
+		}
+	}
+}
+
+// register enters the replica, and every route it holds, afresh.
+func (r *Registry) register(ctx context.Context) error {
+	now := r.opts.Now()
+	err := r.opts.Store.RegisterReplica(ctx, store.Replica{ID: r.opts.ID, Addr: r.opts.Addr, StartedAt: now, HeartbeatAt: now})
+	if err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	r.mu.Lock()
+	for id := range r.held {
+		r.pending[id] = true
+	}
+	r.mu.Unlock()
+	r.writeRoutes(ctx)
+	return nil
+}
+
+// beat records that the replica is alive and expires the silent ones. A
+// replica the others expired (it was stalled past the TTL) registers again.
+func (r *Registry) beat(ctx context.Context) {
+	now := r.opts.Now()
+	err := r.opts.Store.ReplicaHeartbeat(ctx, r.opts.ID, now)
+	if errors.Is(err, store.ErrNotFound) {
+		r.log.Warn("this replica was expired by the others: registering again")
+		err = r.register(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("replica heartbeat", zap.Error(err))
+	}
+	n, err := r.opts.Store.ExpireReplicas(ctx, now.Add(-r.opts.TTL))
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn("expiring silent replicas", zap.Error(err))
+	}
+	if n > 0 {
+		r.log.Info("expired silent replicas and their routes", zap.Int64("replicas", n))
+	}
+}
+
+// writeRoutes writes the pending route changes; failed ones stay pending.
+func (r *Registry) writeRoutes(ctx context.Context) {
+	r.mu.Lock()
+	todo := r.pending
+	r.pending = map[string]bool{}
+	since := make(map[string]time.Time, len(todo))
+	for id := range todo {
+		since[id] = r.held[id]
+	}
+	r.mu.Unlock()
+	for id, up := range todo {
+		var err error
+		if up {
+			err = r.opts.Store.SetRoute(ctx, id, r.opts.ID, since[id])
+		} else {
+			err = r.opts.Store.DeleteRoute(ctx, id, r.opts.ID)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("recording a route", zap.String("machine", id), zap.Bool("up", up), zap.Error(err))
+			}
+			r.mu.Lock()
+			if _, newer := r.pending[id]; !newer {
+				r.pending[id] = up
+			}
+			r.mu.Unlock()
+		}
+	}
+}
