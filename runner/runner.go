@@ -120,10 +120,11 @@ func New(opts Options) *Manager {
 // Start starts the command spec describes. ctx bounds only the start: the
 // process lives on after ctx is done, until it exits or is signalled.
 //
-// Start returns an *errs.Error of kind Invalid for a malformed spec,
-// NotFound when the working directory or the program does not exist,
-// Permission when the program cannot be executed, and Unavailable once the
-// Manager is closed.
+// Start's errors say in words meant for the agent what is wrong: a
+// malformed spec, a working directory or program that does not exist, a
+// program that cannot be executed, a Manager that is closed. (Inside this
+// module they also carry a kind from internal/errs — invalid, not found,
+// permission, unavailable — which the daemon maps to a gRPC status.)
 func (m *Manager) Start(ctx context.Context, spec Spec) (*Process, error) {
 	p, _, err := m.start(ctx, spec, nil)
 	return p, err
