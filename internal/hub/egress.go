@@ -33,6 +33,8 @@ func (s *Server) newEgressProxy() (*egressproxy.Proxy, error) {
 		Dial:   s.opts.Sandboxes.EgressDial,
 		Record: s.recordEgress,
 		Logger: s.log.Named("sandbox"),
+		// Now stays the real clock, not Options.Now: the sandboxes sign
+		// their requests with it.
 	})
 }
 
