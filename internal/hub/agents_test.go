@@ -4,10 +4,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
 func TestNewerVersion(t *testing.T) {
@@ -60,5 +62,38 @@ func TestNPMReleases(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 2 || asked[0] != "/@openai%2Fcodex/latest" {
 		t.Errorf("registry asked %v; want codex once (then cached), then nope", asked)
+	}
+}
+
+// A run's network: the profile's allow list, plus --allow (deduplicated);
+// --network open alone; bad entries and --allow with open refused.
+func TestRunNetwork(t *testing.T) {
+	t.Parallel()
+	withList := agentimage.Profile{Name: "a", Network: agentimage.Network{Default: agentimage.NetworkAllow, Allow: []string{"api.example.com"}}}
+	none := agentimage.Profile{Name: "b", Network: agentimage.Network{Default: agentimage.NetworkNone}}
+	for _, tc := range []struct {
+		p       agentimage.Profile
+		network string
+		allow   []string
+		want    string // network, then the list; or the error
+	}{
+		{withList, "", nil, "none api.example.com:443"},
+		{withList, "", []string{"api.example.com:443", "*.cdn.example.com", "x.example.com:8080"}, "none api.example.com:443,*.cdn.example.com:443,x.example.com:8080"},
+		{none, "", nil, "none "},
+		{none, "", []string{"api.openai.com"}, "none api.openai.com:443"},
+		{withList, "open", nil, "public "},
+		{withList, "open", []string{"x.example.com"}, "--allow adds to the restricted network"},
+		{none, "", []string{"127.0.0.1"}, `--allow: invalid allow-list entry "127.0.0.1": want a host name, not an IP address`},
+		{none, "wide", nil, `network "wide": want open`},
+		{none, "", make([]string, 65), "--allow: 65 destinations; at most 64"},
+	} {
+		network, allow, err := runNetwork(tc.p, &hubv1.RunAgentRequest{Network: tc.network, Allow: tc.allow})
+		got := network + " " + allow.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if (err == nil && got != tc.want) || !strings.Contains(got, tc.want) {
+			t.Errorf("runNetwork(%s, %q, %q) = %q; want %q", tc.p.Name, tc.network, tc.allow, got, tc.want)
+		}
 	}
 }

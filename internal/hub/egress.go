@@ -33,6 +33,8 @@ func (s *Server) newEgressProxy() (*egressproxy.Proxy, error) {
 		Dial:   s.opts.Sandboxes.EgressDial,
 		Record: s.recordEgress,
 		Logger: s.log.Named("sandbox"),
+		// Now stays the real clock, not Options.Now: the sandboxes sign
+		// their requests with it.
 	})
 }
 
@@ -46,6 +48,18 @@ func (s *Server) sandboxHandler(mux http.Handler) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// grantEgress sets up a new sandbox with an allow list (none: nothing to
+// do): its agentd serves the proxy, its processes get the proxy variables,
+// its container keeps the list (for a restarted hub), the hub remembers it.
+func (m *sandboxes) grantEgress(spec *sandbox.Spec, g egressGrant, id string) {
+	if len(g.allow) == 0 {
+		return
+	}
+	spec.Env = append(append(spec.Env, wire.EnvSandboxEgress+"="+wire.SandboxEgressProxy), wire.SandboxProxyEnv()...)
+	spec.Labels[sandbox.LabelEgress] = g.allow.String()
+	m.setEgress(id, &g)
 }
 
 // egressLookup gives the proxy a live sandbox's key and allow list.

@@ -425,11 +425,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		spec.Limits = *env.limits
 	}
 	spec.Home = env.home
-	if len(env.allow) > 0 {
-		spec.Env = append(append(spec.Env, wire.EnvSandboxEgress+"="+wire.SandboxEgressProxy), wire.SandboxProxyEnv()...)
-		spec.Labels[sandbox.LabelEgress] = env.allow.String()
-		m.setEgress(id, &egressGrant{org: org.ID, conv: conv, allow: env.allow})
-	}
+	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)
 	fail := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
