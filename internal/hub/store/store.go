@@ -55,6 +55,7 @@ type Store interface {
 	ActivityLog
 	Environments
 	Sandboxes
+	ConsoleSessions
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

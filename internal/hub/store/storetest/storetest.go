@@ -47,6 +47,9 @@ func Run(t *testing.T, open Opener) {
 		{"Environments", testEnvironments},
 		{"ValidationRace", testValidationRace},
 		{"Sandboxes", testSandboxes},
+		{"ConsoleSessions", testConsoleSessions},
+		{"ConsoleLinks", testConsoleLinks},
+		{"ConsoleLinkRace", testConsoleLinkRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
