@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
@@ -56,6 +57,10 @@ type Options struct {
 	// Secrets resolves the secret references of agent runs (--secret
 	// NAME=ref:PATH). Nil: runs that name secrets are refused.
 	Secrets SecretResolver
+	// PublicURL is the hub's URL as people and machines reach it, shown
+	// by the web console in the pairing commands. Default: each request's
+	// scheme and Host.
+	PublicURL string
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -156,7 +161,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
 	admin := &adminService{s: s}
-	hubv1.RegisterEnvironmentServiceServer(s.grpc, &environmentService{s: s, a: admin})
+	envs := &environmentService{s: s, a: admin}
+	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 
 	s.mux = http.NewServeMux()
@@ -167,6 +173,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
+		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.mux.Handle(console.Prefix, web)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, console.Prefix, http.StatusSeeOther)
+	})
 
 	if opts.Sandboxes.Driver != nil {
 		if err := s.startSandboxes(ctx); err != nil {
