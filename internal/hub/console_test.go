@@ -3,10 +3,14 @@ package hub_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +18,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/devdepot-ai/agentd/agentd"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -513,4 +518,136 @@ func waitEvent(t *testing.T, ch <-chan string, kind, want string) string {
 	}
 }
 
-var _ = hubv1.MachineStatus_MACHINE_STATUS_ONLINE
+// codeRE finds the pairing code on the pairing page.
+var codeRE = regexp.MustCompile(`<p class="code"[^>]*>([A-Z0-9]{4}-[A-Z0-9]{4})</p>`)
+
+func TestConsolePairActivityOutputRevoke(t *testing.T) {
+	h := startHub(t)
+	b := newBrowser(t, h.url)
+	b.signIn(h.owner)
+
+	// Pair a machine: the page shows a fresh code and the two commands,
+	// then flips when the machine is online.
+	p := b.post("/console/pair", nil)
+	m := codeRE.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no code on the pairing page:\n%s", p.body)
+	}
+	after := regexp.MustCompile(`pair/events\?after=(\d+)`).FindStringSubmatch(p.body)
+	if after == nil {
+		t.Fatalf("no live part on the pairing page:\n%s", p.body)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	paired := sseEvents(ctx, t, b, "/console/pair/events?after="+after[1])
+
+	dir := t.TempDir()
+	mc := &machine{ws: filepath.Join(dir, "ws"), cfg: filepath.Join(dir, "config")}
+	if err := os.Mkdir(mc.ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pm, err := agentd.Pair(t.Context(), agentd.PairOptions{Hub: h.url, Code: m[1], ConfigDir: mc.cfg, Name: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.id = pm.MachineID
+	h.run(h.owner, mc, filepath.Join(dir, "state"))
+	waitEvent(t, paired, "replace", "<strong>laptop</strong> ("+mc.id)
+
+	if p := b.get("/console/machines"); !strings.Contains(p.body, `class="status online"`) || !strings.Contains(p.body, "laptop") {
+		t.Errorf("machines page after pairing:\n%s", p.body)
+	}
+
+	// A command run with agentctl arrives live on Activity.
+	live := sseEvents(ctx, t, b, "/console/activity/events?after=0&machine="+mc.id)
+	if code, out, errs := h.agentctl(h.owner, mc.id, "sh", "echo hello-console; echo '<b>bold</b>'"); code != 0 {
+		t.Fatalf("agentctl: %d %s %s", code, out, errs)
+	}
+	row := waitEvent(t, live, "prepend", "process.exit")
+	if !strings.Contains(row, "hello-console") || !strings.Contains(row, "&lt;b&gt;bold&lt;/b&gt;") {
+		t.Errorf("live row lacks the escaped output:\n%s", row)
+	}
+	id := regexp.MustCompile(`/console/activity/(\d+)/output`).FindStringSubmatch(row)
+	if id == nil {
+		t.Fatalf("no output link in the row:\n%s", row)
+	}
+
+	// The command's output page, read from the machine, and its download.
+	out := b.get("/console/activity/" + id[1] + "/output")
+	if out.code != http.StatusOK || !strings.Contains(out.body, "hello-console") || strings.Contains(out.body, "offline") {
+		t.Fatalf("output page: %d\n%s", out.code, out.body)
+	}
+	checkPage(t, "output", out)
+	dl := b.get("/console/activity/" + id[1] + "/output?download=1")
+	if dl.body != "hello-console\n<b>bold</b>\n" || !strings.HasPrefix(dl.header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("download: %q %q", dl.body, dl.header.Get("Content-Disposition"))
+	}
+	if p := b.get("/console/activity?actor=tester&machine=" + mc.id); !strings.Contains(p.body, "hello-console") {
+		t.Errorf("filtered history lacks the command")
+	}
+	if p := b.get("/console/activity?actor=nobody"); strings.Contains(p.body, "hello-console") {
+		t.Errorf("the actor filter let another's command through")
+	}
+
+	// Offline: the page says so at once, with the output the record kept.
+	mc.stop()
+	h.waitStatus(h.owner, mc.id, hubv1.MachineStatus_MACHINE_STATUS_OFFLINE)
+	start := time.Now()
+	out = b.get("/console/activity/" + id[1] + "/output")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the output page of an offline machine took %v", took)
+	}
+	if out.code != http.StatusOK || !strings.Contains(out.body, "is offline (last seen") || !strings.Contains(out.body, "hello-console") {
+		t.Errorf("offline output page: %d\n%s", out.code, out.body)
+	}
+
+	// Revoke, then the page shows it.
+	if p := b.post("/console/machines/"+mc.id+"/revoke", nil); p.code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", p.code)
+	}
+	if p := b.get("/console/machines"); !strings.Contains(p.body, `class="status revoked"`) {
+		t.Errorf("machines page after revoke:\n%s", p.body)
+	}
+}
+
+func TestConsoleActivityPaging(t *testing.T) {
+	h := startHub(t)
+	mach, err := h.store.CreateMachine(t.Context(), store.Machine{OrgID: h.hub.Org.ID, Name: "box", Hostname: "box", PublicKey: storetest.NewKey(t), CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []store.Activity
+	for i := 1; i <= 120; i++ {
+		recs = append(recs, store.Activity{Seq: uint64(i), Time: time.Now(), Record: []byte(fmt.Sprintf(`{"seq":%d,"kind":"file.write","summary":"wrote f%03d","actor":"tester"}`, i, i))})
+	}
+	if err := h.store.AppendActivity(t.Context(), mach.ID, recs); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, h.url)
+	b.signIn(h.owner)
+	var seen []string
+	next := "/console/activity"
+	summaryRE := regexp.MustCompile(`wrote f(\d{3})`)
+	olderRE := regexp.MustCompile(`href="/console/activity\?([^"]*before=\d+[^"]*)">Older`)
+	for pages := 0; next != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		p := b.get(next)
+		for _, m := range summaryRE.FindAllStringSubmatch(p.body, -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := olderRE.FindStringSubmatch(p.body); m != nil {
+			next = "/console/activity?" + html.UnescapeString(m[1])
+		}
+	}
+	if len(seen) != 120 || seen[0] != "120" || seen[119] != "001" {
+		t.Errorf("paged through %d records (first %v, last %v), want 120 newest first", len(seen), seen[:1], seen[len(seen)-1:])
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] >= seen[i-1] {
+			t.Fatalf("records out of order or repeated at %d: %v", i, seen[i-1:i+1])
+		}
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,7 +165,7 @@ type activityData struct {
 	Q        historyQuery
 	Rows     []activityRow
 	Newest   int64  // the newest id shown: the live stream continues after it
-	Older    string // query of the next older page; "" when this is the last
+	Older    template.URL // the next older page; "" when this is the last (built from url.Values: escaped)
 	Live     string // the live stream's URL
 	Machines []*hubv1.Machine
 	Plot     *plot
@@ -193,7 +194,7 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request, s *session) {
 		if oldest := recs[0].GetId(); oldest > 1 && len(recs) == pageSize {
 			v := q.values()
 			v.Set("before", strconv.FormatInt(oldest, 10))
-			d.Older = v.Encode()
+			d.Older = template.URL(Prefix + "activity?" + v.Encode())
 		}
 	}
 	if before == 0 {
@@ -220,7 +221,7 @@ func (c *Console) activityEvents(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	c.stream(w, r, func(send func(event, data string) error) error {
-		return c.watch(r.Context(), &hubv1.WatchRequest{MachineId: q.Machine, SinceId: after}, func(m *hubv1.WatchResponse) error {
+		return c.watch(s.ctx, &hubv1.WatchRequest{MachineId: q.Machine, SinceId: after}, func(m *hubv1.WatchResponse) error {
 			if !q.match(m) {
 				return nil
 			}
