@@ -42,7 +42,7 @@ and every operation is recorded per org.`,
 	}
 	root.SetVersionTemplate(version.String("agenthub") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newInitCmd(), newServeCmd(), newDemoCmd(), newImageCmd(), &cobra.Command{
+	root.AddCommand(newInitCmd(), newServeCmd(), newConsoleLinkCmd(), newDemoCmd(), newImageCmd(), &cobra.Command{
 		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String("agenthub")) },
 	})
@@ -222,7 +222,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if sbo.Releases, err = sb.releaseResolver(); err != nil {
 				return err
 			}
-			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets})
+			srv, err := hub.New(cmd.Context(), hub.Options{Store: st, PublicHost: host, PublicURL: publicURL, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets})
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if tlsConfig != nil {
 				scheme = "https"
 			}
-			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
+			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("console", scheme+"://"+lis.Addr().String()+"/console/"), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
 			return srv.Serve(cmd.Context(), lis, tlsConfig)
 		},
 	}

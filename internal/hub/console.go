@@ -46,8 +46,11 @@ func (b *consoleBackend) Changed() <-chan struct{} {
 func (b *consoleBackend) CheckToken(ctx context.Context, raw string) (console.Identity, store.ConsoleSession, error) {
 	md := metadata.Pairs(wire.MDAuthorization, wire.BearerPrefix+raw)
 	c, err := b.s.auth.authenticate(metadata.NewIncomingContext(ctx, md))
-	if err != nil {
+	if status.Code(err) == codes.Unauthenticated {
 		return console.Identity{}, store.ConsoleSession{}, fmt.Errorf("%w: %s", console.ErrBadToken, status.Convert(err).Message())
+	}
+	if err != nil {
+		return console.Identity{}, store.ConsoleSession{}, err
 	}
 	return identity(c), store.ConsoleSession{OrgID: c.org.ID, TokenHash: c.token.Hash}, nil
 }

@@ -651,3 +651,61 @@ func TestConsoleActivityPaging(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleEnvironments(t *testing.T) {
+	h := startHub(t)
+	ctx := t.Context()
+	now := time.Now()
+	e, err := h.store.CreateEnvironment(ctx, store.Environment{OrgID: h.hub.Org.ID, Name: "acme-img", Image: "ghcr.io/acme/sandbox:v1", Network: "public", CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := `[{"id":"reference.host","status":"pass","title":"the reference names an allowed registry"},
+		{"id":"base.build","status":"warn","title":"built on the current base","breaks":"older tools <than> the base's","fix":"rebuild FROM ghcr.io/devdepot-ai/sandbox-base:1"},
+		{"id":"agent.python","status":"pass","title":"Python cells run"}]`
+	if _, err := h.store.FinishValidation(ctx, h.hub.Org.ID, e.Name, e.Generation, store.Environment{State: store.EnvReady,
+		Pinned: "ghcr.io/acme/sandbox@sha256:" + strings.Repeat("ab", 32), Report: []byte(report),
+		Inventory: []byte(`{"tools":["az","terraform"],"python_packages":["pandas==2.2.0"]}`)}, now); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, h.url)
+	b.signIn(h.owner)
+	list := b.get("/console/environments")
+	for _, want := range []string{">builtin<", `href="/console/environments/acme-img"`, "New environment → Custom image"} {
+		if !strings.Contains(list.body, want) {
+			t.Errorf("environments page lacks %q", want)
+		}
+	}
+	p := b.get("/console/environments/acme-img")
+	checkPage(t, "environment", p)
+	for _, want := range []string{"sha256:abab", "Warnings", "older tools &lt;than&gt; the base&#39;s", "Fix: rebuild FROM", "Python cells run",
+		"az, terraform", "pandas==2.2.0", ">Update<", ">Re-validate<", `class="state ready"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("environment page lacks %q", want)
+		}
+	}
+	if w, r := strings.Index(p.body, "Warnings"), strings.Index(p.body, "<h2>Report"); w < 0 || r < w || strings.Count(p.body, "built on the current base") != 1 {
+		t.Errorf("warnings are not apart from the report")
+	}
+
+	// Make it the org's default through the button.
+	if p := b.post("/console/environments/acme-img/default", nil); p.code != http.StatusSeeOther {
+		t.Fatalf("default: %d\n%s", p.code, p.body)
+	}
+	if def, err := h.store.DefaultEnvironment(ctx, h.hub.Org.ID); err != nil || def != "acme-img" {
+		t.Errorf("default = %q, %v", def, err)
+	}
+
+	// Refused (this hub runs no sandboxes): the hub's message, the form
+	// refilled, nothing made.
+	p = b.post("/console/environments", url.Values{"name": {"e2"}, "image": {"acme/sandbox"}, "network": {"public"}})
+	if p.code != http.StatusConflict || !strings.Contains(p.body, "runs no sandboxes") || !strings.Contains(p.body, `value="acme/sandbox"`) {
+		t.Errorf("bad reference: %d\n%s", p.code, p.body)
+	}
+	if _, err := h.store.Environment(ctx, h.hub.Org.ID, "e2"); err == nil {
+		t.Error("a refused environment was stored")
+	}
+	if p := b.get("/console/environments/nope"); p.code != http.StatusNotFound {
+		t.Errorf("unknown environment: %d", p.code)
+	}
+}

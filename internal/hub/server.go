@@ -444,6 +444,9 @@ func (s *Server) heartbeat() {
 		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pruning activity", zap.Error(err))
 		}
+		if _, err := s.store.DeleteExpiredConsole(s.ctx, now); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("deleting expired console sessions", zap.Error(err))
+		}
 	}
 }
 
