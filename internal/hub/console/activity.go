@@ -164,9 +164,9 @@ func rows(ms []*hubv1.WatchResponse) []activityRow {
 type activityData struct {
 	Q        historyQuery
 	Rows     []activityRow
-	Newest   int64  // the newest id shown: the live stream continues after it
+	Newest   int64        // the newest id shown: the live stream continues after it
 	Older    template.URL // the next older page; "" when this is the last (built from url.Values: escaped)
-	Live     string // the live stream's URL
+	Live     string       // the live stream's URL
 	Machines []*hubv1.Machine
 	Plot     *plot
 }
