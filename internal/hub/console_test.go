@@ -553,6 +553,7 @@ func TestConsolePairActivityOutputRevoke(t *testing.T) {
 	mc.id = pm.MachineID
 	h.run(h.owner, mc, filepath.Join(dir, "state"))
 	waitEvent(t, paired, "replace", "<strong>laptop</strong> ("+mc.id)
+	waitEvent(t, paired, "done", "")
 
 	if p := b.get("/console/machines"); !strings.Contains(p.body, `class="status online"`) || !strings.Contains(p.body, "laptop") {
 		t.Errorf("machines page after pairing:\n%s", p.body)

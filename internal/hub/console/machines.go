@@ -196,7 +196,10 @@ func (c *Console) pairEvents(w http.ResponseWriter, r *http.Request, s *session)
 					if err != nil {
 						return err
 					}
-					return send("replace", html)
+					if err := send("replace", html); err != nil {
+						return err
+					}
+					return send("done", "") // or EventSource would reconnect
 				}
 			}
 			select {
