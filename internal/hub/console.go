@@ -128,6 +128,49 @@ func (b *consoleBackend) Output(ctx context.Context, machine, id string) ([]*age
 	return collectOutput(ctx, st, outputIdle)
 }
 
+// FollowOutput streams a running process's output through the hub's
+// routing, from the offsets given, until it exits.
+func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, from, stderrFrom int64, fn func(*agentdv1.ProcessEvent) error) (err error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine))
+	r, err := b.s.route(ctx, "/agentd.v1.ProcessService/Attach")
+	if err != nil {
+		return err
+	}
+	if r.Done != nil {
+		defer func() { err = r.Done(err) }()
+	}
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, r.MD))
+	defer cancel()
+	st, err := agentdv1.NewProcessServiceClient(r.Conn).Attach(ctx, &agentdv1.AttachRequest{Id: id, FromOffset: from, StderrFromOffset: &stderrFrom})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(m.GetEvent()); err != nil {
+			return err
+		}
+		if m.GetEvent().GetExited() != nil {
+			return nil
+		}
+	}
+}
+
+// OnlineSince says when each live tunnel came up.
+func (b *consoleBackend) OnlineSince() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, ti := range b.s.registry.Tunnels() {
+		out[ti.MachineID] = ti.Since
+	}
+	return out
+}
+
 // outputIdle is how long a running process's output may stay quiet before
 // the page shows what it has (the replay of retained output comes at once).
 const outputIdle = 500 * time.Millisecond

@@ -589,6 +589,33 @@ func TestConsolePairActivityOutputRevoke(t *testing.T) {
 	if p := b.get("/console/activity?actor=nobody"); strings.Contains(p.body, "hello-console") {
 		t.Errorf("the actor filter let another's command through")
 	}
+	if p := b.get("/console/machines"); !strings.Contains(p.body, "now, up ") || !strings.Contains(p.body, "<td>0</td>") {
+		t.Errorf("machines page lacks the uptime, or counts a finished command as running:\n%s", p.body)
+	}
+
+	// A running command's output streams onto its page as it is written.
+	if code, out, errs := h.agentctl(h.owner, mc.id, "exec", "-d", "--", "sh", "-c",
+		"echo first; while [ ! -e go ]; do sleep 0.02; done; echo second"); code != 0 {
+		t.Fatalf("agentctl exec -d: %d %s %s", code, out, errs)
+	}
+	row = waitEvent(t, live, "prepend", "while [ ! -e go ]")
+	if p := b.get("/console/machines"); !strings.Contains(p.body, "<td>1</td>") {
+		t.Errorf("machines page does not count the running command:\n%s", p.body)
+	}
+	longID := regexp.MustCompile(`/console/activity/(\d+)/output`).FindStringSubmatch(row)
+	running := b.get("/console/activity/" + longID[1] + "/output")
+	liveURL := regexp.MustCompile(`data-sse="(/console/activity/\d+/output/events\?from=\d+&amp;stderr_from=\d+)"`).FindStringSubmatch(running.body)
+	if !strings.Contains(running.body, "Still running") || liveURL == nil {
+		t.Fatalf("running command's page:\n%s", running.body)
+	}
+	checkPage(t, "running output", running)
+	follow := sseEvents(ctx, t, b, html.UnescapeString(liveURL[1]))
+	if err := os.WriteFile(filepath.Join(mc.ws, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, follow, "append", "second")
+	waitEvent(t, follow, "append", "exit 0")
+	waitEvent(t, follow, "done", "")
 
 	// Offline: the page says so at once, with the output the record kept.
 	mc.stop()

@@ -253,6 +253,7 @@ type outputData struct {
 	Parts   []outputPart
 	Offline string // why the machine could not be asked; the record's own output is shown
 	Running bool
+	Live    string // running: the stream of what it writes next
 	Now     time.Time
 }
 
@@ -262,23 +263,39 @@ type outputPart struct {
 	Gap  int64 // bytes not retained here
 }
 
-func parts(evs []*agentdv1.ProcessEvent) ([]outputPart, bool) {
+// streamEnds is where each output stream's read so far ends.
+type streamEnds struct{ out, err int64 }
+
+func (s *streamEnds) saw(stream agentdv1.OutputStream, end int64) {
+	if stream == agentdv1.OutputStream_OUTPUT_STREAM_STDERR {
+		s.err = max(s.err, end)
+	} else {
+		s.out = max(s.out, end)
+	}
+}
+
+func parts(evs []*agentdv1.ProcessEvent) ([]outputPart, bool, streamEnds) {
 	var ps []outputPart
+	var ends streamEnds
 	running := true
 	for _, e := range evs {
 		switch {
 		case e.GetOutput() != nil:
-			d := string(e.GetOutput().GetData())
+			o := e.GetOutput()
+			ends.saw(o.GetStream(), o.GetOffset()+int64(len(o.GetData())))
+			d := string(o.GetData())
 			if n := len(ps); n > 0 && ps[n-1].Gap == 0 {
 				ps[n-1].Text += d
 			} else {
 				ps = append(ps, outputPart{Text: d})
 			}
 		case e.GetGap() != nil:
-			ps = append(ps, outputPart{Gap: e.GetGap().GetBytes()})
+			g := e.GetGap()
+			ends.saw(g.GetStream(), g.GetOffset()+g.GetBytes())
+			ps = append(ps, outputPart{Gap: g.GetBytes()})
 		case e.GetExited() != nil:
 			running = false
 		}
 	}
-	return ps, running
+	return ps, running, ends
 }

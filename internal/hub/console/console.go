@@ -56,6 +56,12 @@ type Backend interface {
 	// Output reads a process's retained output through its machine,
 	// failing at once when the machine is offline.
 	Output(ctx context.Context, machine, processID string) ([]*agentdv1.ProcessEvent, error)
+	// FollowOutput gives fn a running process's events from the offsets
+	// given (stdout or pty, stderr) until it exits, fn fails or ctx ends.
+	FollowOutput(ctx context.Context, machine, processID string, from, stderrFrom int64, fn func(*agentdv1.ProcessEvent) error) error
+	// OnlineSince says since when each machine with a live tunnel has
+	// been online (ids of every org: look up only ids the caller may see).
+	OnlineSince() map[string]time.Time
 }
 
 // Sessions is the part of the store the console keeps sessions in.
@@ -143,6 +149,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+Prefix+"activity", c.auth(c.activity))
 	mux.Handle("GET "+Prefix+"activity/events", c.auth(c.activityEvents))
 	mux.Handle("GET "+Prefix+"activity/{id}/output", c.auth(c.output))
+	mux.Handle("GET "+Prefix+"activity/{id}/output/events", c.auth(c.outputEvents))
 
 	mux.Handle("GET "+Prefix+"environments", c.auth(c.environments))
 	mux.Handle("POST "+Prefix+"environments", c.auth(c.createEnvironment))

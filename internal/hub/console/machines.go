@@ -31,7 +31,8 @@ type machineTable struct {
 	Admin    bool
 	Now      time.Time
 	Machines []*hubv1.Machine
-	Running  map[string]int // machine id -> commands running
+	Running  map[string]int       // machine id -> commands running
+	Since    map[string]time.Time // machine id -> online since (its tunnel's uptime)
 }
 
 func (c *Console) machineTable(s *session) (machineTable, error) {
@@ -39,7 +40,13 @@ func (c *Console) machineTable(s *session) (machineTable, error) {
 	if err != nil {
 		return machineTable{}, err
 	}
-	t := machineTable{Org: s.who.Org, Admin: s.who.Admin, Now: c.opts.Now(), Machines: resp.GetMachines(), Running: map[string]int{}}
+	t := machineTable{Org: s.who.Org, Admin: s.who.Admin, Now: c.opts.Now(), Machines: resp.GetMachines(), Running: map[string]int{}, Since: map[string]time.Time{}}
+	since := c.opts.Backend.OnlineSince()
+	for _, m := range t.Machines {
+		if at, ok := since[m.GetId()]; ok {
+			t.Since[m.GetId()] = at
+		}
+	}
 	recs, err := c.history(s.ctx, historyQuery{}, 0, runningScan)
 	if err != nil {
 		return machineTable{}, err

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ var funcs = template.FuncMap{
 	"join":        strings.Join,
 	"prefix":      func() string { return Prefix },
 	"status":      machineStatus,
+	"uptime":      uptime,
 	"hasprefix":   strings.HasPrefix,
 	"outcome":     outcome,
 	"dur":         func(d *durationpb.Duration) string { return d.AsDuration().Round(time.Millisecond).String() },
@@ -173,6 +175,23 @@ func fmtTime(t any) string {
 		return "never"
 	}
 	return tt.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// uptime says how long since t, in a word or two.
+func uptime(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "up " + strconv.Itoa(int(d.Seconds())) + " s"
+	case d < time.Hour:
+		return "up " + strconv.Itoa(int(d.Minutes())) + " min"
+	case d < 48*time.Hour:
+		return "up " + strconv.Itoa(int(d.Hours())) + " h"
+	}
+	return "up " + strconv.Itoa(int(d.Hours()/24)) + " days"
 }
 
 func ago(now time.Time, ts *timestamppb.Timestamp) string {

@@ -11,6 +11,9 @@
         el.innerHTML = e.data; // drawn and escaped by the server's templates
       }
     });
+    src.addEventListener("append", function (e) {
+      el.appendChild(document.createTextNode(e.data)); // text, never markup
+    });
     src.addEventListener("prepend", function (e) {
       el.insertAdjacentHTML("afterbegin", e.data);
     });
