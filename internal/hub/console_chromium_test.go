@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
@@ -32,60 +33,16 @@ func screenshotDir(t *testing.T) string {
 // watch agentctl's command arrive live on Activity, open its output,
 // revoke the machine, see an environment's report.
 func TestConsoleInChromium(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no Chromium at %s (Debian's chromium package): %v", chromiumPath, err)
-	}
 	h := startHub(t)
 	shots := screenshotDir(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1000, 720),
-		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browser, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	// The first call starts the browser, which lives as long as its
-	// context: no timeout on that one.
-	if err := chromedp.Do(browser, chromedp.Navigate(h.url+"/console/")); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 90*time.Second)
-	defer cancel()
-
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.CaptureScreenshot()(ctx, tg)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
-		})
-	}
-	// contains waits until the element's text contains want (no sleeps:
-	// chromedp polls the page).
-	contains := func(sel, want string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`(document.querySelector(`+jsString(sel)+`)||{textContent:""}).textContent.includes(`+jsString(want)+`)`,
-				chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
-			return err
-		})
-	}
+	cr := newChromium(t, h.url, shots)
+	run, shot, contains := cr.run, cr.shot, cr.contains
+	ctx := cr.ctx
 
 	// Sign in.
-	run("sign in",
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		shot("signin"),
-		chromedp.SendKeys(chromedp.CSS(`#token`), h.owner),
-		chromedp.Submit(chromedp.CSS(`#token`)),
-		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Machines"]`)),
-	)
+	run("sign-in page", chromedp.WaitVisible(chromedp.CSS(`#token`)), shot("signin"))
+	cr.signIn(h.owner)
 
 	// Pair a machine through the page.
 	run("pair page",
@@ -169,6 +126,111 @@ func TestConsoleInChromium(t *testing.T) {
 	)
 	run("tokens", chromedp.Navigate(h.url+"/console/tokens"), contains(`main`, "tester"), shot("tokens"))
 	run("sign out", chromedp.Click(chromedp.Search(`//button[text()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS(`#token`)))
+}
+
+// chromium is a headless Chromium tab for one test.
+type chromium struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+// newChromium starts Chromium on base's console (skipping the test when
+// Chromium is absent); it stops when the test ends.
+func newChromium(t *testing.T, base, shots string) *chromium {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("no Chromium at %s (Debian's chromium package): %v", chromiumPath, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1000, 720),
+		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	// The first call starts the browser, which lives as long as its
+	// context: no timeout on that one.
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/console/")); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
+	t.Cleanup(cancel)
+	return &chromium{t: t, ctx: ctx, shots: shots}
+}
+
+func (c *chromium) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	c.t.Helper()
+	if err := chromedp.Do(c.ctx, actions...); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot saves a screenshot of the viewport as name.png.
+func (c *chromium) shot(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		png, err := chromedp.CaptureScreenshot()(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(c.shots, name+".png"), png, 0o644)
+	})
+}
+
+// contains waits until the element's text contains want (no sleeps:
+// chromedp polls the page).
+func (c *chromium) contains(sel, want string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](`(document.querySelector(`+jsString(sel)+`)||{textContent:""}).textContent.includes(`+jsString(want)+`)`,
+			chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
+		return err
+	})
+}
+
+// signIn signs in with token.
+func (c *chromium) signIn(token string) {
+	c.t.Helper()
+	c.run("sign in",
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), token),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Machines"]`)),
+	)
+}
+
+// TestConsoleEnvironmentInChromium creates a custom image environment
+// through the form on a hub that runs sandboxes, and sees it validate
+// (live) and its report: the image's registry does not answer, so the
+// report says what breaks and the fix.
+func TestConsoleEnvironmentInChromium(t *testing.T) {
+	const host = "127.0.0.1:9" // the discard port: nothing listens
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+		o.ImageCheck.AllowRegistries = []string{host}
+		o.ImageCheck.Insecure = func(h string) bool { return h == host }
+	})
+	c := newChromium(t, h.URL, screenshotDir(t))
+	c.signIn(h.Token)
+	c.run("create an environment",
+		chromedp.Navigate(h.URL+"/console/environments"),
+		chromedp.Click(chromedp.Search(`//summary[contains(text(),"New environment")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#env-name`)),
+		chromedp.SendKeys(chromedp.CSS(`#env-name`), "acme"),
+		chromedp.SendKeys(chromedp.CSS(`#env-image`), host+"/acme/sandbox:v1"),
+		c.shot("environment-new"),
+		chromedp.Submit(chromedp.CSS(`#env-name`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Environment acme"]`)),
+	)
+	// Validating, then (the page reloads itself when it ends) the report.
+	c.run("its report", c.contains(`main`, "rejected"), c.contains(`main`, "Fix:"), c.shot("environment-rejected"))
+	text, err := chromedp.Run(c.ctx, chromedp.Text(chromedp.CSS(`main`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Report", "What breaks:", "none yet", "Update", "Re-validate"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the environment's page lacks %q:\n%s", want, text)
+		}
+	}
 }
 
 // jsString quotes s for JavaScript.
