@@ -114,7 +114,7 @@ func newSecret(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// startSession stores a new session made by mk and sets its cookie.
+// setCookie gives the browser its session id, for the session's lifetime.
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{Name: cookieFor(r), Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL.Seconds())})
