@@ -192,13 +192,25 @@ func (c *chromium) shot(name string) chromedp.Action[chromedp.Void] {
 }
 
 // contains waits until the element's text contains want (no sleeps:
-// chromedp polls the page).
+// chromedp polls the page). A page that reloads itself meanwhile (a
+// validation's end) is polled again.
 func (c *chromium) contains(sel, want string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := chromedp.Poll[bool](`(document.querySelector(`+jsString(sel)+`)||{textContent:""}).textContent.includes(`+jsString(want)+`)`,
-			chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
-		return err
+		for {
+			_, err := chromedp.Poll[bool](`(document.querySelector(`+jsString(sel)+`)||{textContent:""}).textContent.includes(`+jsString(want)+`)`,
+				chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
+			if err == nil || ctx.Err() != nil || !navigated(err) {
+				return err
+			}
+		}
 	})
+}
+
+// navigated reports whether err says the page went away under a call.
+func navigated(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "context was destroyed") ||
+		strings.Contains(msg, "Cannot find context")
 }
 
 // signIn signs in with token.
