@@ -42,6 +42,9 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, fn func(send fu
 		}
 		return rc.Flush()
 	}
+	// The deadline each write sets outlives the stream on a kept-alive
+	// connection unless cleared.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(done)
