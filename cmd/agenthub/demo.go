@@ -97,6 +97,11 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	go func() { hubDone <- h.Serve(hubCtx, lis, nil) }()
 	defer func() { stopHub(); <-hubDone }()
 	step("hub listening on %s (store %s)", hubURL, filepath.Join(tmp, "hub.db"))
+	link, err := consoleLink(ctx, store, hubURL)
+	if err != nil {
+		return err
+	}
+	step("web console: %s/console/ — sign in once with %s", hubURL, link)
 
 	agentctl := func(w, e io.Writer, token string, args ...string) int {
 		return ctl.Main(ctx, append([]string{"--hub", hubURL, "--token-file", tokenFile(tmp, token)}, args...), ctl.IO{In: strings.NewReader(""), Out: w, Err: e})
@@ -237,7 +242,9 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		return nil
 	}
 	fmt.Fprintf(out, `
-The hub and the machine stay up. In another terminal, try:
+The hub and the machine stay up. Watch it in the web console: open
+%s (a one-time link; agenthub console-link makes
+another, or sign in with the token below). In another terminal, try:
 
   export AGENTD_HUB=%s AGENTD_TOKEN=%s AGENTD_MACHINE=%s
   agentctl machines
@@ -247,7 +254,7 @@ The hub and the machine stay up. In another terminal, try:
   agentctl validate                       # the conformance suite, through the hub
 
 Ctrl-C stops the demo and removes %s.
-`, hubURL, chatToken, m.MachineID, tmp)
+`, link, hubURL, chatToken, m.MachineID, tmp)
 	<-ctx.Done()
 	return nil
 }

@@ -14,7 +14,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: %v\n%s%s", err, out.String(), errb.String())
 	}
 	got := out.String()
-	for _, want := range []string{"tunnel up", "Hello, world!", "3.875", "exit 124", "activity:"} {
+	for _, want := range []string{"tunnel up", "Hello, world!", "3.875", "exit 124", "activity:", "/console/ — sign in once with http://127.0.0.1:", "/console/link?code=acl_"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, got)
 		}

@@ -43,7 +43,7 @@ and every operation is recorded per org.`,
 	}
 	root.SetVersionTemplate(version.String("agenthub") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newInitCmd(), newServeCmd(), newDemoCmd(), newImageCmd(), &cobra.Command{
+	root.AddCommand(newInitCmd(), newServeCmd(), newConsoleLinkCmd(), newDemoCmd(), newImageCmd(), &cobra.Command{
 		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String("agenthub")) },
 	})
@@ -230,6 +230,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
 				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
+				PublicURL: publicURL,
 			})
 			if err != nil {
 				return err
@@ -243,7 +244,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if tlsConfig != nil {
 				scheme = "https"
 			}
-			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
+			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("console", scheme+"://"+lis.Addr().String()+"/console/"), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
 			return srv.Serve(cmd.Context(), lis, tlsConfig)
 		},
 	}

@@ -36,6 +36,7 @@ func newActivityHub(s *Server) *activityHub {
 }
 
 func (h *activityHub) machineUp(id string) {
+	defer h.notify() // the console's machine pages follow tunnels too
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cancel, ok := h.cancels[id]; ok {
@@ -56,6 +57,7 @@ func (h *activityHub) machineUp(id string) {
 // records already received are stored (the last of them, a shutdown's
 // exit records, arrive just before the tunnel closes).
 func (h *activityHub) machineDown(id string) {
+	defer h.notify()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.cancels, id)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/egressproxy"
+	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -63,6 +64,10 @@ type Options struct {
 	// which machines' tunnels it holds. Its Store, Now and Logger default
 	// to the hub's. Nil: the only hub on its store.
 	Replica *replica.Options
+	// PublicURL is the hub's URL as people and machines reach it, shown
+	// by the web console in the pairing commands. Default: each request's
+	// scheme and Host.
+	PublicURL string
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -170,7 +175,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
 	admin := &adminService{s: s}
-	hubv1.RegisterEnvironmentServiceServer(s.grpc, &environmentService{s: s, a: admin})
+	envs := &environmentService{s: s, a: admin}
+	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 
 	s.mux = http.NewServeMux()
@@ -181,6 +187,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
+		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.mux.Handle(console.Prefix, web)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, console.Prefix, http.StatusSeeOther)
+	})
 
 	if opts.Sandboxes.Driver != nil {
 		if err := s.startSandboxes(ctx); err != nil {
@@ -490,6 +506,9 @@ func (s *Server) heartbeat() {
 		}
 		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pruning activity", zap.Error(err))
+		}
+		if _, err := s.store.DeleteExpiredConsole(s.ctx, now); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("deleting expired console sessions", zap.Error(err))
 		}
 	}
 }

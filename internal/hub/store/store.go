@@ -57,6 +57,7 @@ type Store interface {
 	Sandboxes
 	RateLimits
 	Replicas
+	ConsoleSessions
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

@@ -50,6 +50,9 @@ func Run(t *testing.T, open Opener) {
 		{"RateLimits", testRateLimits},
 		{"RateLimitsConcurrently", testRateLimitsConcurrently},
 		{"Replicas", testReplicas},
+		{"ConsoleSessions", testConsoleSessions},
+		{"ConsoleLinks", testConsoleLinks},
+		{"ConsoleLinkRace", testConsoleLinkRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,226 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/hub/console"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/wire"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// consoleBackend lets the web console call the hub's services in process,
+// as the signed-in person: the services' own role and org checks apply,
+// exactly as to a gRPC caller with the session's token.
+type consoleBackend struct {
+	s     *Server
+	admin *adminService
+	envs  *environmentService
+}
+
+var _ console.Backend = (*consoleBackend)(nil)
+
+func (b *consoleBackend) Admin() hubv1.AdminServiceServer              { return b.admin }
+func (b *consoleBackend) Environments() hubv1.EnvironmentServiceServer { return b.envs }
+func (b *consoleBackend) Activity() hubv1.ActivityServiceServer        { return b.s.activity }
+
+// Changed returns a channel closed at the next stored activity or machine
+// tunnel coming up or going down.
+func (b *consoleBackend) Changed() <-chan struct{} {
+	h := b.s.activity
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// CheckToken resolves an API token as the gRPC surface does.
+func (b *consoleBackend) CheckToken(ctx context.Context, raw string) (console.Identity, store.ConsoleSession, error) {
+	md := metadata.Pairs(wire.MDAuthorization, wire.BearerPrefix+raw)
+	c, err := b.s.auth.authenticate(metadata.NewIncomingContext(ctx, md))
+	if status.Code(err) == codes.Unauthenticated {
+		return console.Identity{}, store.ConsoleSession{}, fmt.Errorf("%w: %s", console.ErrBadToken, status.Convert(err).Message())
+	}
+	if err != nil {
+		return console.Identity{}, store.ConsoleSession{}, err
+	}
+	return identity(c), store.ConsoleSession{OrgID: c.org.ID, TokenHash: c.token.Hash}, nil
+}
+
+// As returns ctx carrying the session's caller. A session whose token was
+// revoked (or whose org is gone) is over: console.ErrSignedOut.
+func (b *consoleBackend) As(ctx context.Context, sess store.ConsoleSession) (context.Context, console.Identity, error) {
+	var c *caller
+	if sess.TokenHash == (store.TokenHash{}) {
+		org, err := b.s.store.Org(ctx, sess.OrgID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, console.Identity{}, console.ErrSignedOut
+		}
+		if err != nil {
+			return nil, console.Identity{}, err
+		}
+		first, err := b.s.auth.firstOrgID(ctx)
+		if err != nil {
+			return nil, console.Identity{}, err
+		}
+		c = &caller{token: store.Token{OrgID: org.ID, Name: sess.Name, Role: store.RoleAdmin}, org: org, owner: first == org.ID}
+	} else {
+		tok, err := b.s.store.TokenByHash(ctx, sess.TokenHash)
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRevoked) {
+			return nil, console.Identity{}, console.ErrSignedOut
+		}
+		if err != nil {
+			return nil, console.Identity{}, err
+		}
+		org, err := b.s.store.Org(ctx, tok.OrgID)
+		if err != nil {
+			return nil, console.Identity{}, err
+		}
+		c = &caller{token: tok, org: org}
+		if tok.Role == store.RoleAdmin {
+			first, err := b.s.auth.firstOrgID(ctx)
+			if err != nil {
+				return nil, console.Identity{}, err
+			}
+			c.owner = first == org.ID
+		}
+		b.s.auth.touch(ctx, tok.ID)
+	}
+	return context.WithValue(ctx, callerKey{}, c), identity(c), nil
+}
+
+func identity(c *caller) console.Identity {
+	return console.Identity{Name: c.token.Name, Org: c.org.Name, Admin: c.token.Role == store.RoleAdmin, Owner: c.owner}
+}
+
+// outputTimeout bounds reading a process's retained output from its
+// machine: the page never waits longer.
+const outputTimeout = 5 * time.Second
+
+// Output reads a process's retained output (head, gaps, tail) through the
+// hub's routing to its machine, as agentctl attach does, up to its exit or
+// what was written so far. An offline machine fails at once
+// (UNAVAILABLE "machine … is offline (last seen …)").
+func (b *consoleBackend) Output(ctx context.Context, machine, id string) ([]*agentdv1.ProcessEvent, error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine))
+	r, err := b.s.route(ctx, "/agentd.v1.ProcessService/Attach")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, r.MD), outputTimeout)
+	defer cancel()
+	st, err := agentdv1.NewProcessServiceClient(r.Conn).Attach(ctx, &agentdv1.AttachRequest{Id: id})
+	if r.Done != nil {
+		defer func() { _ = r.Done(err) }()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer cancel() // ends the reader below when the page has what it shows
+	return collectOutput(ctx, st, outputIdle)
+}
+
+// FollowOutput streams a running process's output through the hub's
+// routing, from the offsets given, until it exits.
+func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, from, stderrFrom int64, fn func(*agentdv1.ProcessEvent) error) (err error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine))
+	r, err := b.s.route(ctx, "/agentd.v1.ProcessService/Attach")
+	if err != nil {
+		return err
+	}
+	if r.Done != nil {
+		defer func() { err = r.Done(err) }()
+	}
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, r.MD))
+	defer cancel()
+	st, err := agentdv1.NewProcessServiceClient(r.Conn).Attach(ctx, &agentdv1.AttachRequest{Id: id, FromOffset: from, StderrFromOffset: &stderrFrom})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(m.GetEvent()); err != nil {
+			return err
+		}
+		if m.GetEvent().GetExited() != nil {
+			return nil
+		}
+	}
+}
+
+// OnlineSince says when each live tunnel came up.
+func (b *consoleBackend) OnlineSince() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, ti := range b.s.registry.Tunnels() {
+		out[ti.MachineID] = ti.Since
+	}
+	return out
+}
+
+// outputIdle is how long a running process's output may stay quiet before
+// the page shows what it has (the replay of retained output comes at once).
+const outputIdle = 500 * time.Millisecond
+
+// collectOutput reads events until the process's exit, the stream's end, or
+// (a process still running) a quiet spell of idle.
+func collectOutput(ctx context.Context, st agentdv1.ProcessService_AttachClient, idle time.Duration) ([]*agentdv1.ProcessEvent, error) {
+	type ev struct {
+		e   *agentdv1.ProcessEvent
+		err error
+	}
+	ch := make(chan ev, 16)
+	go func() {
+		defer close(ch)
+		for {
+			m, err := st.Recv()
+			select {
+			case ch <- ev{m.GetEvent(), err}:
+			case <-ctx.Done(): // the caller returned and cancelled ctx
+				return
+			}
+			if err != nil || m.GetEvent().GetExited() != nil {
+				return
+			}
+		}
+	}()
+	var evs []*agentdv1.ProcessEvent
+	t := time.NewTimer(idle)
+	defer t.Stop()
+	for {
+		select {
+		case e, ok := <-ch:
+			switch {
+			case !ok || errors.Is(e.err, io.EOF):
+				return evs, nil
+			case e.err != nil && status.Code(e.err) == codes.DeadlineExceeded && len(evs) > 0:
+				return evs, nil
+			case e.err != nil:
+				return nil, e.err
+			}
+			evs = append(evs, e.e)
+			if e.e.GetExited() != nil {
+				return evs, nil
+			}
+			t.Reset(idle)
+		case <-t.C:
+			if len(evs) > 0 {
+				return evs, nil // still running: what it wrote so far
+			}
+			t.Reset(idle)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// machineStatus is a machine's status as a word (also its CSS class).
+func machineStatus(s hubv1.MachineStatus) string {
+	switch s {
+	case hubv1.MachineStatus_MACHINE_STATUS_ONLINE:
+		return "online"
+	case hubv1.MachineStatus_MACHINE_STATUS_REVOKED:
+		return "revoked"
+	}
+	return "offline"
+}
+
+// machineTable is the data of the machines table.
+type machineTable struct {
+	Org      string
+	Admin    bool
+	Now      time.Time
+	Machines []*hubv1.Machine
+	Running  map[string]int       // machine id -> commands running
+	Since    map[string]time.Time // machine id -> online since (its tunnel's uptime)
+}
+
+func (c *Console) machineTable(s *session) (machineTable, error) {
+	resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})
+	if err != nil {
+		return machineTable{}, err
+	}
+	t := machineTable{Org: s.who.Org, Admin: s.who.Admin, Now: c.opts.Now(), Machines: resp.GetMachines(), Running: map[string]int{}, Since: map[string]time.Time{}}
+	since := c.opts.Backend.OnlineSince()
+	for _, m := range t.Machines {
+		if at, ok := since[m.GetId()]; ok {
+			t.Since[m.GetId()] = at
+		}
+	}
+	recs, err := c.history(s.ctx, historyQuery{}, 0, runningScan)
+	if err != nil {
+		return machineTable{}, err
+	}
+	// A process whose start is in recent activity and whose exit is not
+	// is running (a machine that went offline: none of its are).
+	open := map[string]string{} // machine/process -> machine
+	for _, r := range recs {
+		key := r.GetMachineId() + "/" + r.GetRecord().GetObjectId()
+		switch r.GetRecord().GetKind() {
+		case "process.start":
+			open[key] = r.GetMachineId()
+		case "process.exit":
+			delete(open, key)
+		case wire.KindStop:
+			for k, m := range open {
+				if m == r.GetMachineId() {
+					delete(open, k)
+				}
+			}
+		}
+	}
+	online := map[string]bool{}
+	for _, m := range t.Machines {
+		online[m.GetId()] = m.GetStatus() == hubv1.MachineStatus_MACHINE_STATUS_ONLINE
+	}
+	for _, m := range open {
+		if online[m] {
+			t.Running[m]++
+		}
+	}
+	return t, nil
+}
+
+// runningScan is how many recent records the running-commands count reads.
+const runningScan = 1000
+
+func (c *Console) machines(w http.ResponseWriter, r *http.Request, s *session) {
+	t, err := c.machineTable(s)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "machines", s, t)
+}
+
+// machineEvents sends the machines table again at every change.
+func (c *Console) machineEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	c.stream(w, r, func(send func(event, data string) error) error {
+		for {
+			changed := c.opts.Backend.Changed()
+			t, err := c.machineTable(s)
+			if err != nil {
+				return err
+			}
+			html, err := c.fragment("machines", "machine-table", t)
+			if err != nil {
+				return err
+			}
+			if err := send("replace", html); err != nil {
+				return err
+			}
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-changed:
+			}
+		}
+	})
+}
+
+func (c *Console) findMachine(s *session, id string) (*hubv1.Machine, error) {
+	resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range resp.GetMachines() {
+		if m.GetId() == id {
+			return m, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "machine %s not found in org %s", id, s.who.Org)
+}
+
+func (c *Console) revokeMachinePage(w http.ResponseWriter, r *http.Request, s *session) {
+	m, err := c.findMachine(s, r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "revoke", s, m)
+}
+
+func (c *Console) revokeMachine(w http.ResponseWriter, r *http.Request, s *session) {
+	if _, err := c.opts.Backend.Admin().RevokeMachine(s.ctx, &hubv1.RevokeMachineRequest{Id: r.PathValue("id")}); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, Prefix+"machines", http.StatusSeeOther)
+}
+
+// pairData is the pairing page's.
+type pairData struct {
+	Org     string
+	Code    string
+	Expires time.Time
+	HubURL  string
+	After   int64 // unix microseconds: machines paired since are the new one
+}
+
+// pair makes a pairing code and shows it, in the response to the POST
+// only (never in a URL), with the two commands that use it.
+func (c *Console) pair(w http.ResponseWriter, r *http.Request, s *session) {
+	now := c.opts.Now()
+	resp, err := c.opts.Backend.Admin().CreatePairingCode(s.ctx, &hubv1.CreatePairingCodeRequest{})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "pair", s, pairData{Org: resp.GetOrg(), Code: resp.GetCode(), Expires: resp.GetExpires().AsTime(),
+		HubURL: c.hubURL(r), After: now.Add(-time.Second).UnixMicro()})
+}
+
+// hubURL is the URL machines dial: Options.PublicURL, or this request's.
+func (c *Console) hubURL(r *http.Request) string {
+	if c.opts.PublicURL != "" {
+		return strings.TrimSuffix(c.opts.PublicURL, "/")
+	}
+	u := url.URL{Scheme: "http", Host: r.Host}
+	if r.TLS != nil {
+		u.Scheme = "https"
+	}
+	return u.String()
+}
+
+// pairEvents tells the pairing page when a machine paired after `after`
+// is online.
+func (c *Console) pairEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if err != nil {
+		http.Error(w, "after: want unix microseconds", http.StatusBadRequest)
+		return
+	}
+	c.stream(w, r, func(send func(event, data string) error) error {
+		for {
+			changed := c.opts.Backend.Changed()
+			resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})
+			if err != nil {
+				return err
+			}
+			for _, m := range resp.GetMachines() {
+				if m.GetCreated().AsTime().UnixMicro() >= after && m.GetStatus() == hubv1.MachineStatus_MACHINE_STATUS_ONLINE {
+					html, err := c.fragment("pair", "paired", m)
+					if err != nil {
+						return err
+					}
+					if err := send("replace", html); err != nil {
+						return err
+					}
+					return send("done", "") // or EventSource would reconnect
+				}
+			}
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-changed:
+			}
+		}
+	})
+}
