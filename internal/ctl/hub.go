@@ -88,7 +88,7 @@ func (a *app) machinesCmd() *cobra.Command {
 
 func (a *app) activityCmd() *cobra.Command {
 	var follow bool
-	var tail int32
+	var tail uint32
 	cmd := &cobra.Command{
 		Use:   "activity [-f] [--machine ID]",
 		Short: "Show what was done: who asked, what ran, the outcome",
@@ -105,7 +105,7 @@ Through the hub (--hub) without --machine: every machine of your org; with
 			}
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				st, err := hubv1.NewActivityServiceClient(c).Watch(ctx, &hubv1.WatchRequest{
-					MachineId: a.target.machine, Tail: tail, NoFollow: !follow,
+					MachineId: a.target.machine, Newest: proto.Uint32(tail), NoFollow: !follow,
 				})
 				if err != nil {
 					return err
@@ -115,18 +115,15 @@ Through the hub (--hub) without --machine: every machine of your org; with
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new activity as it happens")
-	cmd.Flags().Int32Var(&tail, "tail", 20, "how many stored records to show first")
+	cmd.Flags().Uint32Var(&tail, "tail", 20, "how many stored records to show first (0: only new ones)")
 	return cmd
 }
 
 // daemonActivity prints a daemon's own activity (ActivityService.Watch):
 // the last `tail` retained records, then, with follow, new ones.
-func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error {
+func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail uint32) error {
 	return a.call(cmd, func(ctx context.Context, c *conn) error {
-		req := &agentdv1.WatchRequest{NoFollow: !follow}
-		if tail >= 0 {
-			req.Tail = proto.Uint32(uint32(tail))
-		}
+		req := &agentdv1.WatchRequest{NoFollow: !follow, Tail: proto.Uint32(tail)}
 		st, err := agentdv1.NewActivityServiceClient(c).Watch(ctx, req)
 		if err != nil {
 			return err
