@@ -131,22 +131,25 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 // Watch replays the caller's org's stored activity and follows it live.
 func (h *activityHub) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityService_WatchServer) error {
 	ctx := stream.Context()
-	c, ok := callerFrom(ctx)
-	if !ok {
+	if _, ok := callerFrom(ctx); !ok {
 		return status.Error(codes.Unauthenticated, "no caller")
+	}
+	_, org, err := (&adminService{s: h.s}).org(ctx, req.GetOrg())
+	if err != nil {
+		return err
 	}
 	names := map[string]string{}
 	if id := req.GetMachineId(); id != "" {
 		m, err := h.s.store.Machine(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
-			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, c.org.Name)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != org.ID) {
+			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, org.Name)
 		}
 		if err != nil {
 			return storeError(err, "machine "+id)
 		}
 		names[id] = m.Name
 	}
-	q, err := h.replayQuery(ctx, c.org.ID, req)
+	q, err := h.replayQuery(ctx, org.ID, req)
 	if err != nil {
 		return err
 	}

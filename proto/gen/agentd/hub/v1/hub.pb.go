@@ -1227,7 +1227,10 @@ type WatchRequest struct {
 	// deprecated tail), else all of them.
 	Newest *uint32 `protobuf:"varint,5,opt,name=newest,proto3,oneof" json:"newest,omitempty"`
 	// Replay only, then end.
-	NoFollow      bool `protobuf:"varint,4,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	NoFollow bool `protobuf:"varint,4,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	// Org name (empty: the caller's; another org needs the hub owner's
+	// token).
+	Org           string `protobuf:"bytes,6,opt,name=org,proto3" json:"org,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1296,6 +1299,13 @@ func (x *WatchRequest) GetNoFollow() bool {
 		return x.NoFollow
 	}
 	return false
+}
+
+func (x *WatchRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
 }
 
 // WatchResponse is one machine's activity record.
@@ -1436,14 +1446,15 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x14RevokeMachineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
-	"\x15RevokeMachineResponse\"\xa5\x01\n" +
+	"\x15RevokeMachineResponse\"\xb7\x01\n" +
 	"\fWatchRequest\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x19\n" +
 	"\bsince_id\x18\x02 \x01(\x03R\asinceId\x12\x16\n" +
 	"\x04tail\x18\x03 \x01(\x05B\x02\x18\x01R\x04tail\x12\x1b\n" +
 	"\x06newest\x18\x05 \x01(\rH\x00R\x06newest\x88\x01\x01\x12\x1b\n" +
-	"\tno_follow\x18\x04 \x01(\bR\bnoFollowB\t\n" +
+	"\tno_follow\x18\x04 \x01(\bR\bnoFollow\x12\x10\n" +
+	"\x03org\x18\x06 \x01(\tR\x03orgB\t\n" +
 	"\a_newest\"\x94\x01\n" +
 	"\rWatchResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
