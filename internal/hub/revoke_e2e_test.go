@@ -51,7 +51,8 @@ func TestRevokeStopsTheOrgsCommands(t *testing.T) {
 		done <- agentd.Run(runCtx, agentd.RunOptions{
 			Server:    agentd.Options{Workspace: ws, StateDir: filepath.Join(dir, "state"), Env: os.Environ(), Logger: zaptest.NewLogger(t).Named("agentd")},
 			ConfigDir: cfg, Socket: "unix://" + sock,
-			Backoff: transport.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Rejected: time.Hour},
+			// No quick reconnect: the revoke must be learned at once all the same.
+			Backoff: transport.Backoff{Initial: time.Hour, Max: time.Hour, Rejected: time.Hour},
 		})
 	}()
 	t.Cleanup(func() { stopRun(); <-done })
