@@ -541,7 +541,7 @@ func TestTunnelBackoffResets(t *testing.T) {
 		waitStatus(t, d.tun, "connected", isConnected)
 		<-h.ups
 		clock.advance(tc.up)
-		h.reg.Close("m-1")
+		h.drop("m-1")
 		w := clock.nextWait(t)
 		if w.d != tc.want {
 			t.Errorf("tunnel %d, up %v: waits %v, want %v", i+1, tc.up, w.d, tc.want)
