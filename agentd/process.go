@@ -30,6 +30,9 @@ type processService struct {
 	// watchers records the exit of every started process in the activity
 	// log; Close waits for them.
 	watchers sync.WaitGroup
+	// hub holds the running processes started through the tunnel: what a
+	// revoke stops (revoke.go).
+	hub hubProcesses
 }
 
 var _ agentdv1.ProcessServiceServer = (*processService)(nil)
@@ -243,10 +246,14 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 		Kind: wire.KindProcessStart, Summary: "ran " + describe(spec) + " in " + info.Dir,
 		Command: commandLine(spec.Argv, spec.Command), Cwd: info.Dir, ObjectID: p.ID(), Outcome: activity.Started,
 	})
+	if viaHub(ctx) {
+		ps.hub.add(p)
+	}
 	ps.watchers.Add(1)
 	go func() {
 		defer ps.watchers.Done()
 		<-p.Done() // Close waits for every process to finish
+		ps.hub.remove(p.ID())
 		exit, _ := p.Wait(context.Background())
 		r := activity.Record{
 			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Conversation: start.Conversation,

@@ -151,7 +151,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		logTunnel(watchCtx, tun, log)
+		logTunnel(watchCtx, tun, log, srv.hubRefused)
 	}()
 	defer func() {
 		stopWatch()
@@ -209,8 +209,9 @@ type tunnelInfo struct {
 	org string
 }
 
-// logTunnel logs the tunnel's state changes in plain words.
-func logTunnel(ctx context.Context, t *transport.Tunnel, log *zap.Logger) {
+// logTunnel logs the tunnel's state changes in plain words, and tells
+// refused why the hub refused the machine each time it starts to.
+func logTunnel(ctx context.Context, t *transport.Tunnel, log *zap.Logger, refused func(error)) {
 	var last transport.State
 	for {
 		st := t.Status()
@@ -221,6 +222,7 @@ func logTunnel(ctx context.Context, t *transport.Tunnel, log *zap.Logger) {
 				log.Info("tunnel up", zap.String("hub", st.Hub))
 			case transport.StateRejected:
 				log.Error("the hub refused this machine; retrying slowly", zap.Error(st.Err), zap.Time("next_attempt", st.NextAttempt))
+				refused(st.Err)
 			case transport.StateWaiting:
 				if st.Err != nil && !errors.Is(st.Err, context.Canceled) {
 					log.Warn("tunnel down; reconnecting", zap.Error(st.Err), zap.Time("next_attempt", st.NextAttempt))

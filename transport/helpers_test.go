@@ -76,12 +76,13 @@ type testHub struct {
 
 	mu       sync.Mutex
 	machines map[string]hubMachine
+	conns    map[string]net.Conn // each machine's latest tunnel, for drop
 	stopOnce sync.Once
 }
 
 func startHub(t testing.TB, cfg hubConfig) *testHub {
 	t.Helper()
-	h := &testHub{t: t, machines: map[string]hubMachine{}, downs: make(chan string, 100), ups: make(chan string, 10000)}
+	h := &testHub{t: t, machines: map[string]hubMachine{}, conns: map[string]net.Conn{}, downs: make(chan string, 100), ups: make(chan string, 10000)}
 	reg, err := transport.NewRegistry(transport.RegistryOptions{
 		Logger: testLogger(t),
 		OnUp:   func(id string) { h.ups <- id },
@@ -97,8 +98,13 @@ func startHub(t testing.TB, cfg hubConfig) *testHub {
 	}
 	h.reg = reg
 	acc, err := transport.NewAcceptor(transport.AcceptorOptions{
-		Authenticate:     h.authenticate,
-		OnTunnel:         h.reg.Add,
+		Authenticate: h.authenticate,
+		OnTunnel: func(id string, conn net.Conn, remote string) {
+			h.mu.Lock()
+			h.conns[id] = conn
+			h.mu.Unlock()
+			h.reg.Add(id, conn, remote)
+		},
 		Host:             cfg.host,
 		Clock:            cfg.clock,
 		HandshakeTimeout: cfg.handshakeTimeout,
@@ -138,6 +144,18 @@ func (h *testHub) stop() {
 }
 
 func (h *testHub) url() string { return h.srv.URL }
+
+// drop closes a machine's tunnel as a broken connection would end it (not
+// as a revoke does, which the daemon answers at once).
+func (h *testHub) drop(id string) {
+	h.mu.Lock()
+	c := h.conns[id]
+	h.mu.Unlock()
+	if c == nil {
+		h.t.Fatalf("no tunnel of %s to drop", id)
+	}
+	c.Close()
+}
 
 func (h *testHub) addMachine(id string, pub ed25519.PublicKey, org string) {
 	h.mu.Lock()

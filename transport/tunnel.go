@@ -264,6 +264,14 @@ func (t *Tunnel) lost() {
 		t.failures = 0
 	}
 	t.next = t.opts.Backoff.delay(t.failures, t.opts.Rand)
+	if websocket.CloseStatus(cause) == websocket.StatusPolicyViolation {
+		// The hub closed the tunnel because the machine is no longer
+		// paired (revoked, unknown, another key): ask again at once. The
+		// answer is a refusal with the reason, which the daemon acts on
+		// (agentd stops what the org started) and which then paces the
+		// retries.
+		t.next = 0
+	}
 	t.failures++
 	t.pause = true
 	err := fmt.Errorf("tunnel lost after %s: %w", up.Round(time.Second), cause)

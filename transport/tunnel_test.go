@@ -326,6 +326,30 @@ func TestTunnelRevoke(t *testing.T) {
 	}
 }
 
+// TestTunnelRevokeLearnedAtOnce: a tunnel the hub closes because the machine
+// was revoked is re-asked at once, not after the backoff, so the daemon
+// learns it was revoked (and can stop the org's work) within moments.
+func TestTunnelRevokeLearnedAtOnce(t *testing.T) {
+	t.Parallel()
+	h := startHub(t, hubConfig{})
+	pub, key := newKey(t)
+	h.addMachine("m-1", pub, "acme")
+	opts := daemonOptions(t, h.url(), "m-1", key)
+	opts.Backoff = transport.Backoff{Initial: time.Hour, Max: time.Hour, Rejected: time.Hour}
+	d := startDaemon(t, opts)
+	if err := h.health(t.Context(), "m-1"); err != nil {
+		t.Fatal(err)
+	}
+	h.revoke("m-1")
+	if !h.reg.Close("m-1") {
+		t.Fatal("Registry.Close: no tunnel for m-1")
+	}
+	st := waitStatus(t, d.tun, "rejected", func(s transport.Status) bool { return s.State == transport.StateRejected })
+	if !errors.Is(st.Err, transport.ErrRevoked) {
+		t.Errorf("status error %v: want revoked", st.Err)
+	}
+}
+
 // A machine that reconnects while its old tunnel still looks alive
 // replaces it: the old one is closed, the machine is never reported down.
 func TestTunnelReplace(t *testing.T) {
@@ -517,7 +541,7 @@ func TestTunnelBackoffResets(t *testing.T) {
 		waitStatus(t, d.tun, "connected", isConnected)
 		<-h.ups
 		clock.advance(tc.up)
-		h.reg.Close("m-1")
+		h.drop("m-1")
 		w := clock.nextWait(t)
 		if w.d != tc.want {
 			t.Errorf("tunnel %d, up %v: waits %v, want %v", i+1, tc.up, w.d, tc.want)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/devdepot-ai/agentd/agentd"
 	"github.com/devdepot-ai/agentd/internal/ctl"
@@ -345,7 +346,7 @@ func newestActivity(ctx context.Context, hubURL, token string) (int64, error) {
 	}
 	defer cc.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, wire.MDAuthorization, wire.BearerPrefix+token)
-	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Tail: 1, NoFollow: true})
+	st, err := hubv1.NewActivityServiceClient(cc).Watch(ctx, &hubv1.WatchRequest{Newest: proto.Uint32(1), NoFollow: true})
 	if err != nil {
 		return 0, err
 	}

@@ -32,7 +32,7 @@ func (r Record) LineOn(machine string) string {
 	}
 	actor := r.Actor
 	if actor == "" {
-		actor = "local"
+		actor = "agentd" // the daemon's own record: a stop, a revoke's signals
 	}
 	b.WriteString(actor)
 	if r.ClaimedActor != "" {

@@ -75,7 +75,7 @@ func TestLineActor(t *testing.T) {
 		r    Record
 		want string
 	}{
-		{"own record", Record{Summary: "s", Outcome: OK}, "local  s  → ok"},
+		{"own record", Record{Summary: "s", Outcome: OK}, "agentd  s  → ok"},
 		{"claim", Record{Actor: "uid:1000(u)", ClaimedActor: "bob", Summary: "s", Outcome: OK}, "uid:1000(u) (claims: bob)  s  → ok"},
 		{"conversation", Record{Actor: "bot", Conversation: "c-9", Summary: "s", Outcome: OK}, "bot (c-9)  s  → ok"},
 	}

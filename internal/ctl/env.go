@@ -441,7 +441,7 @@ conversation. A sandbox id (sb-…) works wherever a machine id does:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	var org, env string
+	var org, env, rmOrg string
 	ls := &cobra.Command{
 		Use:     "ls [--env NAME]",
 		Aliases: []string{"list"},
@@ -482,12 +482,13 @@ sandbox no conversation has taken yet.`,
 	ls.Flags().StringVar(&org, "org", "", "org (default: your token's)")
 	ls.Flags().StringVar(&env, "env", "", "only this environment's sandboxes")
 	rm := &cobra.Command{
-		Use:   "rm ID...",
+		Use:   "rm ID... [--org O]",
 		Short: "Stop and remove sandboxes: their containers and workspaces",
 		Long: `Stop and remove each sandbox: its container and its workspace. Prints nothing
 (--json: one document per sandbox); a failure is reported for its id, the
 rest are still removed, and the exit code is 1.`,
 		Example: `  agentctl sandbox rm sb-1a2b3c
+  agentctl sandbox rm sb-1a2b3c --org acme   # another org: the hub owner's token
   agentctl --json sandbox ls | jq -r '.sandboxes[] | select(.online | not) | .id' | xargs agentctl sandbox rm`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -503,11 +504,11 @@ rest are still removed, and the exit code is 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
 				if len(args) == 1 {
-					return a.quiet(ec.RemoveSandbox(ctx, &hubv1.RemoveSandboxRequest{Id: args[0]}))
+					return a.quiet(ec.RemoveSandbox(ctx, &hubv1.RemoveSandboxRequest{Id: args[0], Org: rmOrg}))
 				}
 				failed := false
 				for _, id := range args {
-					err := a.quiet(ec.RemoveSandbox(ctx, &hubv1.RemoveSandboxRequest{Id: id}))
+					err := a.quiet(ec.RemoveSandbox(ctx, &hubv1.RemoveSandboxRequest{Id: id, Org: rmOrg}))
 					if err != nil {
 						if ctx.Err() != nil {
 							return err
@@ -523,6 +524,7 @@ rest are still removed, and the exit code is 1.`,
 			})
 		},
 	}
+	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
 	cmd.AddCommand(ls, rm)
 	return cmd
 }

@@ -88,24 +88,30 @@ func (a *app) machinesCmd() *cobra.Command {
 
 func (a *app) activityCmd() *cobra.Command {
 	var follow bool
-	var tail int32
+	var tail uint32
+	var org string
 	cmd := &cobra.Command{
-		Use:   "activity [-f] [--machine ID]",
+		Use:   "activity [-f] [--machine ID] [--org O]",
 		Short: "Show what was done: who asked, what ran, the outcome",
 		Long: `Show the activity records: every operation, with who asked and the outcome.
 Through the hub (--hub) without --machine: every machine of your org; with
---machine, one machine. Direct to a daemon (--addr): that daemon's records.`,
+--machine, one machine; --org names another org (the hub owner's token).
+Direct to a daemon (--addr): that daemon's records.`,
 		Example: `  agentctl activity
   agentctl activity -f --machine m-abc123
+  agentctl activity --org acme --tail 100
   agentctl --addr unix:///tmp/agentd.sock activity -f`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if a.target.hub == "" || a.target.addr != "" {
+				if org != "" {
+					return usagef("activity --org is for the hub (--hub): a daemon has no orgs")
+				}
 				return a.daemonActivity(cmd, follow, tail)
 			}
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				st, err := hubv1.NewActivityServiceClient(c).Watch(ctx, &hubv1.WatchRequest{
-					MachineId: a.target.machine, Tail: tail, NoFollow: !follow,
+					MachineId: a.target.machine, Newest: proto.Uint32(tail), NoFollow: !follow, Org: org,
 				})
 				if err != nil {
 					return err
@@ -115,18 +121,16 @@ Through the hub (--hub) without --machine: every machine of your org; with
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new activity as it happens")
-	cmd.Flags().Int32Var(&tail, "tail", 20, "how many stored records to show first")
+	cmd.Flags().Uint32Var(&tail, "tail", 20, "how many stored records to show first (0: only new ones)")
+	cmd.Flags().StringVar(&org, "org", "", "org (default: your token's; another org needs the hub owner's token)")
 	return cmd
 }
 
 // daemonActivity prints a daemon's own activity (ActivityService.Watch):
 // the last `tail` retained records, then, with follow, new ones.
-func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail int32) error {
+func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail uint32) error {
 	return a.call(cmd, func(ctx context.Context, c *conn) error {
-		req := &agentdv1.WatchRequest{NoFollow: !follow}
-		if tail >= 0 {
-			req.Tail = proto.Uint32(uint32(tail))
-		}
+		req := &agentdv1.WatchRequest{NoFollow: !follow, Tail: proto.Uint32(tail)}
 		st, err := agentdv1.NewActivityServiceClient(c).Watch(ctx, req)
 		if err != nil {
 			return err
@@ -201,7 +205,8 @@ func (a *app) adminCmd() *cobra.Command {
 		Short: "Manage the hub: orgs, API tokens, pairing codes, revoking machines",
 		Long: `Manage the hub with an admin API token in $AGENTD_TOKEN. The owner token that
 'agenthub init' printed can also create orgs and act in any org: every command
-here but 'org' takes --org, as do 'agentctl machines', 'env' and 'sandbox ls'.`,
+here but 'org' takes --org, as do 'agentctl machines', 'activity', 'env', 'sandbox ls'
+and 'sandbox rm'.`,
 	}
 	org := &cobra.Command{Use: "org", Short: "Create and list orgs"}
 	org.AddCommand(&cobra.Command{

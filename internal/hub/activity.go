@@ -133,28 +133,27 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 // Watch replays the caller's org's stored activity and follows it live.
 func (h *activityHub) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityService_WatchServer) error {
 	ctx := stream.Context()
-	c, ok := callerFrom(ctx)
-	if !ok {
+	if _, ok := callerFrom(ctx); !ok {
 		return status.Error(codes.Unauthenticated, "no caller")
+	}
+	_, org, err := (&adminService{s: h.s}).org(ctx, req.GetOrg())
+	if err != nil {
+		return err
 	}
 	names := map[string]string{}
 	if id := req.GetMachineId(); id != "" {
 		m, err := h.s.store.Machine(ctx, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
-			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, c.org.Name)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != org.ID) {
+			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, org.Name)
 		}
 		if err != nil {
 			return storeError(err, "machine "+id)
 		}
 		names[id] = m.Name
 	}
-	q := store.ActivityQuery{OrgID: c.org.ID, MachineID: req.GetMachineId(), AfterID: req.GetSinceId(), Limit: store.MaxActivityLimit}
-	if q.AfterID == 0 {
-		q.Newest, q.Limit = true, int(req.GetTail())
-		if q.Limit <= 0 {
-			q.Limit = 20
-		}
-		q.Limit = min(q.Limit, store.MaxActivityLimit)
+	q, err := h.replayQuery(ctx, org.ID, req)
+	if err != nil {
+		return err
 	}
 	for {
 		h.mu.Lock()
@@ -197,4 +196,36 @@ func (h *activityHub) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityServic
 		case <-changed:
 		}
 	}
+}
+
+// defaultWatchTail is how many stored records Watch replays first when the
+// request names neither since_id nor newest.
+const defaultWatchTail = 20
+
+// replayQuery is the first query of a Watch: the newest `newest` records
+// after since_id (0: none, so it starts after the newest stored one), or
+// without newest, the newest 20 (or the deprecated tail) when since_id is
+// 0, else every record after since_id.
+func (h *activityHub) replayQuery(ctx context.Context, org string, req *hubv1.WatchRequest) (store.ActivityQuery, error) {
+	q := store.ActivityQuery{OrgID: org, MachineID: req.GetMachineId(), AfterID: req.GetSinceId(), Limit: store.MaxActivityLimit}
+	switch {
+	case req.Newest != nil && req.GetNewest() == 0:
+		last, err := h.s.store.ListActivity(ctx, store.ActivityQuery{OrgID: org, MachineID: q.MachineID, AfterID: q.AfterID, Limit: 1, Newest: true})
+		if err != nil {
+			return q, storeError(err, "activity")
+		}
+		if len(last) > 0 {
+			q.AfterID = last[0].ID
+		}
+	case req.Newest != nil:
+		q.Newest, q.Limit = true, int(min(req.GetNewest(), store.MaxActivityLimit))
+	case q.AfterID == 0:
+		//lint:ignore SA1019 the deprecated field, still honoured for older clients
+		q.Newest, q.Limit = true, int(req.GetTail())
+		if q.Limit <= 0 {
+			q.Limit = defaultWatchTail
+		}
+		q.Limit = min(q.Limit, store.MaxActivityLimit)
+	}
+	return q, nil
 }

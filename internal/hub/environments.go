@@ -363,12 +363,15 @@ func (v *environmentService) startTimeout() time.Duration {
 }
 
 func (v *environmentService) RemoveSandbox(ctx context.Context, req *hubv1.RemoveSandboxRequest) (*hubv1.RemoveSandboxResponse, error) {
-	c, _ := callerFrom(ctx)
+	_, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
 	m, err := v.sandboxes()
 	if err != nil {
 		return nil, err
 	}
-	if err := m.remove(ctx, c.org, req.GetId()); err != nil {
+	if err := m.remove(ctx, org, req.GetId()); err != nil {
 		return nil, err
 	}
 	return &hubv1.RemoveSandboxResponse{}, nil

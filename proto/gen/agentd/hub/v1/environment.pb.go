@@ -1405,7 +1405,10 @@ func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
 type RemoveSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sandbox id, sb-….
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name of the sandbox (empty: the caller's; another org needs the
+	// hub owner's token).
+	Org           string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1443,6 +1446,13 @@ func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
 func (x *RemoveSandboxRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoveSandboxRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
 	}
 	return ""
 }
@@ -1562,9 +1572,10 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\"M\n" +
 	"\x15ListSandboxesResponse\x124\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x16.agentd.hub.v1.SandboxR\tsandboxes\"&\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x16.agentd.hub.v1.SandboxR\tsandboxes\"8\n" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
 	"\x15RemoveSandboxResponse*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +

@@ -1215,10 +1215,22 @@ type WatchRequest struct {
 	MachineId string `protobuf:"bytes,1,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
 	// Replay stored records newer than this hub-wide id (0: the latest `tail`).
 	SinceId int64 `protobuf:"varint,2,opt,name=since_id,json=sinceId,proto3" json:"since_id,omitempty"`
-	// With since_id 0: how many stored records to replay first (0: 20).
+	// Deprecated: use newest, which agrees with agentd.v1.WatchRequest.tail
+	// (optional uint32; 0 means none). This one is int32 and 0 means 20; it
+	// is read only when newest is unset, and only with since_id 0.
+	//
+	// Deprecated: Marked as deprecated in agentd/hub/v1/hub.proto.
 	Tail int32 `protobuf:"varint,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	// Replay only the newest `newest` of the stored records after since_id
+	// (0: none, only what happens from now on), as agentd.v1.WatchRequest's
+	// tail does on a daemon. Unset: with since_id 0 the newest 20 (or the
+	// deprecated tail), else all of them.
+	Newest *uint32 `protobuf:"varint,5,opt,name=newest,proto3,oneof" json:"newest,omitempty"`
 	// Replay only, then end.
-	NoFollow      bool `protobuf:"varint,4,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	NoFollow bool `protobuf:"varint,4,opt,name=no_follow,json=noFollow,proto3" json:"no_follow,omitempty"`
+	// Org name (empty: the caller's; another org needs the hub owner's
+	// token).
+	Org           string `protobuf:"bytes,6,opt,name=org,proto3" json:"org,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1267,9 +1279,17 @@ func (x *WatchRequest) GetSinceId() int64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in agentd/hub/v1/hub.proto.
 func (x *WatchRequest) GetTail() int32 {
 	if x != nil {
 		return x.Tail
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetNewest() uint32 {
+	if x != nil && x.Newest != nil {
+		return *x.Newest
 	}
 	return 0
 }
@@ -1279,6 +1299,13 @@ func (x *WatchRequest) GetNoFollow() bool {
 		return x.NoFollow
 	}
 	return false
+}
+
+func (x *WatchRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
 }
 
 // WatchResponse is one machine's activity record.
@@ -1419,13 +1446,16 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x14RevokeMachineRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
-	"\x15RevokeMachineResponse\"y\n" +
+	"\x15RevokeMachineResponse\"\xb7\x01\n" +
 	"\fWatchRequest\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x01 \x01(\tR\tmachineId\x12\x19\n" +
-	"\bsince_id\x18\x02 \x01(\x03R\asinceId\x12\x12\n" +
-	"\x04tail\x18\x03 \x01(\x05R\x04tail\x12\x1b\n" +
-	"\tno_follow\x18\x04 \x01(\bR\bnoFollow\"\x94\x01\n" +
+	"\bsince_id\x18\x02 \x01(\x03R\asinceId\x12\x16\n" +
+	"\x04tail\x18\x03 \x01(\x05B\x02\x18\x01R\x04tail\x12\x1b\n" +
+	"\x06newest\x18\x05 \x01(\rH\x00R\x06newest\x88\x01\x01\x12\x1b\n" +
+	"\tno_follow\x18\x04 \x01(\bR\bnoFollow\x12\x10\n" +
+	"\x03org\x18\x06 \x01(\tR\x03orgB\t\n" +
+	"\a_newest\"\x94\x01\n" +
 	"\rWatchResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
 	"\n" +
@@ -1546,6 +1576,7 @@ func file_agentd_hub_v1_hub_proto_init() {
 	if File_agentd_hub_v1_hub_proto != nil {
 		return
 	}
+	file_agentd_hub_v1_hub_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
