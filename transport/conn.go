@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -29,8 +31,14 @@ type conn struct {
 	err       error // why it ended, when it broke
 	closeOnce sync.Once
 	closeErr  error
-	stop      func() // stops and waits for helpers (the daemon's pinger)
-	onEnd     func() // called once when the tunnel ends; set before the conn is used
+	// peerClose is the close status the peer sent (0: none seen). Kept
+	// apart from err: a write can fail on the closed connection before
+	// the read that carries the peer's status returns.
+	peerClose atomic.Int32
+	readOnce  sync.Once
+	readEnded chan struct{} // closed when a read has failed
+	stop      func()        // stops and waits for helpers (the daemon's pinger)
+	onEnd     func()        // called once when the tunnel ends; set before the conn is used
 }
 
 // newConn switches ws to binary messages and wraps it. Closing the conn sends
@@ -46,6 +54,8 @@ func newConn(ws *websocket.Conn, code websocket.StatusCode, reason string) *conn
 		code:   code,
 		reason: reason,
 		done:   make(chan struct{}),
+
+		readEnded: make(chan struct{}),
 	}
 }
 
@@ -55,6 +65,14 @@ func newConn(ws *websocket.Conn, code websocket.StatusCode, reason string) *conn
 func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if err != nil {
+		if st := websocket.CloseStatus(err); st != -1 {
+			c.peerClose.Store(int32(st))
+		}
+		c.readOnce.Do(func() {
+			if c.readEnded != nil {
+				close(c.readEnded)
+			}
+		})
 		c.end(err)
 		if err != io.EOF {
 			return 0, err
@@ -104,6 +122,22 @@ func (c *conn) end(err error) {
 			c.onEnd()
 		}
 	})
+}
+
+// peerStatus is the close status the peer sent, or 0. When the tunnel
+// ended by a failed write, it waits up to wait for the read that carries
+// the peer's status (the peer's close frame closes the connection under the
+// writer, and the reader returns it a moment later).
+func (c *conn) peerStatus(wait time.Duration) websocket.StatusCode {
+	if c.readEnded != nil {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-c.readEnded:
+		case <-t.C:
+		}
+	}
+	return websocket.StatusCode(c.peerClose.Load())
 }
 
 // cause is why the tunnel ended: net.ErrClosed after Close, else the error

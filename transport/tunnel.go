@@ -251,10 +251,18 @@ func (t *Tunnel) Accept() (net.Conn, error) {
 	}
 }
 
+// peerStatusWait bounds how long lost waits for the read that carries the
+// hub's close status after a write failed first.
+const peerStatusWait = time.Second
+
 // lost notes that the current tunnel ended and schedules the reconnect.
 func (t *Tunnel) lost() {
 	up := t.clock.Now().Sub(t.upSince)
 	cause := t.cur.cause()
+	peer := websocket.CloseStatus(cause)
+	if peer == -1 && cause != net.ErrClosed { // not our own Close (a write on the closed conn wraps it)
+		peer = t.cur.peerStatus(peerStatusWait)
+	}
 	if errors.Is(cause, io.EOF) {
 		// A normal or going-away close from the hub.
 		cause = errors.New("the hub closed the tunnel")
@@ -264,7 +272,7 @@ func (t *Tunnel) lost() {
 		t.failures = 0
 	}
 	t.next = t.opts.Backoff.delay(t.failures, t.opts.Rand)
-	if websocket.CloseStatus(cause) == websocket.StatusPolicyViolation {
+	if peer == websocket.StatusPolicyViolation {
 		// The hub closed the tunnel because the machine is no longer
 		// paired (revoked, unknown, another key): ask again at once. The
 		// answer is a refusal with the reason, which the daemon acts on
