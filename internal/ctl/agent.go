@@ -97,7 +97,8 @@ from its image on the hub's Docker engine, with the profile's limits. Without
 arguments, print the sandbox's id (sb-…) alone on stdout once its agentd is
 online. With arguments after --, run the agent's executable with them (no
 shell) and exit as 'agentctl exec' does: the agent's exit code, its stderr on
-stderr, 124 when --timeout killed it, 128+N when signal N did.
+stderr, 124 when --timeout killed it, 128+N when signal N did, 125 when
+agentctl itself failed (the hub refused the run, say).
 
 The network starts restricted, as the profile says (NETWORK in 'agentctl
 agent ls'): none at all, or only the hosts of its allow list. The sandbox has
@@ -130,6 +131,13 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 				return usagef("agent run takes one PROFILE, then -- and the agent's arguments (see 'agentctl agent ls')")
 			}
 			return nil
+		},
+		// With arguments it exits as exec does, so its own failures (the
+		// hub's refusal among them) are 125, never a code the agent gives.
+		PreRun: func(cmd *cobra.Command, _ []string) {
+			if cmd.ArgsLenAtDash() > 0 {
+				a.failCode = ExitFailed
+			}
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Profile = args[0]
