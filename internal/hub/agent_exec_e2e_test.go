@@ -27,7 +27,8 @@ var agentctlLine = regexp.MustCompile(`(?m)^agentctl: (note: .*|sandbox (sb-[a-z
 // same exit code, stdout and stderr (less agentctl's own lines before the
 // run), 124 on --timeout, 128+N on a signal, 125 when agentctl itself
 // failed, and the same truncation state (what was retained and omitted of
-// an output longer than the daemon keeps).
+// an output longer than the daemon keeps). Removing the run's sandbox
+// removes its container and workspace volume.
 func TestAgentRunLikeExec(t *testing.T) {
 	minimal := sandboxtest.MinimalImage(t)
 	runner := "agentd/runner-managed:execfixture-latest"
@@ -68,16 +69,7 @@ func TestAgentRunLikeExec(t *testing.T) {
 			}
 			agentArgs := append(append(append(global, "agent", "run", "execfixture"), tc.flags...), "--")
 			code, out, errs := run(append(agentArgs, tc.args...)...)
-			m := agentctlLine.FindAllStringSubmatch(errs, -1)
-			var id string
-			for _, l := range m {
-				if l[2] != "" {
-					id = l[2]
-				}
-			}
-			if id == "" {
-				t.Fatalf("agent run = %d; no sandbox line on stderr: %q", code, truncate(errs))
-			}
+			id := sandboxOf(t, errs)
 			errs = agentctlLine.ReplaceAllString(errs, "")
 
 			execArgs := append(append(append(global, "--machine", id, "exec"), tc.flags...), "--", "sh")
@@ -105,7 +97,7 @@ func TestAgentRunLikeExec(t *testing.T) {
 	}
 	// The long output reached agent run whole, and its stats say that the
 	// daemon kept 5 MiB of it.
-	code, out, _ := run("--json", "agent", "run", "execfixture", "--", "-c", long)
+	code, out, errs := run("--json", "agent", "run", "execfixture", "--", "-c", long)
 	x := exited(t, out)
 	if code != 0 || len(x.GetStreams()) == 0 {
 		t.Fatalf("agent run of the long output: %d, exit event %v", code, x)
@@ -113,6 +105,17 @@ func TestAgentRunLikeExec(t *testing.T) {
 	if st := x.GetStreams()[0]; st.GetTotalBytes() != int64(6000000+len("\nlast line\n")) || st.GetOmittedBytes() != st.GetTotalBytes()-5<<20 {
 		t.Errorf("stdout's stats %v; want 6000011 bytes, all but 5 MiB omitted from retention", st)
 	}
+
+	// sandbox rm of the run's sandbox removes its container and its
+	// workspace volume.
+	sb, err := h.Store.Sandbox(t.Context(), sandboxOf(t, errs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run("sandbox", "rm", sb.ID); code != 0 || out != "" {
+		t.Errorf("sandbox rm %s = %d %q %q", sb.ID, code, out, errs)
+	}
+	h.assertGone(sb.ID, sb.ContainerID)
 
 	// agentctl's own failure is 125 with arguments, as exec's, never an exit
 	// code the agent could have given.
@@ -126,6 +129,18 @@ func TestAgentRunLikeExec(t *testing.T) {
 	if code, _, _ := run("agent", "run", "execabsent"); code != 1 {
 		t.Errorf("agent run of a missing image without arguments = %d, want 1", code)
 	}
+}
+
+// sandboxOf is the sandbox id in agent run's stderr.
+func sandboxOf(t *testing.T, stderr string) string {
+	t.Helper()
+	for _, m := range agentctlLine.FindAllStringSubmatch(stderr, -1) {
+		if m[2] != "" {
+			return m[2]
+		}
+	}
+	t.Fatalf("no sandbox line in agent run's stderr: %q", truncate(stderr))
+	return ""
 }
 
 // exited is the exit event in agentctl --json's output of a process.
