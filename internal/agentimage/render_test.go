@@ -76,6 +76,9 @@ func TestRenderGolden(t *testing.T) {
 		{file: "fixture-static.Dockerfile", profile: "fixture-static", opts: RenderOptions{AgentVersion: "1.2.3"}},
 		// --docker, and other ids.
 		{file: "claude-code-docker.Dockerfile", profile: "claude-code", opts: RenderOptions{Docker: true, UID: 1001, GID: 1001}},
+		// A custom base with an earlier stage, no Docker, no Node.
+		{file: "fixture-static-custom-base.Dockerfile", profile: "fixture-static", custom: true,
+			opts: RenderOptions{AgentVersion: "1.2.3"}},
 		// A custom base with an earlier stage, with --docker and a known digest.
 		{file: "opencode-custom-base.Dockerfile", profile: "opencode", custom: true,
 			opts: RenderOptions{Docker: true, BaseDigest: "sha256:" + strings.Repeat("ab", 32)}},

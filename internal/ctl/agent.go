@@ -93,11 +93,13 @@ func (a *app) agentRunCmd() *cobra.Command {
 		Use:   "run PROFILE [--org O] [--image REF] [--allow HOST[:PORT]]... [--network open] [--ttl D] [-- ARG...]",
 		Short: "Make a disposable sandbox with a coding agent; with -- ARGS, run the agent with them",
 		Long: `Make a disposable sandbox for the agent of PROFILE (see 'agentctl agent ls'),
-from its image on the hub's Docker engine, with the profile's limits. Without
-arguments, print the sandbox's id (sb-…) alone on stdout once its agentd is
-online. With arguments after --, run the agent's executable with them (no
+from its image on the hub's Docker engine, with the profile's limits. The hub
+pins the image by its local id (sha256:…), which stderr shows, as do
+'agentctl sandbox ls' and the run's activity record. Without arguments,
+print the sandbox's id (sb-…) alone on stdout once its agentd is online. With arguments after --, run the agent's executable with them (no
 shell) and exit as 'agentctl exec' does: the agent's exit code, its stderr on
-stderr, 124 when --timeout killed it, 128+N when signal N did.
+stderr, 124 when --timeout killed it, 128+N when signal N did, 125 when
+agentctl itself failed (the hub refused the run, say).
 
 The network starts restricted, as the profile says (NETWORK in 'agentctl
 agent ls'): none at all, or only the hosts of its allow list. The sandbox has
@@ -131,6 +133,13 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 			}
 			return nil
 		},
+		// With arguments it exits as exec does, so its own failures (the
+		// hub's refusal among them) are 125, never a code the agent gives.
+		PreRun: func(cmd *cobra.Command, _ []string) {
+			if cmd.ArgsLenAtDash() > 0 {
+				a.failCode = ExitFailed
+			}
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Profile = args[0]
 			for _, kv := range secrets {
@@ -163,15 +172,16 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 				fmt.Fprintf(a.io.Err, "agentctl: note: %s\n", n)
 			}
 			argv := args[1:]
+			if len(argv) == 0 && a.json {
+				return a.printJSON(resp)
+			}
+			// The image by id: the name may point at a newer build later.
+			fmt.Fprintf(a.io.Err, "agentctl: sandbox %s from image %s (until %s; remove it with 'agentctl sandbox rm %s')\n",
+				resp.GetSandboxId(), resp.GetImage(), resp.GetExpires().AsTime().Local().Format(time.DateTime), resp.GetSandboxId())
 			if len(argv) == 0 {
-				if a.json {
-					return a.printJSON(resp)
-				}
 				_, err := fmt.Fprintln(a.io.Out, resp.GetSandboxId())
 				return err
 			}
-			fmt.Fprintf(a.io.Err, "agentctl: sandbox %s (until %s; remove it with 'agentctl sandbox rm %s')\n",
-				resp.GetSandboxId(), resp.GetExpires().AsTime().Local().Format(time.DateTime), resp.GetSandboxId())
 			a.target.machine, a.target.env, a.target.conv = resp.GetSandboxId(), "", ""
 			run := &agentdv1.StartRequest{Argv: append([]string{resp.GetExecutable()}, argv...)}
 			if timeout > 0 {

@@ -445,9 +445,11 @@ conversation. A sandbox id (sb-…) works wherever a machine id does:
 	ls := &cobra.Command{
 		Use:     "ls [--env NAME]",
 		Aliases: []string{"list"},
-		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used",
+		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, image",
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
-sandbox no conversation has taken yet.`,
+sandbox no conversation has taken yet. IMAGE is the image the sandbox was
+made from, as the hub pinned it: an agent run's by its local id (sha256:…),
+so what ran is known exactly even after its name moved to a newer build.`,
 		Example: `  agentctl sandbox ls
   agentctl sandbox ls --env py
   agentctl --json sandbox ls | jq -r '.sandboxes[] | select(.state == "failed") | .error'`,
@@ -462,18 +464,22 @@ sandbox no conversation has taken yet.`,
 					return a.printJSON(resp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED")
+				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tIMAGE")
 				for _, s := range resp.GetSandboxes() {
 					conv := s.GetConversation()
 					if conv == "" {
 						conv = "(pool)"
 					}
+					image := s.GetImage()
+					if image == "" {
+						image = "-"
+					}
 					online := "no"
 					if s.GetOnline() {
 						online = "yes"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
-						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
+						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()), image)
 				}
 				return tw.Flush()
 			})

@@ -175,8 +175,8 @@ func (f *fakeHub) SetDefaultEnvironment(context.Context, *hubv1.SetDefaultEnviro
 
 func (f *fakeHub) ListSandboxes(_ context.Context, req *hubv1.ListSandboxesRequest) (*hubv1.ListSandboxesResponse, error) {
 	all := []*hubv1.Sandbox{
-		{Id: "sb-1", Environment: "py", Conversation: "c-42", State: "running", Online: true, Created: hoursAgo, LastUsed: hoursAgo},
-		{Id: "sb-2", Environment: "py", State: "running", Online: true, Created: hoursAgo},
+		{Id: "sb-1", Environment: "py", Conversation: "c-42", State: "running", Online: true, Created: hoursAgo, LastUsed: hoursAgo, Image: "sha256:1a2b"},
+		{Id: "sb-2", Environment: "py", State: "running", Online: true, Created: hoursAgo, Image: "sha256:1a2b"},
 		{Id: "sb-3", Environment: "builtin", Conversation: "c-7", State: "failed", Error: "image pull failed"},
 	}
 	resp := &hubv1.ListSandboxesResponse{}
@@ -241,13 +241,13 @@ What the image adds:
   tools: jq, rg
   python packages: numpy==2.1.0
 `},
-		{"sandbox ls", []string{"sandbox", "ls"}, `ID    ENV      CONVERSATION  STATE    ONLINE  CREATED  LAST USED
-sb-1  py       c-42          running  yes     3h ago   3h ago
-sb-2  py       (pool)        running  yes     3h ago   never
-sb-3  builtin  c-7           failed   no      never    never
+		{"sandbox ls", []string{"sandbox", "ls"}, `ID    ENV      CONVERSATION  STATE    ONLINE  CREATED  LAST USED  IMAGE
+sb-1  py       c-42          running  yes     3h ago   3h ago     sha256:1a2b
+sb-2  py       (pool)        running  yes     3h ago   never      sha256:1a2b
+sb-3  builtin  c-7           failed   no      never    never      -
 `},
-		{"sandbox ls --env", []string{"sandbox", "ls", "--env", "builtin"}, `ID    ENV      CONVERSATION  STATE   ONLINE  CREATED  LAST USED
-sb-3  builtin  c-7           failed  no      never    never
+		{"sandbox ls --env", []string{"sandbox", "ls", "--env", "builtin"}, `ID    ENV      CONVERSATION  STATE   ONLINE  CREATED  LAST USED  IMAGE
+sb-3  builtin  c-7           failed  no      never    never      -
 `},
 	}
 	for _, tt := range tests {

@@ -61,6 +61,11 @@ func TestAgentRun(t *testing.T) {
 		t.Fatalf("docker build: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
+	imageID, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", runner).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runnerID := strings.TrimSpace(string(imageID))
 
 	var skew atomic.Int64 // the hub's clock runs this far ahead
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -113,11 +118,14 @@ func TestAgentRun(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(id, "sb-") || strings.Contains(id, "\n") {
 		t.Fatalf("agent run fixture = %d %q %q; want an sb- id alone", code, out, errs)
 	}
+	if want := "agentctl: sandbox " + id + " from image " + runnerID + " (until "; !strings.Contains(errs, want) {
+		t.Errorf("agent run's stderr %q lacks %q", errs, want)
+	}
 	sb, err := h.Store.Sandbox(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Environment != "agent:fixture" || !strings.HasPrefix(sb.Image, "sha256:") ||
+	if sb.Environment != "agent:fixture" || sb.Image != runnerID ||
 		sb.ExpiresAt.Sub(sb.CreatedAt) != 10*time.Minute {
 		t.Errorf("stored sandbox %+v; want environment agent:fixture, an image id, 10m to its end", sb)
 	}
@@ -130,7 +138,7 @@ func TestAgentRun(t *testing.T) {
 	if code != 0 || out != "/workspace/.home /workspace/.home/.config /workspace/.home/.cache\n1000 700\n" {
 		t.Errorf("the agent's HOME: %d %q; want /workspace/.home (XDG below it), the sandbox user's, writable", code, out)
 	}
-	if code, out, _ := run("sandbox", "ls"); code != 0 || !strings.Contains(out, id+"  agent:fixture") {
+	if code, out, _ := run("sandbox", "ls"); code != 0 || !regexp.MustCompile(`(?m)^`+id+`  agent:fixture .* `+runnerID+`$`).MatchString(out) {
 		t.Errorf("sandbox ls = %d:\n%s", code, out)
 	}
 
@@ -167,7 +175,7 @@ func TestAgentRun(t *testing.T) {
 
 	// The runs are in the org's activity.
 	code, out, _ = run("activity")
-	if code != 0 || strings.Count(out, "ran agent fixture in sb-") < 3 || !strings.Contains(out, "ran agent fixture in "+id+" (image "+runner+", network allow api.example.com:443, ttl 10m0s)") {
+	if code != 0 || strings.Count(out, "ran agent fixture in sb-") < 3 || !strings.Contains(out, "ran agent fixture in "+id+" (image "+runner+", id "+runnerID+", network allow api.example.com:443, ttl 10m0s)") {
 		t.Errorf("activity = %d, want the runs:\n%s", code, out)
 	}
 

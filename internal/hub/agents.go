@@ -239,7 +239,13 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		notices = append(notices, fmt.Sprintf("the sandbox reaches only %s, through the hub's egress proxy (HTTPS_PROXY=http://%s); --network open gives it the public network",
 			strings.Join(allow.Strings(), ", "), wire.SandboxEgressProxy))
 	}
-	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, ref, shown, ttl)
+	// The image by name and by id: what ran is known exactly even after
+	// the name moved to a newer build.
+	image := ref
+	if img.ID != ref {
+		image += ", id " + img.ID
+	}
+	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, image, shown, ttl)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
 	}

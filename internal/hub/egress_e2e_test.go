@@ -33,6 +33,10 @@ func TestAgentEgressAllowList(t *testing.T) {
 		t.Fatalf("docker tag: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
+	runnerID, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", runner).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "api says hi to %s at %s\n", r.Host, r.URL.Path)
@@ -151,7 +155,7 @@ func TestAgentEgressAllowList(t *testing.T) {
 		"egress to plain.example.com:80 from " + id,
 		"refused egress to evil.example.com:80 from " + id + ": evil.example.com:80 is not on this sandbox's allow list " + list,
 		"refused egress to evil.example.com:443 from " + id,
-		"ran agent egressfixture in " + id + " (image " + runner + ", network allow api.example.com:443 plain.example.com:80, ttl 10m0s)",
+		"ran agent egressfixture in " + id + " (image " + runner + ", id " + strings.TrimSpace(string(runnerID)) + ", network allow api.example.com:443 plain.example.com:80, ttl 10m0s)",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("activity lacks %q:\n%s", want, out)
