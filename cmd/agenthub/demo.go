@@ -20,13 +20,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/devdepot-ai/agentd/agentd"
-	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/activityproto"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
-	"github.com/devdepot-ai/agentd/transport"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -62,7 +60,14 @@ func newStyles(w io.Writer) styles {
 	return styles{}
 }
 
+// demoMachine is the name the demo's agentd pairs as.
+const demoMachine = "demo-laptop"
+
 func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) error {
+	tools, err := findDemoTools(exeDir())
+	if err != nil {
+		return err
+	}
 	st := newStyles(out)
 	tmp, err := os.MkdirTemp("", "agenthub-demo-")
 	if err != nil {
@@ -104,45 +109,51 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	}
 	step("web console: %s/console/ — sign in once with %s", hubURL, link)
 
-	agentctl := func(w, e io.Writer, token string, args ...string) int {
-		return ctl.Main(ctx, append([]string{"--hub", hubURL, "--token-file", tokenFile(tmp, token)}, args...), ctl.IO{In: strings.NewReader(""), Out: w, Err: e})
+	// admin runs agentctl with the owner's token and returns what it printed.
+	admin := func(what string, args ...string) (string, error) {
+		var o, e strings.Builder
+		if code := tools.ctl(ctx, "", &o, &e, append([]string{"--hub", hubURL, "--token-file", tokenFile(tmp, owner)}, args...)...); code != 0 {
+			return "", fmt.Errorf("%s failed (agentctl exit %d): %s", what, code, strings.TrimSpace(e.String()))
+		}
+		return strings.TrimSpace(o.String()), nil
 	}
 
 	// 2. An admin makes a pairing code and a token for the chat back end.
-	var codeBuf, chatBuf strings.Builder
-	if code := agentctl(&codeBuf, io.Discard, owner, "admin", "pair-code", "create"); code != 0 {
-		return fmt.Errorf("creating a pairing code failed (exit %d)", code)
+	pairCode, err := admin("creating a pairing code", "admin", "pair-code", "create")
+	if err != nil {
+		return err
 	}
-	pairCode := strings.TrimSpace(codeBuf.String())
 	step("admin: agentctl admin pair-code create  →  %s", pairCode)
-	if code := agentctl(&chatBuf, io.Discard, owner, "admin", "token", "create", "--name", "chat-assistant"); code != 0 {
-		return fmt.Errorf("creating a token failed (exit %d)", code)
+	chatToken, err := admin("creating a token", "admin", "token", "create", "--name", "chat-assistant")
+	if err != nil {
+		return err
 	}
-	chatToken := strings.TrimSpace(chatBuf.String())
 	step("admin: agentctl admin token create --name chat-assistant  →  agt_…")
 
-	// 3. A real agentd pairs (key pair made here, public key sent) and dials out.
+	// 3. The real agentd, a child process, pairs (key pair made there, public
+	// key sent) and dials out.
 	cfgDir, stateDir, ws := filepath.Join(tmp, "agentd-config"), filepath.Join(tmp, "agentd-state"), filepath.Join(tmp, "workspace")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return err
 	}
-	m, err := agentd.Pair(ctx, agentd.PairOptions{Hub: hubURL, Code: pairCode, Name: "demo-laptop", ConfigDir: cfgDir})
+	machineID, err := tools.pair(ctx, hubURL, pairCode, demoMachine, cfgDir)
 	if err != nil {
 		return err
 	}
-	step("machine: agentd pair --hub %s --code %s  →  %s", hubURL, pairCode, m.MachineID)
-	dCtx, stopDaemon := context.WithCancel(context.WithoutCancel(ctx))
-	dDone := make(chan error, 1)
-	go func() {
-		dDone <- agentd.Run(dCtx, agentd.RunOptions{
-			Server:    agentd.Options{Workspace: ws, StateDir: stateDir, Logger: zap.NewNop()},
-			ConfigDir: cfgDir, Socket: filepath.Join(stateDir, "agentd.sock"),
-			Backoff: transport.Backoff{Initial: 100 * time.Millisecond},
-		})
-	}()
-	defer func() { stopDaemon(); <-dDone }()
-	if err := waitOnline(ctx, hubURL, owner, m.MachineID); err != nil {
+	step("machine: agentd pair --hub %s --code %s  →  %s", hubURL, pairCode, machineID)
+	dlog, err := os.Create(filepath.Join(tmp, "agentd.log"))
+	if err != nil {
 		return err
+	}
+	defer dlog.Close()
+	d, err := tools.runDaemon(dlog, "--workspace", ws, "--state-dir", stateDir, "--config-dir", cfgDir,
+		"--socket", filepath.Join(stateDir, "agentd.sock"), "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	defer d.stop(5 * time.Second)
+	if err := waitOnline(ctx, hubURL, owner, machineID, d.done); err != nil {
+		return fmt.Errorf("%w (its log: %s)", err, filepath.Join(tmp, "agentd.log"))
 	}
 	step("machine: agentd run  →  tunnel up; the hub reaches it without any inbound port")
 
@@ -169,7 +180,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 			select {
 			case r := <-acts:
 				outMu.Lock()
-				fmt.Fprintf(out, "%s  ⤷ activity: %s%s\n", st.dim, ctl.ActivityLine(r), st.off)
+				fmt.Fprintf(out, "%s  ⤷ activity: %s%s\n", st.dim, activityproto.Line(r), st.off)
 				outMu.Unlock()
 				if o := r.GetRecord().GetOutcome(); o == agentdv1.Outcome_OUTCOME_OK || o == agentdv1.Outcome_OUTCOME_ERROR {
 					return
@@ -183,7 +194,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	}
 
 	// 5. The scripted chat session, through the hub.
-	fmt.Fprintf(out, "\n%s── chat session (the assistant works on %s through the hub) ──%s\n", st.bold, m.Name, st.off)
+	fmt.Fprintf(out, "\n%s── chat session (the assistant works on %s through the hub) ──%s\n", st.bold, demoMachine, st.off)
 	say := func(who, text string) {
 		outMu.Lock()
 		defer outMu.Unlock()
@@ -194,8 +205,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		fmt.Fprintf(out, "%s%s%s\n", st.cyan, commandLine(args, stdin), st.off)
 		outMu.Unlock()
 		w := &lockedWriter{mu: &outMu, w: out}
-		code := ctl.Main(ctx, append([]string{"--hub", hubURL, "--machine", m.MachineID, "--token-file", tokenFile(tmp, chatToken)}, args...),
-			ctl.IO{In: strings.NewReader(stdin), Out: w, Err: w})
+		code := tools.ctl(ctx, stdin, w, w, append([]string{"--hub", hubURL, "--machine", machineID, "--token-file", tokenFile(tmp, chatToken)}, args...)...)
 		color := st.green
 		if code != 0 {
 			color = st.red
@@ -255,7 +265,7 @@ another, or sign in with the token below). In another terminal, try:
   agentctl validate                       # the conformance suite, through the hub
 
 Ctrl-C stops the demo and removes %s.
-`, link, hubURL, chatToken, m.MachineID, tmp)
+`, link, hubURL, chatToken, machineID, tmp)
 	<-ctx.Done()
 	return nil
 }
@@ -310,8 +320,9 @@ func hubConn(hubURL string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(strings.TrimPrefix(hubURL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
-// waitOnline waits until the hub lists the machine as online.
-func waitOnline(ctx context.Context, hubURL, token, id string) error {
+// waitOnline waits until the hub lists the machine as online; exited
+// closing first (the daemon ended) is an error.
+func waitOnline(ctx context.Context, hubURL, token, id string, exited <-chan struct{}) error {
 	cc, err := hubConn(hubURL)
 	if err != nil {
 		return err
@@ -331,6 +342,8 @@ func waitOnline(ctx context.Context, hubURL, token, id string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return errors.New("agentd run exited before it came online")
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

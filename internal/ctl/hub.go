@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/activityproto"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -136,7 +136,7 @@ func (a *app) daemonActivity(cmd *cobra.Command, follow bool, tail uint32) error
 			return err
 		}
 		return printStream(ctx, a, st.Recv, func(m *agentdv1.WatchResponse) string {
-			return recordFromProto(m.GetRecord()).Line() // as `agentd log` prints it
+			return activityproto.Record(m.GetRecord()).Line() // as `agentd log` prints it
 		})
 	})
 }
@@ -167,37 +167,8 @@ func printStream[M proto.Message](ctx context.Context, a *app, recv func() (M, e
 }
 
 // ActivityLine renders an activity record for a person, with the machine
-// it comes from: the same line `agentd log` prints (activity.Record.LineOn).
-func ActivityLine(m *hubv1.WatchResponse) string {
-	name := m.GetMachineName()
-	if name == "" {
-		name = m.GetMachineId()
-	}
-	return recordFromProto(m.GetRecord()).LineOn(name)
-}
-
-// recordFromProto is the activity record a daemon or the hub sent, as the
-// daemon's log holds it.
-func recordFromProto(p *agentdv1.ActivityRecord) activity.Record {
-	r := activity.Record{
-		Seq: p.GetSeq(), Actor: p.GetActor(), ClaimedActor: p.GetClaimedActor(), Conversation: p.GetConversation(),
-		Kind: p.GetKind(), Summary: p.GetSummary(), Command: p.GetCommand(), Cwd: p.GetCwd(), Path: p.GetPath(),
-		Bytes: p.GetBytes(), Output: p.GetOutput(), Error: p.GetError(), ExitCode: int(p.GetExitCode()),
-		Duration: p.GetDuration().AsDuration(), ObjectID: p.GetObjectId(),
-	}
-	if p.GetTime() != nil {
-		r.Time = p.GetTime().AsTime()
-	}
-	switch p.GetOutcome() {
-	case agentdv1.Outcome_OUTCOME_STARTED:
-		r.Outcome = activity.Started
-	case agentdv1.Outcome_OUTCOME_OK:
-		r.Outcome = activity.OK
-	case agentdv1.Outcome_OUTCOME_ERROR:
-		r.Outcome = activity.Failed
-	}
-	return r
-}
+// it happened on; see activityproto.Line, which it is.
+func ActivityLine(m *hubv1.WatchResponse) string { return activityproto.Line(m) }
 
 func (a *app) adminCmd() *cobra.Command {
 	admin := &cobra.Command{
