@@ -37,7 +37,11 @@ func newDemoCmd() *cobra.Command {
 the real pairing flow (code, key pair, tunnel), then drive a scripted chat
 session through the hub — write, edit, grep, a streaming command, Python, a
 snapshot — showing who asked, what ran, the live output and the outcome, as
-a chat would. Then it stays up and prints the agentctl commands to try.`,
+a chat would. Then it stays up and prints the agentctl commands to try.
+
+agentd and agentctl run as child processes, the real binaries: they are
+looked up next to agenthub, then on $PATH ('make build' puts all three in
+bin/).`,
 		Example: `  agenthub demo          # stays up afterwards; Ctrl-C stops it
   agenthub demo --exit   # stop after the script`,
 		Args: cobra.NoArgs,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,6 +135,7 @@ func waitGone(t *testing.T, pid int) {
 	defer tick.Stop()
 	for !zombie(pid) {
 		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // leave no orphan behind a failed test
 			t.Fatalf("agentd %d still runs 10 s after agenthub was killed", pid)
 		}
 		select {

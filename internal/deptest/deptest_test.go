@@ -51,8 +51,17 @@ var rules = []struct {
 		forbid: []string{module + "internal/hub", module + "internal/ctl", "github.com/moby/moby/client"},
 		why:    "the daemon links neither the hub, nor the CLI, nor a Docker client",
 	},
-	// Not yet: cmd/agenthub links the daemon and the CLI through
-	// `agenthub demo`, which runs both in its process.
+	{
+		pkgs: []string{"cmd/agenthub"},
+		forbid: []string{module + "agentd", module + "runner", module + "internal/files", module + "internal/snapshot",
+			module + "internal/ctl"},
+		why: "the hub binary ships only the hub: `agenthub demo` runs agentd and agentctl as child processes",
+	},
+	{
+		pkgs:   []string{"internal/activityproto"},
+		forbid: []string{module + "agentd", module + "internal/ctl", module + "internal/hub"},
+		why:    "the activity conversion the hub binary and the CLI share links neither the daemon, the CLI nor the hub",
+	},
 }
 
 func TestImportGraph(t *testing.T) {
