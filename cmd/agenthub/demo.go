@@ -157,7 +157,7 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	}
 	defer d.stop(5 * time.Second)
 	if err := waitOnline(ctx, hubURL, owner, machineID, d.done); err != nil {
-		return fmt.Errorf("%w (its log: %s)", err, filepath.Join(tmp, "agentd.log"))
+		return fmt.Errorf("%w; agentd's log:\n%s", err, logTail(filepath.Join(tmp, "agentd.log")))
 	}
 	step("machine: agentd run  →  tunnel up; the hub reaches it without any inbound port")
 
@@ -272,6 +272,19 @@ Ctrl-C stops the demo and removes %s.
 `, link, hubURL, chatToken, machineID, tmp)
 	<-ctx.Done()
 	return nil
+}
+
+// logTail is the end of the log file at path (the demo's temp dir, where
+// it lives, is removed when the demo ends).
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // tokenFile writes a token to a file in dir (0600) and returns its path, so
