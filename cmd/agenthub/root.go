@@ -244,7 +244,23 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 				scheme = "https"
 			}
 			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
-			return srv.Serve(cmd.Context(), lis, tlsConfig)
+			if rep == nil || internalAddr == "" {
+				return srv.Serve(cmd.Context(), lis, tlsConfig)
+			}
+			// Calls other replicas forward, on the internal address (mutual
+			// TLS with the replicas' key); it stops when srv closes.
+			ilis, err := net.Listen("tcp", internalAddr)
+			if err != nil {
+				lis.Close()
+				return fmt.Errorf("--internal-addr: %w", err)
+			}
+			internalDone := make(chan error, 1)
+			go func() { internalDone <- srv.ServeInternal(cmd.Context(), ilis) }()
+			err = srv.Serve(cmd.Context(), lis, tlsConfig)
+			if ierr := <-internalDone; err == nil {
+				err = ierr
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -254,7 +270,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&db, "db", defaultDB(), "SQLite file, or postgres://USER:PASS@HOST/DB[?pool_max_conns=N] for replicas sharing state ($AGENTHUB_DB)")
 	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: the host:port other replicas reach this one at, recorded in the replica registry")
+	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
 	sb.register(f)
 	return cmd
 }

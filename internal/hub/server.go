@@ -80,6 +80,8 @@ type Server struct {
 	mux      *http.ServeMux
 
 	replicas   *replica.Registry   // nil: the only hub
+	peers      *peers              // replicas: connections to the others
+	internal   *grpc.Server        // replicas: serves forwarded calls
 	sandboxes  *sandboxes          // nil: no sandboxes
 	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
 	sbListener net.Listener
@@ -379,6 +381,12 @@ func (s *Server) close() {
 	if s.sbHTTP != nil {
 		_ = s.sbHTTP.Close()
 	}
+	if s.internal != nil {
+		s.internal.Stop()
+	}
+	if s.peers != nil {
+		s.peers.close()
+	}
 	if s.registry != nil {
 		s.registry.CloseAll()
 	}
@@ -432,6 +440,9 @@ func (s *Server) startReplica(ctx context.Context) error {
 	}
 	r, err := replica.New(o)
 	if err != nil {
+		return err
+	}
+	if err := s.startForwarding(ctx); err != nil {
 		return err
 	}
 	if err := r.Register(ctx); err != nil {
@@ -516,9 +527,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
 	cc, ok := s.registry.Get(id)
-	if !ok && s.replicas != nil {
-		if r, err := s.replicas.Lookup(ctx, id); err == nil {
-			return Route{}, status.Errorf(codes.Unavailable, "machine %s is connected to hub replica %s (%s), and this replica cannot forward calls to it yet; retry (the load balancer may pick that replica)", id, r.ReplicaID, r.Addr)
+	out := metadata.Pairs(wire.MDActor, c.token.Name)
+	if conv := firstMD(md, wire.MDConversation); conv != "" {
+		out.Set(wire.MDConversation, conv)
+	}
+	if !ok {
+		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
+			return r, err
 		}
 	}
 	if !ok {
@@ -527,10 +542,6 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 			seen = m.LastSeenAt.Format(time.RFC3339) + ", " + s.opts.Now().Sub(m.LastSeenAt).Round(time.Second).String() + " ago"
 		}
 		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
-	}
-	out := metadata.Pairs(wire.MDActor, c.token.Name)
-	if conv := firstMD(md, wire.MDConversation); conv != "" {
-		out.Set(wire.MDConversation, conv)
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {
