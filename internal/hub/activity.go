@@ -125,6 +125,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 			continue
 		}
 		h.notify()
+		h.s.pulseActivity()
 	}
 }
 

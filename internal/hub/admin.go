@@ -278,6 +278,7 @@ func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachi
 		}
 		return nil, storeError(err, "machine "+req.GetId())
 	}
-	a.s.registry.Close(req.GetId()) // the live tunnel ends now
+	a.s.registry.Close(req.GetId())       // the live tunnel ends now
+	a.s.broadcastRevoke(ctx, req.GetId()) // and on whichever replica holds it
 	return &hubv1.RevokeMachineResponse{}, nil
 }

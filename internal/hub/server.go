@@ -79,13 +79,16 @@ type Server struct {
 	activity *activityHub
 	mux      *http.ServeMux
 
-	replicas   *replica.Registry   // nil: the only hub
-	peers      *peers              // replicas: connections to the others
-	internal   *grpc.Server        // replicas: serves forwarded calls
-	sandboxes  *sandboxes          // nil: no sandboxes
-	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
-	sbListener net.Listener
-	sbHTTP     *http.Server
+	replicas *replica.Registry // nil: the only hub
+	peers    *peers            // replicas: connections to the others
+	internal *grpc.Server      // replicas: serves forwarded calls
+
+	bcast         Broadcaster         // replicas on Postgres: events to the others
+	activityPulse chan struct{}       // with bcast: activity stored, to tell the others
+	sandboxes     *sandboxes          // nil: no sandboxes
+	sbAcceptor    *transport.Acceptor // the tunnels of sandboxes, on the unix socket
+	sbListener    net.Listener
+	sbHTTP        *http.Server
 
 	calls, pairs atomic.Int64
 
@@ -132,16 +135,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.startReplica(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
 	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
 		Logger: s.log,
 		OnUp:   s.machineUp,
 		OnDown: s.machineDown,
 	})
 	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.startReplica(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -449,6 +452,7 @@ func (s *Server) startReplica(ctx context.Context) error {
 		return err
 	}
 	s.replicas = r
+	s.startBroadcast(ctx)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
