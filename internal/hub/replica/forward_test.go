@@ -21,7 +21,7 @@ import (
 
 // runMachine pairs a real agentd with h and runs it (its tunnel on h);
 // it returns the machine's ID and its workspace.
-func runMachine(t *testing.T, h *hubtest.Hub) (id, ws string) {
+func runMachine(t testing.TB, h *hubtest.Hub) (id, ws string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, ws := filepath.Join(dir, "config"), filepath.Join(dir, "ws")
