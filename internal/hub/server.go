@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,11 @@ type Options struct {
 	// Secrets resolves the secret references of agent runs (--secret
 	// NAME=ref:PATH). Nil: runs that name secrets are refused.
 	Secrets SecretResolver
+	// TrustedProxies are the reverse proxies (load balancers) in front of
+	// the hub whose X-Forwarded-For is believed for a pairing client's
+	// address, which the pairing rate limit counts by. Default none: the
+	// connection's address.
+	TrustedProxies []netip.Prefix
 	// Replica, when set, makes the hub one of several replicas sharing
 	// Store (see package replica): it registers, heartbeats and records
 	// which machines' tunnels it holds. Its Store, Now and Logger default
