@@ -105,6 +105,15 @@ func (s *Server) ServeInternal(ctx context.Context, lis net.Listener) error {
 	return ignoreClosed(s.internal.Serve(lis))
 }
 
+// ReplicaID is the hub's ID in the replica registry ("" if it is not a
+// replica).
+func (s *Server) ReplicaID() string {
+	if s.replicas == nil {
+		return ""
+	}
+	return s.replicas.ID()
+}
+
 // routeRemote is the route of a call for a machine whose tunnel another
 // live replica holds; ok false if none does.
 func (s *Server) routeRemote(ctx context.Context, id string, md metadata.MD) (Route, bool, error) {
