@@ -50,6 +50,7 @@ func Run(t *testing.T, open Opener) {
 		{"RateLimits", testRateLimits},
 		{"RateLimitsConcurrently", testRateLimitsConcurrently},
 		{"Replicas", testReplicas},
+		{"ListRoutes", testListRoutes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
