@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -158,6 +159,7 @@ once: keep it. The owner can create orgs and act in any of them
 
 func newServeCmd() *cobra.Command {
 	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr string
+	var proxies []string
 	var sb sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL] [--docker-host URL] [--allow-registry HOST]...",
@@ -223,6 +225,10 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			if sbo.Releases, err = sb.releaseResolver(); err != nil {
 				return err
 			}
+			trusted, err := parseProxies(proxies)
+			if err != nil {
+				return usageError{err}
+			}
 			var rep *replica.Options
 			if isPostgres(db) {
 				// Replicas share a Postgres store: register as one.
@@ -230,7 +236,8 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
 				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
-				PublicURL: publicURL,
+				PublicURL:      publicURL,
+				TrustedProxies: trusted,
 			})
 			if err != nil {
 				return err
@@ -245,7 +252,23 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 				scheme = "https"
 			}
 			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("console", scheme+"://"+lis.Addr().String()+"/console/"), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
-			return srv.Serve(cmd.Context(), lis, tlsConfig)
+			if rep == nil || internalAddr == "" {
+				return srv.Serve(cmd.Context(), lis, tlsConfig)
+			}
+			// Calls other replicas forward, on the internal address (mutual
+			// TLS with the replicas' key); it stops when srv closes.
+			ilis, err := net.Listen("tcp", internalAddr)
+			if err != nil {
+				lis.Close()
+				return fmt.Errorf("--internal-addr: %w", err)
+			}
+			internalDone := make(chan error, 1)
+			go func() { internalDone <- srv.ServeInternal(cmd.Context(), ilis) }()
+			err = srv.Serve(cmd.Context(), lis, tlsConfig)
+			if ierr := <-internalDone; err == nil {
+				err = ierr
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -255,7 +278,25 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&db, "db", defaultDB(), "SQLite file, or postgres://USER:PASS@HOST/DB[?pool_max_conns=N] for replicas sharing state ($AGENTHUB_DB)")
 	f.StringVar(&publicURL, "public-url", "", "URL daemons dial, whose host their tunnel signatures name (default: the Host header)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: the host:port other replicas reach this one at, recorded in the replica registry")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
+	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
 	sb.register(f)
 	return cmd
+}
+
+// parseProxies reads --trusted-proxy values: CIDRs, or addresses (one host).
+func parseProxies(vs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vs {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxy %q: want an address or a CIDR (10.0.0.0/8)", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

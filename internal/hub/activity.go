@@ -127,6 +127,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 			continue
 		}
 		h.notify()
+		h.s.pulseActivity()
 	}
 }
 

@@ -224,24 +224,28 @@ func (a *adminService) ListMachines(ctx context.Context, req *hubv1.ListMachines
 	if err != nil {
 		return nil, storeError(err, "machines")
 	}
+	online, err := a.s.onlineSet(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "routes")
+	}
 	resp := &hubv1.ListMachinesResponse{}
 	for _, m := range ms {
 		if isSandboxID(m.ID) {
 			continue // 'agentctl sandbox ls' lists them
 		}
-		resp.Machines = append(resp.Machines, a.s.machineProto(ctx, m, org.Name))
+		resp.Machines = append(resp.Machines, a.s.machineProto(m, org.Name, online))
 	}
 	slices.SortFunc(resp.Machines, func(x, y *hubv1.Machine) int { return strings.Compare(x.Name+x.Id, y.Name+y.Id) })
 	return resp, nil
 }
 
-func (s *Server) machineProto(ctx context.Context, m store.Machine, org string) *hubv1.Machine {
+func (s *Server) machineProto(m store.Machine, org string, online func(id string) bool) *hubv1.Machine {
 	p := &hubv1.Machine{Id: m.ID, Org: org, Name: m.Name, Hostname: m.Hostname, Os: m.OS, Arch: m.Arch,
 		AgentdVersion: m.Version, Created: timestamppb.New(m.CreatedAt), Status: hubv1.MachineStatus_MACHINE_STATUS_OFFLINE}
 	switch {
 	case !m.RevokedAt.IsZero():
 		p.Status = hubv1.MachineStatus_MACHINE_STATUS_REVOKED
-	case s.online(ctx, m.ID):
+	case online(m.ID):
 		p.Status = hubv1.MachineStatus_MACHINE_STATUS_ONLINE
 		p.LastSeen = timestamppb.New(s.opts.Now())
 	}
@@ -251,17 +255,23 @@ func (s *Server) machineProto(ctx context.Context, m store.Machine, org string) 
 	return p
 }
 
-// online reports whether the machine's tunnel is up, on this hub or, for a
-// replica, on a live replica.
-func (s *Server) online(ctx context.Context, id string) bool {
-	if _, ok := s.registry.Get(id); ok {
-		return true
+// onlineSet tells whether a machine of the org has its tunnel up, on this
+// hub or, for a replica, on a live replica (one query for the whole org).
+func (s *Server) onlineSet(ctx context.Context, orgID string) (func(id string) bool, error) {
+	remote := map[string]bool{}
+	if s.replicas != nil {
+		rs, err := s.replicas.Routes(ctx, orgID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			remote[r.MachineID] = true
+		}
 	}
-	if s.replicas == nil {
-		return false
-	}
-	_, err := s.replicas.Lookup(ctx, id)
-	return err == nil
+	return func(id string) bool {
+		_, local := s.registry.Get(id)
+		return local || remote[id]
+	}, nil
 }
 
 func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachineRequest) (*hubv1.RevokeMachineResponse, error) {
@@ -278,6 +288,7 @@ func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachi
 		}
 		return nil, storeError(err, "machine "+req.GetId())
 	}
-	a.s.registry.Close(req.GetId()) // the live tunnel ends now
+	a.s.registry.Close(req.GetId())       // the live tunnel ends now
+	a.s.broadcastRevoke(ctx, req.GetId()) // and on whichever replica holds it
 	return &hubv1.RevokeMachineResponse{}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,11 @@ type Options struct {
 	// Secrets resolves the secret references of agent runs (--secret
 	// NAME=ref:PATH). Nil: runs that name secrets are refused.
 	Secrets SecretResolver
+	// TrustedProxies are the reverse proxies (load balancers) in front of
+	// the hub whose X-Forwarded-For is believed for a pairing client's
+	// address, which the pairing rate limit counts by. Default none: the
+	// connection's address.
+	TrustedProxies []netip.Prefix
 	// Replica, when set, makes the hub one of several replicas sharing
 	// Store (see package replica): it registers, heartbeats and records
 	// which machines' tunnels it holds. Its Store, Now and Logger default
@@ -85,12 +91,17 @@ type Server struct {
 	activity *activityHub
 	mux      *http.ServeMux
 
-	replicas   *replica.Registry   // nil: the only hub
-	sandboxes  *sandboxes          // nil: no sandboxes
-	sbAcceptor *transport.Acceptor // the tunnels of sandboxes, on the unix socket
-	sbListener net.Listener
-	sbHTTP     *http.Server
-	egress     *egressproxy.Proxy // sandboxes' egress, on their socket
+	replicas *replica.Registry // nil: the only hub
+	peers    *peers            // replicas: connections to the others
+	internal *grpc.Server      // replicas: serves forwarded calls
+
+	bcast         Broadcaster         // replicas on Postgres: events to the others
+	activityPulse chan struct{}       // with bcast: activity stored, to tell the others
+	sandboxes     *sandboxes          // nil: no sandboxes
+	sbAcceptor    *transport.Acceptor // the tunnels of sandboxes, on the unix socket
+	sbListener    net.Listener
+	sbHTTP        *http.Server
+	egress        *egressproxy.Proxy // sandboxes' egress, on their socket
 
 	calls, pairs atomic.Int64
 	hubSeq       atomic.Uint64 // the last sequence number of the hub's own records
@@ -138,16 +149,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	if err := s.startReplica(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
 	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
 		Logger: s.log,
 		OnUp:   s.machineUp,
 		OnDown: s.machineDown,
 	})
 	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.startReplica(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -406,6 +417,12 @@ func (s *Server) close() {
 	if s.egress != nil {
 		_ = s.egress.Close()
 	}
+	if s.internal != nil {
+		s.internal.Stop()
+	}
+	if s.peers != nil {
+		s.peers.close()
+	}
 	if s.registry != nil {
 		s.registry.CloseAll()
 	}
@@ -461,10 +478,14 @@ func (s *Server) startReplica(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.startForwarding(ctx); err != nil {
+		return err
+	}
 	if err := r.Register(ctx); err != nil {
 		return err
 	}
 	s.replicas = r
+	s.startBroadcast(ctx)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -546,9 +567,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
 	cc, ok := s.registry.Get(id)
-	if !ok && s.replicas != nil {
-		if r, err := s.replicas.Lookup(ctx, id); err == nil {
-			return Route{}, status.Errorf(codes.Unavailable, "machine %s is connected to hub replica %s (%s), and this replica cannot forward calls to it yet; retry (the load balancer may pick that replica)", id, r.ReplicaID, r.Addr)
+	out := metadata.Pairs(wire.MDActor, c.token.Name)
+	if conv := firstMD(md, wire.MDConversation); conv != "" {
+		out.Set(wire.MDConversation, conv)
+	}
+	if !ok {
+		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
+			return r, err
 		}
 	}
 	if !ok {
@@ -557,10 +582,6 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 			seen = m.LastSeenAt.Format(time.RFC3339) + ", " + s.opts.Now().Sub(m.LastSeenAt).Round(time.Second).String() + " ago"
 		}
 		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
-	}
-	out := metadata.Pairs(wire.MDActor, c.token.Name)
-	if conv := firstMD(md, wire.MDConversation); conv != "" {
-		out.Set(wire.MDConversation, conv)
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {

@@ -51,7 +51,9 @@ type Hub struct {
 	Org   store.Org
 	Token string // the admin token of Org
 	Addr  string // host:port it listens on
-	URL   string // http://Addr, or https:// with TLS
+	// Server is the hub being served (a new one after each Serve).
+	Server *hub.Server
+	URL    string // http://Addr, or https:// with TLS
 
 	tb   testing.TB
 	opts Options
@@ -111,13 +113,28 @@ func (h *Hub) Replica(st store.Store) *Hub {
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {
 	h.tb.Helper()
+	var (
+		rep  *replica.Options
+		ilis net.Listener
+	)
+	if h.opts.Replica != nil {
+		// A replica takes forwarded calls on an internal port of its own.
+		var err error
+		if ilis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			h.tb.Fatal(err)
+		}
+		o := *h.opts.Replica
+		o.Addr = ilis.Addr().String()
+		rep = &o
+	}
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
-		Heartbeat: h.opts.Heartbeat, Replica: h.opts.Replica,
+		Heartbeat: h.opts.Heartbeat, Replica: rep,
 	})
 	if err != nil {
 		h.tb.Fatal(err)
 	}
+	h.Server = srv
 	var lis net.Listener
 	for i := 0; ; i++ {
 		lis, err = net.Listen("tcp", addr)
@@ -135,10 +152,22 @@ func (h *Hub) Serve(addr string) {
 		h.URL = "https://" + h.Addr
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
+	n := 1
 	go func() { done <- srv.Serve(ctx, lis, h.opts.TLS) }()
+	if ilis != nil {
+		n++
+		go func() { done <- srv.ServeInternal(ctx, ilis) }()
+	}
 	var once sync.Once
-	h.stop = func() { once.Do(func() { cancel(); <-done }) }
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			for range n {
+				<-done
+			}
+		})
+	}
 	h.tb.Cleanup(h.stop)
 }
 

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // openPostgres opens a store on url, closed when the test ends.
-func openPostgres(t *testing.T, url string) *store.Postgres {
+func openPostgres(t testing.TB, url string) *store.Postgres {
 	t.Helper()
 	s, err := store.OpenPostgres(t.Context(), url)
 	if err != nil {
@@ -46,7 +46,7 @@ func openPostgres(t *testing.T, url string) *store.Postgres {
 
 // twoReplicas starts two hubs on one new Postgres database, each with a
 // pool of its own, as two agenthub processes would have.
-func twoReplicas(t *testing.T, opts hubtest.Options) (a, b *hubtest.Hub) {
+func twoReplicas(t testing.TB, opts hubtest.Options) (a, b *hubtest.Hub) {
 	t.Helper()
 	url := pgtest.Database(t)
 	opts.Store = openPostgres(t, url)
@@ -55,7 +55,7 @@ func twoReplicas(t *testing.T, opts hubtest.Options) (a, b *hubtest.Hub) {
 	return a, b
 }
 
-func adminClient(t *testing.T, h *hubtest.Hub) hubv1.AdminServiceClient {
+func adminClient(t testing.TB, h *hubtest.Hub) hubv1.AdminServiceClient {
 	t.Helper()
 	cc, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -65,7 +65,7 @@ func adminClient(t *testing.T, h *hubtest.Hub) hubv1.AdminServiceClient {
 	return hubv1.NewAdminServiceClient(cc)
 }
 
-func pairCode(t *testing.T, h *hubtest.Hub) string {
+func pairCode(t testing.TB, h *hubtest.Hub) string {
 	t.Helper()
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+h.Token)
 	resp, err := adminClient(t, h).CreatePairingCode(ctx, &hubv1.CreatePairingCodeRequest{})

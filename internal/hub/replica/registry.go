@@ -21,6 +21,7 @@ type Store interface {
 	SetRoute(ctx context.Context, machineID, replicaID string, at time.Time) error
 	DeleteRoute(ctx context.Context, machineID, replicaID string) error
 	Route(ctx context.Context, machineID string, aliveSince time.Time) (store.Route, error)
+	ListRoutes(ctx context.Context, orgID string, aliveSince time.Time) ([]store.Route, error)
 }
 
 var _ Store = store.Store(nil)
@@ -123,6 +124,11 @@ func (r *Registry) Lookup(ctx context.Context, machineID string) (store.Route, e
 
 // Register enters the replica in the registry; Run keeps it there.
 func (r *Registry) Register(ctx context.Context) error { return r.register(ctx) }
+
+// Routes returns the live routes of the org's machines, by machine ID.
+func (r *Registry) Routes(ctx context.Context, orgID string) ([]store.Route, error) {
+	return r.opts.Store.ListRoutes(ctx, orgID, r.opts.Now().Add(-r.opts.TTL))
+}
 
 // Run keeps the replica's entry and routes current until ctx ends; then it
 // deletes the entry (and so its routes), so that the other replicas need

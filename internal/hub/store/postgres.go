@@ -28,6 +28,7 @@ import (
 // as on SQLite, whose writers queue on one lock.
 type Postgres struct {
 	*sqlStore
+	cfg *pgx.ConnConfig // for Listen's connections
 }
 
 var _ Store = (*Postgres)(nil)
@@ -62,7 +63,7 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 	db.SetMaxOpenConns(pool)
 	db.SetMaxIdleConns(pool)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Postgres{newSQLStore(db, &pgDialect{})}
+	s := &Postgres{sqlStore: newSQLStore(db, &pgDialect{}), cfg: cfg}
 	if err := s.init(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", redact(cfg), err)

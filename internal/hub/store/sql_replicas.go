@@ -112,3 +112,25 @@ func (s *sqlStore) Route(ctx context.Context, machineID string, aliveSince time.
 	r.Since = fromMicros(since)
 	return r, nil
 }
+
+// ListRoutes returns the org's machines' live routes.
+func (s *sqlStore) ListRoutes(ctx context.Context, orgID string, aliveSince time.Time) ([]Route, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.machine_id, r.replica_id, p.addr, r.since
+		FROM routes r JOIN replicas p ON p.id = r.replica_id JOIN machines m ON m.id = r.machine_id
+		WHERE m.org_id = ? AND p.heartbeat_at >= ? ORDER BY r.machine_id`, orgID, micros(aliveSince))
+	rs, err := collect(rows, err, func(sc scanner) (Route, error) {
+		var (
+			r     Route
+			since int64
+		)
+		if err := sc.Scan(&r.MachineID, &r.ReplicaID, &r.Addr, &since); err != nil {
+			return Route{}, err
+		}
+		r.Since = fromMicros(since)
+		return r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list routes: %w", err)
+	}
+	return rs, nil
+}

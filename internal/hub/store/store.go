@@ -260,6 +260,9 @@ type Replicas interface {
 	// Route returns the machine's route, if its replica heartbeat at or
 	// after aliveSince; ErrNotFound otherwise.
 	Route(ctx context.Context, machineID string, aliveSince time.Time) (Route, error)
+	// ListRoutes returns the routes of the org's machines through replicas
+	// that heartbeat at or after aliveSince, by machine ID.
+	ListRoutes(ctx context.Context, orgID string, aliveSince time.Time) ([]Route, error)
 }
 
 // Replica is a hub replica's stored form.

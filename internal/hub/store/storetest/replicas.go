@@ -66,3 +66,27 @@ func testReplicas(t *testing.T, s store.Store) {
 		t.Errorf("ListReplicas at the end (-got +want):\n%s", diff)
 	}
 }
+
+func testListRoutes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	acme := must(s.CreateOrg(ctx, "acme", T0))(t)
+	globex := must(s.CreateOrg(ctx, "globex", T0))(t)
+	m1 := must(s.CreateMachine(ctx, store.Machine{OrgID: acme.ID, Name: "one", PublicKey: NewKey(t), CreatedAt: T0}))(t)
+	m2 := must(s.CreateMachine(ctx, store.Machine{OrgID: acme.ID, Name: "two", PublicKey: NewKey(t), CreatedAt: T0}))(t)
+	g := must(s.CreateMachine(ctx, store.Machine{OrgID: globex.ID, Name: "other", PublicKey: NewKey(t), CreatedAt: T0}))(t)
+	live := store.Replica{ID: "r-live", Addr: "10.0.0.1:9443", StartedAt: T0, HeartbeatAt: T0.Add(time.Minute)}
+	silent := store.Replica{ID: "r-silent", Addr: "10.0.0.2:9443", StartedAt: T0, HeartbeatAt: T0}
+	noErr(t, s.RegisterReplica(ctx, live))
+	noErr(t, s.RegisterReplica(ctx, silent))
+	noErr(t, s.SetRoute(ctx, m1.ID, live.ID, T0))
+	noErr(t, s.SetRoute(ctx, m2.ID, silent.ID, T0))
+	noErr(t, s.SetRoute(ctx, g.ID, live.ID, T0))
+	got := must(s.ListRoutes(ctx, acme.ID, T0.Add(30*time.Second)))(t)
+	want := []store.Route{{MachineID: m1.ID, ReplicaID: live.ID, Addr: live.Addr, Since: T0}}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("ListRoutes of acme through live replicas (-got +want):\n%s", diff)
+	}
+	if n := len(must(s.ListRoutes(ctx, acme.ID, T0))(t)); n != 2 {
+		t.Errorf("ListRoutes of acme, every replica: %d routes, want 2", n)
+	}
+}

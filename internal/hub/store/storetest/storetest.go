@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConsoleSessions", testConsoleSessions},
 		{"ConsoleLinks", testConsoleLinks},
 		{"ConsoleLinkRace", testConsoleLinkRace},
+		{"ListRoutes", testListRoutes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

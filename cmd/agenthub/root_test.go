@@ -1,0 +1,31 @@
+package main
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseProxies(t *testing.T) {
+	t.Parallel()
+	got, err := parseProxies([]string{"10.0.0.0/8", "192.0.2.7", "2001:db8::1", "10.1.2.3/16", "::ffff:192.0.2.8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"),
+		netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("2001:db8::1/128"),
+		netip.MustParsePrefix("10.1.0.0/16"),
+		netip.MustParsePrefix("192.0.2.8/32"),
+	}
+	if diff := cmp.Diff(got, want, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("parseProxies (-got +want):\n%s", diff)
+	}
+	for _, bad := range []string{"", "nginx", "10.0.0.0/33", "10.0.0.1:80"} {
+		if _, err := parseProxies([]string{bad}); err == nil {
+			t.Errorf("parseProxies(%q) accepted it", bad)
+		}
+	}
+}
