@@ -159,6 +159,7 @@ func (c *Console) routes() http.Handler {
 
 	mux.Handle("GET "+Prefix+"tokens", c.auth(c.tokens))
 	mux.Handle("POST "+Prefix+"tokens", c.auth(c.createToken))
+	mux.Handle("GET "+Prefix+"tokens/{id}/revoke", c.auth(c.revokeTokenPage))
 	mux.Handle("POST "+Prefix+"tokens/{id}/revoke", c.auth(c.revokeToken))
 
 	cop := http.NewCrossOriginProtection()
