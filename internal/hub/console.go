@@ -94,7 +94,29 @@ func (b *consoleBackend) As(ctx context.Context, sess store.ConsoleSession) (con
 		}
 		b.s.auth.touch(ctx, tok.ID)
 	}
+	if err := b.actIn(ctx, c, sess.ActingOrgID); err != nil {
+		return nil, console.Identity{}, err
+	}
 	return context.WithValue(ctx, callerKey{}, c), identity(c), nil
+}
+
+// actIn moves the hub owner's caller into the org the session switched
+// to, as agentctl --org does for the owner's token: every service call
+// then names that org. Anyone else's sessions (never switched: the console
+// refuses them) and an org since deleted keep their own org.
+func (b *consoleBackend) actIn(ctx context.Context, c *caller, orgID string) error {
+	if !c.owner || orgID == "" || orgID == c.org.ID {
+		return nil
+	}
+	org, err := b.s.store.Org(ctx, orgID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.org = org
+	return nil
 }
 
 func identity(c *caller) console.Identity {

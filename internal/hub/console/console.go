@@ -34,7 +34,7 @@ type Identity struct {
 	Name  string // the token's name (the actor in activity)
 	Org   string // org name
 	Admin bool   // may change things
-	Owner bool   // an admin of the hub's first org
+	Owner bool   // an admin of the hub's first org (Org: the one it switched to)
 }
 
 // Backend is what the console needs of the hub: its service
@@ -138,6 +138,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"link", c.linkPage)
 	mux.HandleFunc("POST "+Prefix+"link", c.redeemLink)
 	mux.HandleFunc("POST "+Prefix+"signout", c.signOut)
+	mux.Handle("POST "+Prefix+"org", c.auth(c.switchOrg))
 
 	mux.Handle("GET "+Prefix+"machines", c.auth(c.machines))
 	mux.Handle("GET "+Prefix+"machines/events", c.auth(c.machineEvents))
