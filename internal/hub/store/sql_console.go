@@ -50,8 +50,8 @@ type ConsoleSession struct {
 	// ActingOrgID is the org the hub owner switched the session to; ""
 	// for the session's own (OrgID). Set by SetConsoleSessionOrg only.
 	ActingOrgID string
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
 }
 
 // ConsoleLink is a one-time console sign-in link's stored form.
