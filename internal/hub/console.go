@@ -184,6 +184,30 @@ func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, f
 	}
 }
 
+// listTimeout bounds one machine's process list when the console has
+// set no shorter deadline.
+const listTimeout = 5 * time.Second
+
+// Processes lists a machine's processes through the hub's routing, as
+// agentctl ps does; an offline machine fails at once.
+func (b *consoleBackend) Processes(ctx context.Context, machine string) (_ []*agentdv1.ProcessInfo, err error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine))
+	r, err := b.s.route(ctx, "/agentd.v1.ProcessService/List")
+	if err != nil {
+		return nil, err
+	}
+	if r.Done != nil {
+		defer func() { err = r.Done(err) }()
+	}
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, r.MD), listTimeout)
+	defer cancel()
+	resp, err := agentdv1.NewProcessServiceClient(r.Conn).List(ctx, &agentdv1.ProcessServiceListRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetProcesses(), nil
+}
+
 // OnlineSince says when each live tunnel came up.
 func (b *consoleBackend) OnlineSince() map[string]time.Time {
 	out := map[string]time.Time{}
