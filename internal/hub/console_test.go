@@ -30,6 +30,7 @@ func TestConsolePagesAndCSP(t *testing.T) {
 		t.Fatal("a console page was served without a session")
 	}
 	checkPage(t, "sign-in", b.get("/console/signin"))
+	checkPage(t, "link", b.get("/console/link?code=acl_x"))
 	b.signIn(h.owner)
 	for _, path := range []string{"/console/machines", "/console/activity", "/console/environments", "/console/tokens"} {
 		p := b.get(path)
