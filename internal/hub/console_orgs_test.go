@@ -102,6 +102,14 @@ func TestConsoleOwnerSwitchesOrg(t *testing.T) {
 	if got := shows(owner); got != "beta-box" {
 		t.Errorf("after switching again: %q", got)
 	}
+	// Other pages act in beta too: the activity filter offers beta's
+	// machines, a pairing code is made for beta.
+	if p := owner.get("/console/activity"); !strings.Contains(p.body, ">beta-box</option>") || strings.Contains(p.body, "home-box") {
+		t.Errorf("activity page after switching to beta:\n%s", p.body)
+	}
+	if p := owner.post("/console/pair", nil); p.code != http.StatusOK || !strings.Contains(p.body, "Pairing code for <strong>beta</strong>") {
+		t.Errorf("pairing after switching to beta: %d\n%s", p.code, p.body)
+	}
 
 	for _, tt := range []struct {
 		name, secret, to, want string
