@@ -126,6 +126,14 @@ func (c *Console) machineEvents(w http.ResponseWriter, r *http.Request, s *sessi
 			if err := send("replace", html); err != nil {
 				return err
 			}
+			// Each table asks every online machine for its processes: at
+			// most one every refreshGap, however busy the org is (a change
+			// meanwhile is drawn right after).
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-time.After(refreshGap):
+			}
 			select {
 			case <-r.Context().Done():
 				return nil
@@ -134,6 +142,9 @@ func (c *Console) machineEvents(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 	})
 }
+
+// refreshGap is the least time between two live machines tables.
+const refreshGap = 500 * time.Millisecond
 
 func (c *Console) findMachine(s *session, id string) (*hubv1.Machine, error) {
 	resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})
