@@ -428,6 +428,15 @@ func TestConsolePairActivityOutputRevoke(t *testing.T) {
 		t.Errorf("offline output page: %d\n%s", out.code, out.body)
 	}
 
+	// The machines page does not ask an offline machine what it runs.
+	start = time.Now()
+	if p := b.get("/console/machines"); !strings.Contains(p.body, `<span class="sr">not known: offline</span>`) {
+		t.Errorf("machines page of an offline machine:\n%s", p.body)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the machines page with an offline machine took %v", took)
+	}
+
 	// Revoke, then the page shows it.
 	if p := b.post("/console/machines/"+mc.id+"/revoke", nil); p.code != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", p.code)
