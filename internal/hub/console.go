@@ -94,7 +94,29 @@ func (b *consoleBackend) As(ctx context.Context, sess store.ConsoleSession) (con
 		}
 		b.s.auth.touch(ctx, tok.ID)
 	}
+	if err := b.actIn(ctx, c, sess.ActingOrgID); err != nil {
+		return nil, console.Identity{}, err
+	}
 	return context.WithValue(ctx, callerKey{}, c), identity(c), nil
+}
+
+// actIn moves the hub owner's caller into the org the session switched
+// to, as agentctl --org does for the owner's token: every service call
+// then names that org. Anyone else's sessions (never switched: the console
+// refuses them) and an org since deleted keep their own org.
+func (b *consoleBackend) actIn(ctx context.Context, c *caller, orgID string) error {
+	if !c.owner || orgID == "" || orgID == c.org.ID {
+		return nil
+	}
+	org, err := b.s.store.Org(ctx, orgID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.org = org
+	return nil
 }
 
 func identity(c *caller) console.Identity {
@@ -160,6 +182,30 @@ func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, f
 			return nil
 		}
 	}
+}
+
+// listTimeout bounds one machine's process list when the console has
+// set no shorter deadline.
+const listTimeout = 5 * time.Second
+
+// Processes lists a machine's processes through the hub's routing, as
+// agentctl ps does; an offline machine fails at once.
+func (b *consoleBackend) Processes(ctx context.Context, machine string) (_ []*agentdv1.ProcessInfo, err error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine))
+	r, err := b.s.route(ctx, "/agentd.v1.ProcessService/List")
+	if err != nil {
+		return nil, err
+	}
+	if r.Done != nil {
+		defer func() { err = r.Done(err) }()
+	}
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, r.MD), listTimeout)
+	defer cancel()
+	resp, err := agentdv1.NewProcessServiceClient(r.Conn).List(ctx, &agentdv1.ProcessServiceListRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetProcesses(), nil
 }
 
 // OnlineSince says when each live tunnel came up.

@@ -109,12 +109,26 @@ func checkPage(t *testing.T, what string, p page) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	labelled := map[string]bool{} // ids a <label for> names
+	type control struct {
+		tag, id string
+		ok      bool // inside a <label>, or aria-labelled
+	}
+	var controls []control
 	var walk func(n *html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode {
 			attrs := map[string]string{}
 			for _, a := range n.Attr {
 				attrs[a.Key] = a.Val
+			}
+			if n.Data == "label" && attrs["for"] != "" {
+				labelled[attrs["for"]] = true
+			}
+			if isControl(n.Data, attrs["type"]) {
+				controls = append(controls, control{n.Data, attrs["id"], insideLabel(n) || attrs["aria-label"] != "" || attrs["aria-labelledby"] != ""})
+			}
+			for _, a := range n.Attr {
 				if strings.HasPrefix(a.Key, "on") || a.Key == "style" || strings.HasPrefix(strings.TrimSpace(a.Val), "javascript:") {
 					t.Errorf("%s: inline %s=%q on <%s>", what, a.Key, a.Val, n.Data)
 				}
@@ -131,6 +145,32 @@ func checkPage(t *testing.T, what string, p page) {
 		}
 	}
 	walk(doc)
+	for _, c := range controls {
+		if !c.ok && (c.id == "" || !labelled[c.id]) {
+			t.Errorf("%s: <%s id=%q> has no label", what, c.tag, c.id)
+		}
+	}
+}
+
+// isControl reports whether an element is a form control that needs a
+// label (buttons are named by their text).
+func isControl(tag, typ string) bool {
+	switch tag {
+	case "select", "textarea":
+		return true
+	case "input":
+		return typ != "hidden" && typ != "submit" && typ != "button"
+	}
+	return false
+}
+
+func insideLabel(n *html.Node) bool {
+	for p := n.Parent; p != nil; p = p.Parent {
+		if p.Type == html.ElementNode && p.Data == "label" {
+			return true
+		}
+	}
+	return false
 }
 
 // newToken stores a token of role in the hub's org and returns its secret.

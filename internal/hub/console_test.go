@@ -30,6 +30,7 @@ func TestConsolePagesAndCSP(t *testing.T) {
 		t.Fatal("a console page was served without a session")
 	}
 	checkPage(t, "sign-in", b.get("/console/signin"))
+	checkPage(t, "link", b.get("/console/link?code=acl_x"))
 	b.signIn(h.owner)
 	for _, path := range []string{"/console/machines", "/console/activity", "/console/environments", "/console/tokens"} {
 		p := b.get(path)
@@ -425,6 +426,15 @@ func TestConsolePairActivityOutputRevoke(t *testing.T) {
 	}
 	if out.code != http.StatusOK || !strings.Contains(out.body, "is offline (last seen") || !strings.Contains(out.body, "hello-console") {
 		t.Errorf("offline output page: %d\n%s", out.code, out.body)
+	}
+
+	// The machines page does not ask an offline machine what it runs.
+	start = time.Now()
+	if p := b.get("/console/machines"); !strings.Contains(p.body, `<span class="sr">not known: offline</span>`) {
+		t.Errorf("machines page of an offline machine:\n%s", p.body)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the machines page with an offline machine took %v", took)
 	}
 
 	// Revoke, then the page shows it.

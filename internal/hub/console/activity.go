@@ -205,7 +205,7 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request, s *session) {
 			d.Machines = ms.GetMachines()
 		}
 		if all, err := c.history(s.ctx, historyQuery{}, 0, maxScan); err == nil {
-			d.Plot = commandsPerHour(all, c.opts.Now(), 24)
+			d.Plot = commandsPerHour(all, c.opts.Now(), 24, len(all) >= maxScan)
 		}
 	}
 	c.render(w, r, http.StatusOK, "activity", s, d)

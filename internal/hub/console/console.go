@@ -34,7 +34,7 @@ type Identity struct {
 	Name  string // the token's name (the actor in activity)
 	Org   string // org name
 	Admin bool   // may change things
-	Owner bool   // an admin of the hub's first org
+	Owner bool   // an admin of the hub's first org (Org: the one it switched to)
 }
 
 // Backend is what the console needs of the hub: its service
@@ -59,6 +59,10 @@ type Backend interface {
 	// FollowOutput gives fn a running process's events from the offsets
 	// given (stdout or pty, stderr) until it exits, fn fails or ctx ends.
 	FollowOutput(ctx context.Context, machine, processID string, from, stderrFrom int64, fn func(*agentdv1.ProcessEvent) error) error
+	// Processes lists a machine's processes, asking it through the hub's
+	// routing (as agentctl ps does): an offline machine fails at once, and
+	// ctx's deadline bounds one that does not answer.
+	Processes(ctx context.Context, machine string) ([]*agentdv1.ProcessInfo, error)
 	// OnlineSince says since when each machine with a live tunnel has
 	// been online (ids of every org: look up only ids the caller may see).
 	OnlineSince() map[string]time.Time
@@ -78,6 +82,10 @@ type Options struct {
 	PublicURL string
 	// SessionTTL is how long a sign-in lasts (default 12 h).
 	SessionTTL time.Duration
+	// ListTimeout bounds asking the online machines what they run, for
+	// the machines page's running-commands count (default 2 s): one that
+	// does not answer in time shows "no answer", never holding the page.
+	ListTimeout time.Duration
 	// Logger receives the console's logs. Default: a no-op logger.
 	Logger *zap.Logger
 	// Now is the clock. Default time.Now.
@@ -102,6 +110,9 @@ func New(opts Options) (*Console, error) {
 	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.ListTimeout <= 0 {
+		opts.ListTimeout = 2 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -138,6 +149,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET "+Prefix+"link", c.linkPage)
 	mux.HandleFunc("POST "+Prefix+"link", c.redeemLink)
 	mux.HandleFunc("POST "+Prefix+"signout", c.signOut)
+	mux.Handle("POST "+Prefix+"org", c.auth(c.switchOrg))
 
 	mux.Handle("GET "+Prefix+"machines", c.auth(c.machines))
 	mux.Handle("GET "+Prefix+"machines/events", c.auth(c.machineEvents))
@@ -159,6 +171,7 @@ func (c *Console) routes() http.Handler {
 
 	mux.Handle("GET "+Prefix+"tokens", c.auth(c.tokens))
 	mux.Handle("POST "+Prefix+"tokens", c.auth(c.createToken))
+	mux.Handle("GET "+Prefix+"tokens/{id}/revoke", c.auth(c.revokeTokenPage))
 	mux.Handle("POST "+Prefix+"tokens/{id}/revoke", c.auth(c.revokeToken))
 
 	cop := http.NewCrossOriginProtection()

@@ -63,7 +63,7 @@ func TestCommandsPerHour(t *testing.T) {
 		rec("process.start", now.Add(-25*time.Hour)),   // out of range
 		rec("file.write", now.Add(-time.Hour)),         // not a command
 	}
-	p := commandsPerHour(recs, now, 24)
+	p := commandsPerHour(recs, now, 24, false)
 	var values []int
 	for _, b := range p.Bars {
 		values = append(values, b.Value)
@@ -86,7 +86,37 @@ func TestCommandsPerHour(t *testing.T) {
 			t.Errorf("bar %+v outside the plot", b)
 		}
 	}
-	if commandsPerHour(nil, now, 24).Empty != true {
+	if commandsPerHour(nil, now, 24, false).Empty != true {
 		t.Error("no records: want an empty plot")
+	}
+}
+
+// TestCommandsPerHourCutShort: when the history read stopped at its limit
+// inside the plot's window, the plot says which window it covers.
+func TestCommandsPerHourCutShort(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 30, 0, 0, time.UTC)
+	recs := func(oldest time.Time) []*hubv1.WatchResponse {
+		return []*hubv1.WatchResponse{
+			{Record: &agentdv1.ActivityRecord{Kind: "process.start", Time: timestamppb.New(now)}},
+			{Record: &agentdv1.ActivityRecord{Kind: "process.start", Time: timestamppb.New(oldest)}},
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		oldest time.Time
+		cut    bool
+		want   string
+	}{
+		{"whole history", now.Add(-2 * time.Hour), false, ""},
+		{"cut inside the window", now.Add(-2*time.Hour - 5*time.Minute), true, "Covers Mar 1 10:25 UTC to now only: the hub's newest 2 activity records; older commands are not counted."},
+		{"cut before the window", now.Add(-30 * time.Hour), true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := commandsPerHour(recs(tt.oldest), now, 24, tt.cut).Note; got != tt.want {
+				t.Errorf("note %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,17 +1,21 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // machineStatus is a machine's status as a word (also its CSS class).
@@ -31,58 +35,71 @@ type machineTable struct {
 	Admin    bool
 	Now      time.Time
 	Machines []*hubv1.Machine
-	Running  map[string]int       // machine id -> commands running
+	Running  map[string]int       // online machine id -> commands running, as it says
+	NoAnswer map[string]bool      // online machine id -> it did not list its processes in time
 	Since    map[string]time.Time // machine id -> online since (its tunnel's uptime)
 }
+
+// maxListing bounds how many machines are asked for their processes at
+// once.
+const maxListing = 16
 
 func (c *Console) machineTable(s *session) (machineTable, error) {
 	resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})
 	if err != nil {
 		return machineTable{}, err
 	}
-	t := machineTable{Org: s.who.Org, Admin: s.who.Admin, Now: c.opts.Now(), Machines: resp.GetMachines(), Running: map[string]int{}, Since: map[string]time.Time{}}
+	t := machineTable{Org: s.who.Org, Admin: s.who.Admin, Now: c.opts.Now(), Machines: resp.GetMachines(),
+		Running: map[string]int{}, NoAnswer: map[string]bool{}, Since: map[string]time.Time{}}
 	since := c.opts.Backend.OnlineSince()
 	for _, m := range t.Machines {
 		if at, ok := since[m.GetId()]; ok {
 			t.Since[m.GetId()] = at
 		}
 	}
-	recs, err := c.history(s.ctx, historyQuery{}, 0, runningScan)
-	if err != nil {
-		return machineTable{}, err
-	}
-	// A process whose start is in recent activity and whose exit is not
-	// is running (a machine that went offline: none of its are).
-	open := map[string]string{} // machine/process -> machine
-	for _, r := range recs {
-		key := r.GetMachineId() + "/" + r.GetRecord().GetObjectId()
-		switch r.GetRecord().GetKind() {
-		case "process.start":
-			open[key] = r.GetMachineId()
-		case "process.exit":
-			delete(open, key)
-		case wire.KindStop:
-			for k, m := range open {
-				if m == r.GetMachineId() {
-					delete(open, k)
-				}
-			}
-		}
-	}
-	online := map[string]bool{}
-	for _, m := range t.Machines {
-		online[m.GetId()] = m.GetStatus() == hubv1.MachineStatus_MACHINE_STATUS_ONLINE
-	}
-	for _, m := range open {
-		if online[m] {
-			t.Running[m]++
-		}
-	}
+	c.countRunning(s, &t)
 	return t, nil
 }
 
-// runningScan is how many recent records the running-commands count reads.
-const runningScan = 1000
+// countRunning asks every online machine, at once and within
+// Options.ListTimeout, how many processes it runs: exact, where the
+// activity history would only know what its newest records say. A machine
+// that fails or does not answer in time is marked NoAnswer.
+func (c *Console) countRunning(s *session, t *machineTable) {
+	ctx, cancel := context.WithTimeout(s.ctx, c.opts.ListTimeout)
+	defer cancel()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		sem = make(chan struct{}, maxListing)
+	)
+	for _, m := range t.Machines {
+		if m.GetStatus() != hubv1.MachineStatus_MACHINE_STATUS_ONLINE {
+			continue
+		}
+		id := m.GetId()
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			procs, err := c.opts.Backend.Processes(ctx, id)
+			n := 0
+			for _, p := range procs {
+				if p.GetState() == agentdv1.ProcessState_PROCESS_STATE_RUNNING {
+					n++
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				c.log.Debug("console process list", zap.String("machine", id), zap.Error(err))
+				t.NoAnswer[id] = true
+				return
+			}
+			t.Running[id] = n
+		})
+	}
+	wg.Wait()
+}
 
 func (c *Console) machines(w http.ResponseWriter, r *http.Request, s *session) {
 	t, err := c.machineTable(s)
@@ -109,6 +126,14 @@ func (c *Console) machineEvents(w http.ResponseWriter, r *http.Request, s *sessi
 			if err := send("replace", html); err != nil {
 				return err
 			}
+			// Each table asks every online machine for its processes: at
+			// most one every refreshGap, however busy the org is (a change
+			// meanwhile is drawn right after).
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-time.After(refreshGap):
+			}
 			select {
 			case <-r.Context().Done():
 				return nil
@@ -117,6 +142,9 @@ func (c *Console) machineEvents(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 	})
 }
+
+// refreshGap is the least time between two live machines tables.
+const refreshGap = 500 * time.Millisecond
 
 func (c *Console) findMachine(s *session, id string) (*hubv1.Machine, error) {
 	resp, err := c.opts.Backend.Admin().ListMachines(s.ctx, &hubv1.ListMachinesRequest{})

@@ -12,6 +12,7 @@ import (
 // attributes only: no style, which the CSP forbids inline).
 type plot struct {
 	Title  string
+	Note   string // what the plot does not cover, when its data was cut short
 	Width  int
 	Height int
 	Bars   []bar
@@ -62,8 +63,11 @@ func layout(title string, labels, tips []string, values []int, width int) *plot 
 	return p
 }
 
-// commandsPerHour counts commands started in each of the last hours.
-func commandsPerHour(recs []*hubv1.WatchResponse, now time.Time, hours int) *plot {
+// commandsPerHour counts commands started in each of the last hours, in
+// recs: the newest records. cut says recs is not the whole
+// history (the read stopped at its limit): if the oldest record read is
+// newer than the plot's start, its note says which window the bars cover.
+func commandsPerHour(recs []*hubv1.WatchResponse, now time.Time, hours int, cut bool) *plot {
 	end := now.Truncate(time.Hour).Add(time.Hour)
 	start := end.Add(-time.Duration(hours) * time.Hour)
 	values := make([]int, hours)
@@ -86,7 +90,20 @@ func commandsPerHour(recs []*hubv1.WatchResponse, now time.Time, hours int) *plo
 		}
 		tips[i] = fmt.Sprintf("%s UTC: %d commands", h.Format("Jan 2 15:04"), values[i])
 	}
-	return layout("Commands started per hour (UTC, last 24 h)", labels, tips, values, 720)
+	p := layout(fmt.Sprintf("Commands started per hour (UTC, last %d h)", hours), labels, tips, values, 720)
+	if cut && len(recs) > 0 {
+		from := recs[0].GetRecord().GetTime().AsTime()
+		for _, m := range recs {
+			if t := m.GetRecord().GetTime().AsTime(); t.Before(from) {
+				from = t
+			}
+		}
+		if from.After(start) {
+			p.Note = fmt.Sprintf("Covers %s to now only: the hub's newest %d activity records; older commands are not counted.",
+				from.UTC().Format("Jan 2 15:04 UTC"), len(recs))
+		}
+	}
+	return p
 }
 
 // sandboxStarts counts sandboxes started per environment.

@@ -104,6 +104,7 @@ func parsePages() (*pages, error) {
 type view struct {
 	Page string    // the page's name, for the navigation's current item
 	Who  *Identity // nil: not signed in
+	Orgs []string  // the hub's orgs, for the owner's org selector only
 	Data any
 }
 
@@ -112,6 +113,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, page 
 	v := view{Page: page, Data: data}
 	if s != nil {
 		v.Who = &s.who
+		v.Orgs = c.orgNames(s)
 	}
 	c.write(w, code, page, "layout", v)
 }

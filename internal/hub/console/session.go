@@ -54,8 +54,9 @@ func cookieFor(r *http.Request) string {
 // session is a signed-in request: the context that carries the caller to
 // the hub's services, and who it is.
 type session struct {
-	ctx context.Context
-	who Identity
+	ctx    context.Context
+	who    Identity
+	idHash store.TokenHash // the stored session's key
 }
 
 type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
@@ -104,7 +105,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{ctx: ctx, who: who}, nil
+	return &session{ctx: ctx, who: who, idHash: sess.IDHash}, nil
 }
 
 // newSecret returns 32 random bytes, base64url, after prefix.

@@ -5,6 +5,9 @@ import (
 	"net/url"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -49,6 +52,23 @@ func (c *Console) createToken(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	c.tokensWith(w, r, s, http.StatusOK, tokensData{Created: resp.GetToken(), Secret: resp.GetSecret()})
+}
+
+// revokeTokenPage asks before revoking: the GET changes nothing.
+func (c *Console) revokeTokenPage(w http.ResponseWriter, r *http.Request, s *session) {
+	resp, err := c.opts.Backend.Admin().ListTokens(s.ctx, &hubv1.ListTokensRequest{})
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	id := r.PathValue("id")
+	for _, t := range resp.GetTokens() {
+		if t.GetId() == id && !t.GetRevoked() {
+			c.render(w, r, http.StatusOK, "token_revoke", s, t)
+			return
+		}
+	}
+	c.fail(w, r, s, status.Errorf(codes.NotFound, "no live token %s in org %s", id, s.who.Org))
 }
 
 func (c *Console) revokeToken(w http.ResponseWriter, r *http.Request, s *session) {

@@ -22,6 +22,10 @@ type ConsoleSessions interface {
 	// DeleteConsoleSession deletes a session (sign-out); deleting a missing
 	// one is not an error.
 	DeleteConsoleSession(ctx context.Context, idHash TokenHash) error
+	// SetConsoleSessionOrg makes orgID ("" for none) the org a live
+	// session acts in. ErrNotFound if the session is gone or expired at
+	// now, or the org is unknown. Who may switch is the caller's check.
+	SetConsoleSessionOrg(ctx context.Context, idHash TokenHash, orgID string, now time.Time) error
 	// CreateConsoleLink stores a one-time sign-in link. ErrConflict if the
 	// hash is stored already; ErrNotFound if the org is unknown.
 	CreateConsoleLink(ctx context.Context, l ConsoleLink) error
@@ -43,8 +47,11 @@ type ConsoleSession struct {
 	// (the hub owner, an admin of the hub's first org).
 	TokenHash TokenHash
 	Name      string // who, as shown: the token's name or the link's
-	CreatedAt time.Time
-	ExpiresAt time.Time
+	// ActingOrgID is the org the hub owner switched the session to; ""
+	// for the session's own (OrgID). Set by SetConsoleSessionOrg only.
+	ActingOrgID string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
 }
 
 // ConsoleLink is a one-time console sign-in link's stored form.
@@ -102,16 +109,18 @@ func selectConsoleSession(ctx context.Context, db consoleDB, idHash TokenHash, n
 	var (
 		s                ConsoleSession
 		id, tok          []byte
+		acting           sql.NullString
 		created, expires int64
 	)
-	err := db.QueryRowContext(ctx, `SELECT sha256, org_id, token_sha256, name, created_at, expires_at
+	err := db.QueryRowContext(ctx, `SELECT sha256, org_id, token_sha256, name, created_at, expires_at, act_org_id
 		FROM console_sessions WHERE sha256 = ? AND expires_at > ?`, idHash[:], micros(now)).
-		Scan(&id, &s.OrgID, &tok, &s.Name, &created, &expires)
+		Scan(&id, &s.OrgID, &tok, &s.Name, &created, &expires, &acting)
 	if err != nil {
 		return ConsoleSession{}, notFound(err)
 	}
 	copy(s.IDHash[:], id)
 	copy(s.TokenHash[:], tok)
+	s.ActingOrgID = acting.String
 	s.CreatedAt, s.ExpiresAt = fromMicros(created), fromMicros(expires)
 	return s, nil
 }
@@ -235,4 +244,28 @@ func (s *sqlStore) DeleteExpiredConsole(ctx context.Context, before time.Time) (
 		return n, fmt.Errorf("delete expired console sessions: %w", err)
 	}
 	return n, nil
+}
+
+// SetConsoleSessionOrg switches the org a live console session acts in.
+func (s *sqlStore) SetConsoleSessionOrg(ctx context.Context, idHash TokenHash, orgID string, now time.Time) error {
+	var org any // NULL: the session's own org
+	if orgID != "" {
+		org = orgID
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE console_sessions SET act_org_id = ? WHERE sha256 = ? AND expires_at > ?`,
+		org, idHash[:], micros(now))
+	if s.d.isForeignKey(err) {
+		return fmt.Errorf("console session org %s: %w", orgID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("console session org: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("console session org: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("console session: %w", ErrNotFound)
+	}
+	return nil
 }

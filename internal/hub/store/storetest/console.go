@@ -43,6 +43,26 @@ func testConsoleSessions(t *testing.T, s store.Store) {
 	// Nothing the refused calls tried was stored.
 	wantErr(t, "after refusals", second(s.ConsoleSession(ctx, other, T0)), store.ErrNotFound)
 
+	// Switching the org a session acts in: to another org and back.
+	beta := must(s.CreateOrg(ctx, "beta", T0))(t)
+	for _, tt := range []struct {
+		name, org string
+		at        time.Time
+		wantErr   error
+		want      string // ActingOrgID after
+	}{
+		{"switch", beta.ID, T0, nil, beta.ID},
+		{"unknown org", "org-nope", T0, store.ErrNotFound, beta.ID},
+		{"expired session", "", T0.Add(time.Hour), store.ErrNotFound, beta.ID},
+		{"back to its own", "", T0, nil, ""},
+	} {
+		wantErr(t, tt.name, s.SetConsoleSessionOrg(ctx, id, tt.org, tt.at), tt.wantErr)
+		if got := must(s.ConsoleSession(ctx, id, T0))(t).ActingOrgID; got != tt.want {
+			t.Errorf("%s: ActingOrgID = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	wantErr(t, "unknown session", s.SetConsoleSessionOrg(ctx, other, beta.ID, T0), store.ErrNotFound)
+
 	// Expired rows go; live ones stay.
 	_, id2 := store.NewToken()
 	noErr(t, s.CreateConsoleSession(ctx, store.ConsoleSession{IDHash: id2, OrgID: acme.ID, Name: "owner", CreatedAt: T0, ExpiresAt: T0.Add(3 * time.Hour)}))
