@@ -41,6 +41,10 @@ const (
 	  "install": {"script": ["true"]}, "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 64},
 	  "network": {"default": "allow", "allow": ["api.example.com"]}, "ttl": "1h", "sensitivity": "low",
 	  "risk_notes": ["A test fixture."]}`
+	// An official image that is not on the engine (none can be pulled here).
+	officialProfile = `{"name": %q, "slug": %q, "display_name": "Official", "executable": "sh", "strategy": "image",
+	  "image": "registry.example.invalid/acme/agent", "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 64},
+	  "network": {"default": "none"}, "ttl": "1h", "sensitivity": "low", "risk_notes": ["A test fixture."]}`
 	customProfile = `{"name": %q, "slug": %q, "display_name": "Bring your own", "executable": "sh", "strategy": "custom",
 	  "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 64}, "network": {"default": "none"}, "ttl": "1h",
 	  "sensitivity": "high", "risk_notes": ["A test fixture."]}`
@@ -76,6 +80,7 @@ func TestAgentRun(t *testing.T) {
 			agentProfile(t, "fixture", builderProfile),
 			agentProfile(t, "absent", builderProfile),
 			agentProfile(t, "byo", customProfile),
+			agentProfile(t, "official", officialProfile),
 		}
 	}, hubtest.Options{Now: now})
 	run := h.agentctl()
@@ -85,9 +90,10 @@ func TestAgentRun(t *testing.T) {
 		t.Fatalf("agent ls: %d %s", code, errs)
 	}
 	for _, want := range []string{
-		"absent   sh          builder   no: agenthub image build absent",
-		"byo      sh          custom    --image required",
-		"fixture  sh          builder   yes",
+		"absent    sh          builder   no: agenthub image build absent",
+		"byo       sh          custom    --image required",
+		"fixture   sh          builder   yes",
+		"official  sh          image     no: docker pull registry.example.invalid/acme/agent",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agent ls lacks %q:\n%s", want, out)
@@ -151,7 +157,8 @@ func TestAgentRun(t *testing.T) {
 	}{
 		{[]string{"agent", "run", "absent"}, 1, "is not on this hub's Docker engine: run 'agenthub image build absent' on the hub's host"},
 		{[]string{"agent", "run", "byo"}, 1, "byo has no default image: give one with --image REF"},
-		{[]string{"agent", "run", "nope"}, 1, `unknown agent profile "nope" (known: fixture, absent, byo)`},
+		{[]string{"agent", "run", "official"}, 1, "the image registry.example.invalid/acme/agent of official is not on this hub's Docker engine: run 'docker pull registry.example.invalid/acme/agent' on the hub's host"},
+		{[]string{"agent", "run", "nope"}, 1, `unknown agent profile "nope" (known: fixture, absent, byo, official)`},
 		{[]string{"agent", "run", "fixture", "--network", "wide"}, 1, `network "wide": want open`},
 		{[]string{"agent", "run", "fixture", "--ttl", "30s"}, 1, "ttl 30s: want 1m0s to 24h0m0s"},
 		// No public network on this hub: refused, never run on another.
