@@ -105,10 +105,16 @@ func (s *Server) hubRefused(err error) {
 	if !errors.Is(err, transport.ErrRevoked) && !errors.Is(err, transport.ErrUnknownMachine) {
 		return
 	}
-	if s.procs == nil {
-		return
-	}
-	if n := s.procs.stopHubProcesses(err.Error()); n > 0 {
+	if n := s.stopHubWork(err.Error()); n > 0 {
 		s.log.Warn("stopped the commands the hub started on this machine", zap.Int("count", n), zap.Error(err))
 	}
+}
+
+// stopHubWork stops the running commands the hub started (see
+// stopHubProcesses) and returns how many it signalled.
+func (s *Server) stopHubWork(why string) int {
+	if s.procs == nil {
+		return 0
+	}
+	return s.procs.stopHubProcesses(why)
 }

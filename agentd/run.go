@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -35,6 +36,10 @@ type RunOptions struct {
 	// Sandbox, when set, is the credential of a sandbox the hub started:
 	// used instead of a pairing in ConfigDir (see SandboxFromEnv).
 	Sandbox *SandboxCredential
+	// PairingCheck is how often a paired daemon checks that its pairing is
+	// still in ConfigDir (default 2 s): once `agentd unpair` removed it, the
+	// daemon stops what the hub started and ends.
+	PairingCheck time.Duration
 }
 
 // SandboxCredential is what a hub gives the agentd of a sandbox it starts:
@@ -96,7 +101,7 @@ func Run(ctx context.Context, o RunOptions) error {
 			return err
 		}
 	}
-	m, key, err := pairing(o)
+	m, key, dir, err := pairing(o)
 	if err != nil {
 		return err
 	}
@@ -157,9 +162,56 @@ func Run(ctx context.Context, o RunOptions) error {
 		stopWatch()
 		<-watched
 	}()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	if o.Sandbox == nil {
+		every := o.PairingCheck
+		if every <= 0 {
+			every = 2 * time.Second
+		}
+		checked := make(chan struct{})
+		go func() {
+			defer close(checked)
+			if watchPairing(runCtx, dir, m.MachineID, every) {
+				n := srv.stopHubWork("this machine was unpaired (agentd unpair)")
+				log.Warn("this machine was unpaired: its pairing and key are gone from the config dir; stopped the commands the hub started and ending",
+					zap.String("machine", m.MachineID), zap.Int("stopped", n))
+				stopRun(errUnpaired)
+			}
+		}()
+		defer func() {
+			stopRun(nil)
+			<-checked
+		}()
+	}
 	log.Info("running", zap.String("hub", m.Hub), zap.String("machine", m.MachineID), zap.String("org", m.Org),
 		zap.String("workspace", srv.Options().Workspace), zap.String("version", version.Version))
-	return srv.Serve(ctx, listeners...)
+	err = srv.Serve(runCtx, listeners...)
+	if errors.Is(context.Cause(runCtx), errUnpaired) {
+		return nil // unpaired on purpose: nothing left to serve
+	}
+	return err
+}
+
+// errUnpaired ends a run whose pairing was removed.
+var errUnpaired = errors.New("unpaired")
+
+// watchPairing reports true once the pairing in dir is gone or names
+// another machine; false when ctx ends first.
+func watchPairing(ctx context.Context, dir, machineID string, every time.Duration) bool {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		m, _, err := config.LoadMachine(dir)
+		if errors.Is(err, config.ErrNotPaired) || (err == nil && m.MachineID != machineID) {
+			return true
+		}
+	}
 }
 
 // sandboxThreads is how many OS threads a sandbox's agentd makes at start.
@@ -188,19 +240,20 @@ func reserveThreads(n int) {
 
 // pairing returns the hub, machine and key Run dials with: the sandbox's
 // credential, or the pairing stored in the config dir.
-func pairing(o RunOptions) (config.Machine, ed25519.PrivateKey, error) {
+func pairing(o RunOptions) (config.Machine, ed25519.PrivateKey, string, error) {
 	if c := o.Sandbox; c != nil {
-		return config.Machine{Hub: c.Hub, MachineID: c.ID, Org: c.Org, Name: c.ID}, c.Key, nil
+		return config.Machine{Hub: c.Hub, MachineID: c.ID, Org: c.Org, Name: c.ID}, c.Key, "", nil
 	}
 	dir := o.ConfigDir
 	if dir == "" {
 		d, err := config.ConfigDir()
 		if err != nil {
-			return config.Machine{}, nil, err
+			return config.Machine{}, nil, "", err
 		}
 		dir = d
 	}
-	return config.LoadMachine(dir)
+	m, key, err := config.LoadMachine(dir)
+	return m, key, dir, err
 }
 
 // tunnelInfo feeds SystemService.Info the tunnel's state.

@@ -131,8 +131,10 @@ func newUnpairCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpair",
 		Short: "Forget the hub this machine is paired with (deletes the key)",
-		Long: `Delete the pairing and the machine's private key from the config dir. The hub
-keeps the machine listed until an admin revokes it (agentctl admin revoke ID);
+		Long: `Delete the pairing and the machine's private key from the config dir. A running
+'agentd run' notices within seconds: it stops the commands the hub started
+(TERM, their grace, KILL; recorded in the audit log) and ends. The hub keeps
+the machine listed until an admin revokes it (agentctl admin revoke ID);
 without the key, nobody can connect as this machine again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

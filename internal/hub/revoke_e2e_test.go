@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/devdepot-ai/agentd/agentd"
+	"github.com/devdepot-ai/agentd/internal/config"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
@@ -153,5 +154,63 @@ func auditLog(t *testing.T, cc *grpc.ClientConn) []*agentdv1.ActivityRecord {
 			t.Fatal(err)
 		}
 		recs = append(recs, r.GetRecord())
+	}
+}
+
+// TestUnpairStopsTheOrgsCommands: `agentd unpair` while the daemon runs
+// (its pairing and key removed from the config dir) makes the running
+// daemon stop the command the hub started, with a record saying why, and
+// end cleanly within moments; it does not wait for an admin's revoke.
+func TestUnpairStopsTheOrgsCommands(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	dir := t.TempDir()
+	cfg, ws, state := filepath.Join(dir, "config"), filepath.Join(dir, "ws"), filepath.Join(dir, "state")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := agentd.Pair(t.Context(), agentd.PairOptions{Hub: h.url, Code: h.pairCode(h.owner), ConfigDir: cfg, Name: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	var runErr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		runErr = agentd.Run(runCtx, agentd.RunOptions{
+			Server:    agentd.Options{Workspace: ws, StateDir: state, Env: os.Environ(), Logger: zaptest.NewLogger(t).Named("agentd")},
+			ConfigDir: cfg, Socket: "-", PairingCheck: 50 * time.Millisecond,
+			Backoff: transport.Backoff{Initial: time.Hour, Max: time.Hour, Rejected: time.Hour},
+		})
+	}()
+	t.Cleanup(func() { stopRun(); <-finished })
+	h.waitStatus(h.owner, m.MachineID, hubv1.MachineStatus_MACHINE_STATUS_ONLINE)
+	id := start(t, authCtx(t.Context(), h.owner, m.MachineID), agentdv1.NewProcessServiceClient(h.conn()),
+		&agentdv1.StartRequest{Argv: []string{"sleep", "600"}})
+
+	if err := config.RemoveMachine(cfg); err != nil { // what `agentd unpair` does
+		t.Fatal(err)
+	}
+	select {
+	case <-finished:
+		if runErr != nil {
+			t.Fatalf("agentd run after unpair: %v, want a clean end", runErr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("agentd run still runs 20 s after its pairing was removed")
+	}
+	// The audit log on disk names the stop and its reason.
+	var log strings.Builder
+	_ = filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, rerr := os.ReadFile(p); rerr == nil {
+				log.Write(b)
+			}
+		}
+		return nil
+	})
+	if want := "sent TERM to " + id + ", started through the hub: this machine was unpaired"; !strings.Contains(log.String(), want) {
+		t.Errorf("the audit log does not say %q", want)
 	}
 }
