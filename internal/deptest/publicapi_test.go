@@ -3,6 +3,7 @@ package deptest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"go/importer"
 	"go/token"
@@ -31,7 +32,7 @@ func exportData(t *testing.T, pkgs []string) map[string]string {
 	out, err := exec.Command("go", args...).Output()
 	if err != nil {
 		var ee *exec.ExitError
-		if ok := asExit(err, &ee); ok {
+		if errors.As(err, &ee) {
 			t.Fatalf("go list -export: %v\n%s", err, ee.Stderr)
 		}
 		t.Fatalf("go list -export: %v", err)
@@ -45,14 +46,6 @@ func exportData(t *testing.T, pkgs []string) map[string]string {
 		}
 	}
 	return m
-}
-
-func asExit(err error, ee **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*ee = e
-	}
-	return ok
 }
 
 // TestPublicAPINamesNoInternalType type-checks the public packages' export
