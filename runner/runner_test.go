@@ -469,6 +469,7 @@ func TestStartErrors(t *testing.T) {
 		{"empty argv0", Spec{Argv: []string{""}}, errs.Invalid, "argv[0] is empty"},
 		{"negative timeout", Spec{Argv: []string{"true"}, Timeout: -1}, errs.Invalid, "timeout"},
 		{"huge retention", Spec{Argv: []string{"true"}, RetainTail: 1 << 40}, errs.Invalid, "retain tail"},
+		{"head over 1 GiB", Spec{Argv: []string{"true"}, RetainHead: 1<<30 + 1}, errs.Invalid, "retain head"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := m.Start(t.Context(), tc.spec)

@@ -12,8 +12,10 @@ import (
 )
 
 const (
-	// maxRetain bounds RetainHead and RetainTail of one stream.
-	maxRetain = 256 << 20
+	// maxRetain bounds RetainHead and RetainTail of one stream: enough to
+	// keep every byte of a 1 GiB output for a later Attach (memory grows
+	// only as output arrives).
+	maxRetain = 1 << 30
 	// minTail is the smallest tail kept: live subscribers read from the
 	// tail, so it must hold at least a few chunks for output to flow.
 	minTail = 64 << 10

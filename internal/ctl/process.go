@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/devdepot-ai/agentd/internal/units"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -32,6 +33,9 @@ type execFlags struct {
 	detach  bool
 	tag     string
 	envName string // a bare --env NAME: the hub environment
+	// retainHead and retainTail are the retention sizes as written
+	// ("" for the daemon's default), parsed by request.
+	retainHead, retainTail string
 }
 
 func (f *execFlags) register(cmd *cobra.Command) {
@@ -44,6 +48,29 @@ func (f *execFlags) register(cmd *cobra.Command) {
 	fl.BoolVarP(&f.stdin, "stdin", "i", false, "forward agentctl's stdin to the command")
 	fl.BoolVarP(&f.detach, "detach", "d", false, "start and print the process id; do not wait (see ps, attach, kill)")
 	fl.StringVar(&f.tag, "tag", "", "label shown by ps")
+	fl.StringVar(&f.retainHead, "retain-head", "", "bytes of each output stream's start the daemon keeps for attach, e.g. 64M (default 1M, at most 1G)")
+	fl.StringVar(&f.retainTail, "retain-tail", "", "bytes of each output stream's end the daemon keeps for attach, e.g. 64M (default 4M, at most 1G)")
+}
+
+// retention parses --retain-head and --retain-tail into req.
+func (f *execFlags) retention(req *agentdv1.StartRequest) error {
+	for _, r := range []struct {
+		flag, val string
+		dst       *int64
+	}{{"--retain-head", f.retainHead, &req.RetainHeadBytes}, {"--retain-tail", f.retainTail, &req.RetainTailBytes}} {
+		if r.val == "" {
+			continue
+		}
+		n, err := units.ParseBytes(r.val)
+		if err != nil {
+			return usagef("%s: %v", r.flag, err)
+		}
+		if n == 0 {
+			return usagef("%s %s: want a size above 0 (leave it out for the default)", r.flag, r.val)
+		}
+		*r.dst = n
+	}
+	return nil
 }
 
 // splitEnv reads the --env values of exec, sh and python: KEY=VALUE sets a
@@ -99,6 +126,9 @@ func (f *execFlags) request(viaHub bool) (*agentdv1.StartRequest, error) {
 	if f.grace > 0 {
 		req.KillGrace = durationpb.New(f.grace)
 	}
+	if err := f.retention(req); err != nil {
+		return nil, err
+	}
 	return req, nil
 }
 
@@ -116,13 +146,18 @@ agentctl exits with the command's exit code; 124 when --timeout killed it;
 Ctrl-C sends SIGINT to the remote process group and keeps streaming; a second
 Ctrl-C detaches and leaves the command running (see 'agentctl attach').
 SIGTERM is sent on the same way. Before the command has started (a hub may
-be bringing up a sandbox), either signal stops agentctl: exit 130 or 143.`,
+be bringing up a sandbox), either signal stops agentctl: exit 130 or 143.
+
+The daemon keeps the first 1 MiB and the last 4 MiB of each output stream for
+'agentctl attach' (and for agentctl's own reattach when a connection drops);
+--retain-head and --retain-tail keep more, up to 1 GiB each.`,
 		Example: `  agentctl exec -- ls -la /tmp
   agentctl exec --cwd src --timeout 5m -- go test ./...
   agentctl exec --env GOFLAGS=-count=1 -- go test ./...
   agentctl exec -t -- htop                      # interactive, in a pty
   cat data.csv | agentctl exec -i -- wc -l      # forward stdin
-  agentctl exec -d --tag build -- make all      # start in the background`,
+  agentctl exec -d --tag build -- make all      # start in the background
+  agentctl exec --retain-head 1G -- ./dump.sh   # keep 1 GiB of output for attach --from 0`,
 		Args: needCommand("exec needs a command: agentctl exec [flags] -- CMD [ARG...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request(a.viaHub())
@@ -145,7 +180,11 @@ func (a *app) shCmd() *cobra.Command {
 		Use:   "sh [flags] 'COMMAND STRING'",
 		Short: "Run a command line through the target's shell ($SHELL -c)",
 		Long: `Run a command line through the target user's shell ($SHELL -c, default /bin/sh),
-so pipes, globs, redirections and variables work. Exit codes as for exec.`,
+so pipes, globs, redirections and variables work. Exit codes as for exec.
+
+The daemon keeps the first 1 MiB and the last 4 MiB of each output stream for
+'agentctl attach' (and for agentctl's own reattach when a connection drops);
+--retain-head and --retain-tail keep more, up to 1 GiB each.`,
 		Example: `  agentctl sh 'ls *.go | wc -l'
   agentctl sh --timeout 1m 'make test 2>&1 | tail -20'
   agentctl sh --cwd /tmp 'echo $HOME > where.txt'`,
