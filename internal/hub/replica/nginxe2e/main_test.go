@@ -1,0 +1,36 @@
+package nginxe2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
+)
+
+// binDir holds the agenthub, agentd and agentctl binaries TestMain builds.
+var binDir string
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "nginxe2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	const mod = "github.com/devdepot-ai/agentd/cmd/"
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", dir+string(filepath.Separator), mod+"agentd", mod+"agentctl", mod+"agenthub")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build the three binaries: %v\n%s", err, out)
+		return 1
+	}
+	binDir = dir
+	return pgtest.Main(m)
+}
+
+func bin(name string) string { return filepath.Join(binDir, name) }
