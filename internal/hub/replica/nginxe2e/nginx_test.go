@@ -1,14 +1,23 @@
 package nginxe2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"hash"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 )
 
 // machine is a real `agentd run`, paired through nginx.
@@ -53,6 +62,11 @@ func TestThreeReplicasBehindNginx(t *testing.T) {
 	if !t.Run("calls land on every replica", func(t *testing.T) { testCallsEverywhere(t, c, m) }) {
 		return
 	}
+	t.Run("wrong pairing tries count across replicas", func(t *testing.T) { testPairingLockout(t, c) })
+	if !t.Run("kill -9 the holder mid-stream", func(t *testing.T) { testFailoverMidStream(t, c, m) }) {
+		return
+	}
+	t.Run("revoke on another replica cuts the tunnel", func(t *testing.T) { testRevokeElsewhere(t, c, m) })
 }
 
 // testCallsEverywhere: twelve calls through nginx, round robin over the
@@ -82,5 +96,183 @@ func testCallsEverywhere(t *testing.T, c *cluster, m *machine) {
 	}
 	if total < n {
 		t.Errorf("the replicas took %d gRPC calls, want at least %d", total, n)
+	}
+}
+
+// testPairingLockout: five wrong tries at one code, by real `agentd pair`
+// runs, one straight to each replica and two through nginx (whose
+// X-Forwarded-For the replicas trust), lock the code: the right code then
+// fails as locked, through nginx, and no machine was added.
+func testPairingLockout(t *testing.T, c *cluster) {
+	created := c.agentctl(t, c.URL, "admin", "pair-code", "create")
+	if created.code != 0 {
+		t.Fatalf("admin pair-code create: %+v", created)
+	}
+	code := strings.TrimSpace(created.stdout)
+	last := strings.IndexByte(pairing.Alphabet, code[len(code)-1])
+	wrong := code[:len(code)-1] + string(pairing.Alphabet[(last+1)%len(pairing.Alphabet)])
+	pair := func(i int, hub, code string) result {
+		env := append(c.clientEnv(t, "pairing"), "AGENTD_CONFIG_DIR="+filepath.Join(c.dir, fmt.Sprintf("pairing-%d", i)))
+		return run(t, env, bin("agentd"), "pair", "--hub", hub, "--ca-file", c.pki.CAFile, "--code", code)
+	}
+	for i, via := range []struct{ name, url string }{
+		{"replica A", c.replicas[0].URL()}, {"replica B", c.replicas[1].URL()}, {"replica C", c.replicas[2].URL()},
+		{"nginx", c.URL}, {"nginx", c.URL},
+	} {
+		got := pair(i, via.url, wrong)
+		if got.code == 0 || !strings.Contains(got.stderr, "pairing code not recognised") {
+			t.Errorf("wrong try %d, to %s: %+v; want refused as not recognised", i+1, via.name, got)
+		}
+	}
+	got := pair(5, c.URL, code)
+	if got.code == 0 || !strings.Contains(got.stderr, "locked after 5 wrong attempts") {
+		t.Errorf("the right code after five wrong tries, through nginx: %+v; want refused as locked", got)
+	}
+	ms := c.agentctl(t, c.URL, "--json", "machines")
+	var list struct {
+		Machines []struct{ ID string } `json:"machines"`
+	}
+	if err := json.Unmarshal([]byte(ms.stdout), &list); err != nil || len(list.Machines) != 1 {
+		t.Errorf("machines after the locked code: %+v (%v); want the one paired before", ms, err)
+	}
+}
+
+// hashWriter hashes and counts what it is given, and closes reached once
+// mark bytes have come.
+type hashWriter struct {
+	h       hash.Hash
+	n       atomic.Int64
+	mark    int64
+	reached chan struct{}
+}
+
+func newHashWriter(mark int64) *hashWriter {
+	return &hashWriter{h: sha256.New(), mark: mark, reached: make(chan struct{})}
+}
+
+func (w *hashWriter) Write(p []byte) (int, error) {
+	w.h.Write(p)
+	n := w.n.Add(int64(len(p)))
+	if n >= w.mark && n-int64(len(p)) < w.mark {
+		close(w.reached)
+	}
+	return len(p), nil
+}
+
+func (w *hashWriter) sum() string { return hex.EncodeToString(w.h.Sum(nil)) }
+
+// testFailoverMidStream: a command writes 1 GiB of random bytes (and
+// their sha256 to a file) to a client through nginx, retaining all of it
+// (--retain-head 1G). Once 64 MiB have arrived, the replica holding the
+// machine's tunnel is killed with SIGKILL. The client's call fails
+// UNAVAILABLE and agentctl reattaches by itself; agentd reconnects through
+// nginx to a surviving replica; the client ends with every byte, and
+// attach --from 0 through nginx returns every byte too.
+func testFailoverMidStream(t *testing.T, c *cluster, m *machine) {
+	const size = 1 << 30
+	sumFile := filepath.Join(m.workspace, "stream.sha256")
+	script := fmt.Sprintf(`set -e; d=$(mktemp -d); mkfifo "$d/p"; sha256sum < "$d/p" > %s & head -c %d /dev/urandom | tee "$d/p"; wait; rm -r "$d"`, sumFile, size)
+	h := c.holder(t)
+	if h == nil {
+		t.Fatal("no replica holds the tunnel")
+	}
+	out := newHashWriter(64 << 20)
+	var errb logBuffer
+	cmd := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "sh", "--retain-head", "1G", script)
+	cmd.Env = c.clientEnv(t, "agentctl")
+	cmd.Stdout, cmd.Stderr = out, &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-out.reached:
+	case err := <-done:
+		t.Fatalf("agentctl sh ended (%v) after %d bytes, before the kill; stderr %q", err, out.n.Load(), errb.String())
+	}
+	t.Logf("%d MiB through nginx in %s; kill -9 replica %s, which holds the tunnel", out.n.Load()>>20, time.Since(start).Round(time.Millisecond), h.name)
+	killed := time.Now()
+	h.p.kill9(t)
+	back := waitFor(t, 30*time.Second, "the tunnel back on a surviving replica", func() bool { return c.holder(t) != nil })
+	t.Logf("agentd reconnected through nginx to replica %s %s after the kill", c.holder(t).name, back.Round(time.Millisecond))
+
+	var shErr error
+	select {
+	case shErr = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("agentctl sh still running 5 min after the kill; stderr %q", errb.String())
+	}
+	t.Logf("agentctl sh: %v after %s, %d bytes, stderr %q", shErr, time.Since(killed).Round(time.Millisecond), out.n.Load(), errb.String())
+	// The call through the dead replica failed UNAVAILABLE; agentctl
+	// reattached by itself, through nginx, where it had left off.
+	if !strings.Contains(errb.String(), "connection lost (unavailable") {
+		t.Errorf("agentctl sh's stderr %q: want the lost call reported (unavailable)", errb.String())
+	}
+	ps := c.agentctl(t, c.URL, "--machine", m.id, "ps")
+	id := ""
+	for _, line := range strings.Split(ps.stdout, "\n") {
+		if strings.Contains(line, "stream.sha256") {
+			id, _, _ = strings.Cut(line, " ")
+		}
+	}
+	if id == "" {
+		t.Fatalf("ps through nginx has no stream process: %+v", ps)
+	}
+	att := newHashWriter(size)
+	var attErr logBuffer
+	attach := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "attach", id, "--from", "0")
+	attach.Env = c.clientEnv(t, "agentctl")
+	attach.Stdout, attach.Stderr = att, &attErr
+	astart := time.Now()
+	if err := attach.Run(); err != nil {
+		t.Fatalf("attach %s --from 0 through nginx: %v after %d bytes; stderr %q", id, err, att.n.Load(), attErr.String())
+	}
+	t.Logf("attach --from 0 through nginx: %d bytes in %s", att.n.Load(), time.Since(astart).Round(time.Millisecond))
+	data, err := os.ReadFile(sumFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := strings.Cut(string(data), " ")
+	if got := out.n.Load(); shErr != nil || got != size || out.sum() != want {
+		t.Errorf("agentctl sh across the failover: %v, %d bytes, sha256 %s; want exit 0, %d bytes, sha256 %s", shErr, got, out.sum(), size, want)
+	}
+	if got := att.n.Load(); got != size || att.sum() != want || attErr.String() != "" {
+		t.Errorf("attach --from 0: %d bytes, sha256 %s, stderr %q; want %d bytes, sha256 %s, no gap", got, att.sum(), attErr.String(), size, want)
+	}
+}
+
+// testRevokeElsewhere: a revoke sent straight to a replica that does not
+// hold the machine's tunnel cuts it on the one that does (LISTEN/NOTIFY),
+// agentd is told it was removed, and calls for it through nginx fail.
+func testRevokeElsewhere(t *testing.T, c *cluster, m *machine) {
+	h := c.holder(t)
+	if h == nil {
+		t.Fatal("no replica holds the tunnel")
+	}
+	var other *replica
+	for _, r := range c.replicas {
+		if r != h && !r.p.exited() {
+			other = r
+		}
+	}
+	start := time.Now()
+	if r := c.agentctl(t, other.URL(), "admin", "revoke", m.id); r.code != 0 {
+		t.Fatalf("admin revoke on replica %s: %+v", other.name, r)
+	}
+	sent := time.Since(start)
+	waitFor(t, 10*time.Second, "the tunnel cut", func() bool { return c.metric(t, h, "agenthub_tunnels") == 0 })
+	cut := time.Since(start)
+	waitFor(t, 10*time.Second, "agentd told it was removed", func() bool { return strings.Contains(m.p.log.String(), "removed from org") })
+	told := time.Since(start)
+	t.Logf("revoke sent to replica %s (agentctl ran %s): replica %s's tunnel gone, and agentd told, within %s and %s of its start",
+		other.name, sent.Round(time.Millisecond), h.name, cut.Round(time.Millisecond), told.Round(time.Millisecond))
+	if told > 3*time.Second {
+		t.Errorf("agentd learned of the revoke %s after agentctl admin revoke started, want within 3 s", told)
+	}
+	r := c.agentctl(t, c.URL, "--machine", m.id, "sh", "echo should not run")
+	if r.code != 125 || r.stdout != "" || !strings.Contains(r.stderr, "was removed from org") {
+		t.Errorf("a call for the revoked machine through nginx: %+v; want 125 saying it was removed", r)
 	}
 }
