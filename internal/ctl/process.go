@@ -400,7 +400,7 @@ func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessService
 				if e.err == io.EOF {
 					return fmt.Errorf("stream of %s ended before the process exited; agentctl attach %s", id, id)
 				}
-				if status.Code(e.err) != codes.Unavailable || ctx.Err() != nil {
+				if !connectionLost(e.err) || ctx.Err() != nil {
 					return e.err
 				}
 				// The connection dropped (daemon restart, tunnel loss): the
@@ -467,6 +467,22 @@ func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessService
 			}
 		}
 	}
+}
+
+// connectionLost says whether err ended a stream because the connection
+// to the daemon broke (the command goes on): UNAVAILABLE, or a stream reset
+// with INTERNAL_ERROR, which is how a reverse proxy (nginx's grpc_pass)
+// ends a call whose upstream died mid-response — grpc-go reports that as
+// INTERNAL with this fixed message, and has no error type for it.
+func connectionLost(err error) bool {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return true
+	case codes.Internal:
+		return strings.HasPrefix(st.Message(), "stream terminated by RST_STREAM with error code: INTERNAL_ERROR")
+	}
+	return false
 }
 
 type eventOrErr struct {

@@ -44,6 +44,7 @@ func (r *replica) URL() string { return "https://" + r.addr }
 
 // cluster is PostgreSQL, three replicas and nginx in front of them.
 type cluster struct {
+	owner    *testing.T // the test that stops the processes
 	dir      string
 	pki      *pki
 	token    string // the owner's API token (agenthub init)
@@ -51,6 +52,9 @@ type cluster struct {
 	nginx    *proc
 	URL      string       // nginx's https:// URL: what daemons and clients are given
 	http     *http.Client // trusts the test CA
+	db       string       // the Postgres URL
+	cert     string       // the replicas' certificate and key
+	key      string
 }
 
 // startCluster starts everything, or skips the test when nginx or the
@@ -60,7 +64,7 @@ func startCluster(t *testing.T) *cluster {
 	nginxBin := findNginx(t)
 	db := pgtest.Database(t)
 	dir := t.TempDir()
-	c := &cluster{dir: dir, pki: newPKI(t, mkdir(t, dir, "tls"))}
+	c := &cluster{owner: t, dir: dir, pki: newPKI(t, mkdir(t, dir, "tls"))}
 	c.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pki.pool(), MinVersion: tls.VersionTLS12}}}
 	t.Cleanup(c.http.CloseIdleConnections)
 
@@ -82,12 +86,10 @@ func startCluster(t *testing.T) *cluster {
 		ips = append(ips, net.ParseIP(ip))
 		c.replicas = append(c.replicas, &replica{name: string(rune('A' + i)), addr: freeAddr(t, ip), internal: freeAddr(t, ip)})
 	}
-	cert, key := c.pki.issue(t, "replica", []string{replicaDNS, "localhost"}, ips...)
+	c.db = db
+	c.cert, c.key = c.pki.issue(t, "replica", []string{replicaDNS, "localhost"}, ips...)
 	for _, r := range c.replicas {
-		r.p = startProc(t, "replica "+r.name, c.hubEnv(t, r.name), syscall.SIGTERM, bin("agenthub"), "serve",
-			"--db", db, "--listen", r.addr, "--tls-cert", cert, "--tls-key", key,
-			"--public-url", c.URL, "--internal-addr", r.internal, "--trusted-proxy", "127.0.0.1",
-			"--sandboxes", "off", "--sandbox-dir", filepath.Join(dir, "sandboxes-"+r.name))
+		c.startReplica(t, r)
 	}
 	for _, r := range c.replicas {
 		c.waitHealthy(t, r.URL(), r.p)
@@ -95,6 +97,91 @@ func startCluster(t *testing.T) *cluster {
 	c.startNginx(t, nginxBin, nginxAddr)
 	c.waitHealthy(t, c.URL, c.nginx)
 	return c
+}
+
+// startReplica starts (or restarts) `agenthub serve` for r; it runs until
+// the cluster's test ends.
+func (c *cluster) startReplica(t *testing.T, r *replica) {
+	t.Helper()
+	r.p = startOwned(t, c.owner, "replica "+r.name, c.hubEnv(t, r.name), syscall.SIGTERM, bin("agenthub"), "serve",
+		"--db", c.db, "--listen", r.addr, "--tls-cert", c.cert, "--tls-key", c.key,
+		"--public-url", c.URL, "--internal-addr", r.internal, "--trusted-proxy", "127.0.0.1",
+		"--sandboxes", "off", "--sandbox-dir", filepath.Join(c.dir, "sandboxes-"+r.name))
+}
+
+// steer makes cheap calls through nginx until the next gRPC call nginx
+// passes on goes to target. nginx's round robin (one worker, equal
+// weights) takes the live replicas in their order; which one took the
+// last call is in the access log, written when the call ended.
+func (c *cluster) steer(t *testing.T, m *machine, target *replica) {
+	t.Helper()
+	for range 4 {
+		if c.nextGRPC(t) == target {
+			return
+		}
+		if r := c.agentctl(t, c.URL, "--machine", m.id, "sh", "true"); r.code != 0 {
+			t.Fatalf("a call through nginx: %+v", r)
+		}
+	}
+	t.Fatalf("nginx's round robin does not reach replica %s", target.name)
+}
+
+// nextGRPC is the live replica after the one that took the last gRPC call
+// (per nginx's access log).
+func (c *cluster) nextGRPC(t *testing.T) *replica {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(c.dir, "nginx", "access.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, `"POST /agentd.`) {
+			_, last, _ = strings.Cut(line, "upstream=")
+		}
+	}
+	// A call retried on another replica lists both: the last one served it.
+	if i := strings.LastIndex(last, ", "); i >= 0 {
+		last = last[i+2:]
+	}
+	var live []*replica
+	at := -1
+	for _, r := range c.replicas {
+		if !r.p.exited() {
+			if r.addr == last {
+				at = len(live)
+			}
+			live = append(live, r)
+		}
+	}
+	return live[(at+1)%len(live)]
+}
+
+// nextAfter is the live replica after r in nginx's order.
+func (c *cluster) nextAfter(r *replica) *replica {
+	var live []*replica
+	at := 0
+	for _, x := range c.replicas {
+		if !x.p.exited() {
+			if x == r {
+				at = len(live)
+			}
+			live = append(live, x)
+		}
+	}
+	return live[(at+1)%len(live)]
+}
+
+// calls is each replica's agenthub_grpc_calls_total (0 for a dead one).
+func (c *cluster) calls(t *testing.T) []int64 {
+	t.Helper()
+	n := make([]int64, len(c.replicas))
+	for i, r := range c.replicas {
+		if !r.p.exited() {
+			n[i] = c.metric(t, r, "agenthub_grpc_calls_total")
+		}
+	}
+	return n
 }
 
 func findNginx(t *testing.T) string {

@@ -63,7 +63,13 @@ func TestThreeReplicasBehindNginx(t *testing.T) {
 		return
 	}
 	t.Run("wrong pairing tries count across replicas", func(t *testing.T) { testPairingLockout(t, c) })
-	if !t.Run("kill -9 the holder mid-stream", func(t *testing.T) { testFailoverMidStream(t, c, m) }) {
+	if !t.Run("kill -9 the holder mid-stream, call forwarded", func(t *testing.T) { testFailoverMidStream(t, c, m, 1<<30, false) }) {
+		return
+	}
+	if !t.Run("the killed replica restarts", func(t *testing.T) { testRestart(t, c, m) }) {
+		return
+	}
+	if !t.Run("kill -9 the holder mid-stream, call on it", func(t *testing.T) { testFailoverMidStream(t, c, m, 256<<20, true) }) {
 		return
 	}
 	t.Run("revoke on another replica cuts the tunnel", func(t *testing.T) { testRevokeElsewhere(t, c, m) })
@@ -168,15 +174,23 @@ func (w *hashWriter) sum() string { return hex.EncodeToString(w.h.Sum(nil)) }
 // UNAVAILABLE and agentctl reattaches by itself; agentd reconnects through
 // nginx to a surviving replica; the client ends with every byte, and
 // attach --from 0 through nginx returns every byte too.
-func testFailoverMidStream(t *testing.T, c *cluster, m *machine) {
-	const size = 1 << 30
-	sumFile := filepath.Join(m.workspace, "stream.sha256")
+func testFailoverMidStream(t *testing.T, c *cluster, m *machine, size int64, onHolder bool) {
+	sumFile := filepath.Join(m.workspace, fmt.Sprintf("stream-%d.sha256", size))
 	script := fmt.Sprintf(`set -e; d=$(mktemp -d); mkfifo "$d/p"; sha256sum < "$d/p" > %s & head -c %d /dev/urandom | tee "$d/p"; wait; rm -r "$d"`, sumFile, size)
 	h := c.holder(t)
 	if h == nil {
 		t.Fatal("no replica holds the tunnel")
 	}
-	out := newHashWriter(64 << 20)
+	target := h
+	if !onHolder {
+		target = c.nextGRPC(t)
+		if target == h {
+			target = c.nextAfter(target)
+		}
+	}
+	c.steer(t, m, target)
+	before := c.calls(t)
+	out := newHashWriter(size / 16)
 	var errb logBuffer
 	cmd := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "sh", "--retain-head", "1G", script)
 	cmd.Env = c.clientEnv(t, "agentctl")
@@ -192,7 +206,17 @@ func testFailoverMidStream(t *testing.T, c *cluster, m *machine) {
 	case err := <-done:
 		t.Fatalf("agentctl sh ended (%v) after %d bytes, before the kill; stderr %q", err, out.n.Load(), errb.String())
 	}
-	t.Logf("%d MiB through nginx in %s; kill -9 replica %s, which holds the tunnel", out.n.Load()>>20, time.Since(start).Round(time.Millisecond), h.name)
+	after := c.calls(t)
+	var landed *replica
+	for i, r := range c.replicas {
+		if after[i] > before[i] {
+			landed = r
+		}
+	}
+	if landed != target {
+		t.Errorf("the stream's call landed on %v, want replica %s", landed, target.name)
+	}
+	t.Logf("%d MiB through nginx and replica %s in %s; kill -9 replica %s, which holds the tunnel", out.n.Load()>>20, target.name, time.Since(start).Round(time.Millisecond), h.name)
 	killed := time.Now()
 	h.p.kill9(t)
 	back := waitFor(t, 30*time.Second, "the tunnel back on a surviving replica", func() bool { return c.holder(t) != nil })
@@ -205,15 +229,21 @@ func testFailoverMidStream(t *testing.T, c *cluster, m *machine) {
 		t.Fatalf("agentctl sh still running 5 min after the kill; stderr %q", errb.String())
 	}
 	t.Logf("agentctl sh: %v after %s, %d bytes, stderr %q", shErr, time.Since(killed).Round(time.Millisecond), out.n.Load(), errb.String())
-	// The call through the dead replica failed UNAVAILABLE; agentctl
-	// reattached by itself, through nginx, where it had left off.
-	if !strings.Contains(errb.String(), "connection lost (unavailable") {
-		t.Errorf("agentctl sh's stderr %q: want the lost call reported (unavailable)", errb.String())
+	// The call through the dead replica failed (UNAVAILABLE from the
+	// replica that forwarded it; a stream reset by nginx when the call was
+	// on the dead replica itself); agentctl reattached by itself, through
+	// nginx, where it had left off.
+	lost := "connection lost (unavailable"
+	if onHolder {
+		lost = "connection lost (stream terminated by RST_STREAM"
+	}
+	if !strings.Contains(errb.String(), lost) || strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("agentctl sh's stderr %q: want the lost call reported once (%s…)", errb.String(), lost)
 	}
 	ps := c.agentctl(t, c.URL, "--machine", m.id, "ps")
 	id := ""
 	for _, line := range strings.Split(ps.stdout, "\n") {
-		if strings.Contains(line, "stream.sha256") {
+		if strings.Contains(line, sumFile) {
 			id, _, _ = strings.Cut(line, " ")
 		}
 	}
@@ -241,6 +271,30 @@ func testFailoverMidStream(t *testing.T, c *cluster, m *machine) {
 	if got := att.n.Load(); got != size || att.sum() != want || attErr.String() != "" {
 		t.Errorf("attach --from 0: %d bytes, sha256 %s, stderr %q; want %d bytes, sha256 %s, no gap", got, att.sum(), attErr.String(), size, want)
 	}
+}
+
+// testRestart: the killed replica starts again on its addresses; nginx
+// sends calls to it again once its 5 s fail_timeout has passed.
+func testRestart(t *testing.T, c *cluster, m *machine) {
+	var dead *replica
+	for _, r := range c.replicas {
+		if r.p.exited() {
+			dead = r
+		}
+	}
+	if dead == nil {
+		t.Fatal("no replica is down")
+	}
+	c.startReplica(t, dead)
+	c.waitHealthy(t, dead.URL(), dead.p)
+	n := c.metric(t, dead, "agenthub_grpc_calls_total")
+	took := waitFor(t, 20*time.Second, "a call through nginx on the restarted replica", func() bool {
+		if r := c.agentctl(t, c.URL, "--machine", m.id, "sh", "echo back"); r.code != 0 || r.stdout != "back\n" {
+			t.Fatalf("a call through nginx: %+v", r)
+		}
+		return c.metric(t, dead, "agenthub_grpc_calls_total") > n
+	})
+	t.Logf("replica %s restarted; nginx sent it a call %s later", dead.name, took.Round(time.Millisecond))
 }
 
 // testRevokeElsewhere: a revoke sent straight to a replica that does not

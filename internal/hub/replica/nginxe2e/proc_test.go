@@ -38,9 +38,16 @@ type proc struct {
 }
 
 // startProc starts bin with args and env. When the test ends it is sent
-// stop (SIGTERM, or nginx's SIGQUIT), given 10 s, then killed; its output
-// is logged if the test failed.
+// stop (SIGTERM), given 10 s, then killed; its output is logged if the
+// test failed.
 func startProc(t *testing.T, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
+	t.Helper()
+	return startOwned(t, t, name, env, stop, bin, args...)
+}
+
+// startOwned is startProc for a process that outlives the (sub)test t
+// that starts it: owner stops it.
+func startOwned(t, owner *testing.T, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &logBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
@@ -52,19 +59,19 @@ func startProc(t *testing.T, name string, env []string, stop syscall.Signal, bin
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
 		if !p.exited() {
 			_ = p.cmd.Process.Signal(stop)
 			select {
 			case <-p.done:
 			case <-time.After(10 * time.Second):
-				t.Errorf("%s did not stop within 10 s of %v; killed", name, stop)
+				owner.Errorf("%s did not stop within 10 s of %v; killed", name, stop)
 				_ = p.cmd.Process.Kill()
 				<-p.done
 			}
 		}
-		if t.Failed() {
-			t.Logf("%s's output (last 6000 bytes):\n%s", name, tail(p.log.String(), 6000))
+		if owner.Failed() {
+			owner.Logf("%s's output (last 6000 bytes):\n%s", name, tail(p.log.String(), 6000))
 		}
 	})
 	return p
