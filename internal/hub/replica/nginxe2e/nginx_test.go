@@ -63,6 +63,7 @@ func TestThreeReplicasBehindNginx(t *testing.T) {
 		return
 	}
 	t.Run("wrong pairing tries count across replicas", func(t *testing.T) { testPairingLockout(t, c) })
+	t.Run("pairing rate limit per client behind nginx", func(t *testing.T) { testRateLimitPerClient(t, c) })
 	if !t.Run("kill -9 the holder mid-stream, call forwarded", func(t *testing.T) { testFailoverMidStream(t, c, m, 1<<30, false) }) {
 		return
 	}
