@@ -7,12 +7,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
 )
 
 // binDir holds the agenthub, agentd and agentctl binaries TestMain builds.
 var binDir string
 
+// TestMain builds the binaries, runs one PostgreSQL cluster for the
+// tests, and fails them if a goroutine outlives them.
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
@@ -30,7 +34,12 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	binDir = dir
-	return pgtest.Main(m)
+	code := pgtest.Main(m)
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	return code
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
