@@ -184,52 +184,23 @@ func testFailoverMidStream(t *testing.T, c *cluster, m *machine, size int64, onH
 	}
 	target := h
 	if !onHolder {
-		target = c.nextGRPC(t)
-		if target == h {
+		if target = c.nextGRPC(t); target == h {
 			target = c.nextAfter(target)
 		}
 	}
-	c.steer(t, m, target)
-	before := c.calls(t)
-	out := newHashWriter(size / 16)
-	var errb logBuffer
-	cmd := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "sh", "--retain-head", "1G", script)
-	cmd.Env = c.clientEnv(t, "agentctl")
-	cmd.Stdout, cmd.Stderr = out, &errb
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-out.reached:
-	case err := <-done:
-		t.Fatalf("agentctl sh ended (%v) after %d bytes, before the kill; stderr %q", err, out.n.Load(), errb.String())
-	}
-	after := c.calls(t)
-	var landed *replica
-	for i, r := range c.replicas {
-		if after[i] > before[i] {
-			landed = r
-		}
-	}
-	if landed != target {
-		t.Errorf("the stream's call landed on %v, want replica %s", landed, target.name)
-	}
-	t.Logf("%d MiB through nginx and replica %s in %s; kill -9 replica %s, which holds the tunnel", out.n.Load()>>20, target.name, time.Since(start).Round(time.Millisecond), h.name)
+	st := c.startStream(t, m, target, script, size/16)
 	killed := time.Now()
 	h.p.kill9(t)
 	back := waitFor(t, 30*time.Second, "the tunnel back on a surviving replica", func() bool { return c.holder(t) != nil })
-	t.Logf("agentd reconnected through nginx to replica %s %s after the kill", c.holder(t).name, back.Round(time.Millisecond))
+	t.Logf("kill -9 replica %s, which holds the tunnel: agentd reconnected through nginx to replica %s %s later", h.name, c.holder(t).name, back.Round(time.Millisecond))
 
 	var shErr error
 	select {
-	case shErr = <-done:
+	case shErr = <-st.done:
 	case <-time.After(5 * time.Minute):
-		t.Fatalf("agentctl sh still running 5 min after the kill; stderr %q", errb.String())
+		t.Fatalf("agentctl sh still running 5 min after the kill; stderr %q", st.stderr.String())
 	}
-	t.Logf("agentctl sh: %v after %s, %d bytes, stderr %q", shErr, time.Since(killed).Round(time.Millisecond), out.n.Load(), errb.String())
+	t.Logf("agentctl sh: %v after %s, %d bytes, stderr %q", shErr, time.Since(killed).Round(time.Millisecond), st.out.n.Load(), st.stderr.String())
 	// The call through the dead replica failed (UNAVAILABLE from the
 	// replica that forwarded it; a stream reset by nginx when the call was
 	// on the dead replica itself); agentctl reattached by itself, through
@@ -238,40 +209,93 @@ func testFailoverMidStream(t *testing.T, c *cluster, m *machine, size int64, onH
 	if onHolder {
 		lost = "connection lost (stream terminated by RST_STREAM"
 	}
-	if !strings.Contains(errb.String(), lost) || strings.Count(errb.String(), "\n") != 1 {
-		t.Errorf("agentctl sh's stderr %q: want the lost call reported once (%s…)", errb.String(), lost)
+	if errs := st.stderr.String(); !strings.Contains(errs, lost) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("agentctl sh's stderr %q: want the lost call reported once (%s…)", errs, lost)
 	}
-	ps := c.agentctl(t, c.URL, "--machine", m.id, "ps")
-	id := ""
-	for _, line := range strings.Split(ps.stdout, "\n") {
-		if strings.Contains(line, sumFile) {
-			id, _, _ = strings.Cut(line, " ")
-		}
-	}
-	if id == "" {
-		t.Fatalf("ps through nginx has no stream process: %+v", ps)
-	}
-	att := newHashWriter(size)
-	var attErr logBuffer
-	attach := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "attach", id, "--from", "0")
-	attach.Env = c.clientEnv(t, "agentctl")
-	attach.Stdout, attach.Stderr = att, &attErr
-	astart := time.Now()
-	if err := attach.Run(); err != nil {
-		t.Fatalf("attach %s --from 0 through nginx: %v after %d bytes; stderr %q", id, err, att.n.Load(), attErr.String())
-	}
-	t.Logf("attach --from 0 through nginx: %d bytes in %s", att.n.Load(), time.Since(astart).Round(time.Millisecond))
+	att, attErr := c.attachAll(t, m, c.processWith(t, m, sumFile))
 	data, err := os.ReadFile(sumFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, _, _ := strings.Cut(string(data), " ")
-	if got := out.n.Load(); shErr != nil || got != size || out.sum() != want {
-		t.Errorf("agentctl sh across the failover: %v, %d bytes, sha256 %s; want exit 0, %d bytes, sha256 %s", shErr, got, out.sum(), size, want)
+	if got := st.out.n.Load(); shErr != nil || got != size || st.out.sum() != want {
+		t.Errorf("agentctl sh across the failover: %v, %d bytes, sha256 %s; want exit 0, %d bytes, sha256 %s", shErr, got, st.out.sum(), size, want)
 	}
-	if got := att.n.Load(); got != size || att.sum() != want || attErr.String() != "" {
-		t.Errorf("attach --from 0: %d bytes, sha256 %s, stderr %q; want %d bytes, sha256 %s, no gap", got, att.sum(), attErr.String(), size, want)
+	if got := att.n.Load(); got != size || att.sum() != want || attErr != "" {
+		t.Errorf("attach --from 0: %d bytes, sha256 %s, stderr %q; want %d bytes, sha256 %s, no gap", got, att.sum(), attErr, size, want)
 	}
+}
+
+// stream is an `agentctl sh` writing a long output, running.
+type stream struct {
+	out    *hashWriter
+	stderr *logBuffer
+	done   chan error // its exit
+}
+
+// startStream starts `agentctl sh --retain-head 1G script` through nginx,
+// steered to land on target, and returns once mark bytes have arrived.
+func (c *cluster) startStream(t *testing.T, m *machine, target *replica, script string, mark int64) *stream {
+	t.Helper()
+	c.steer(t, m, target)
+	before := c.calls(t)
+	st := &stream{out: newHashWriter(mark), stderr: &logBuffer{}, done: make(chan error, 1)}
+	cmd := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "sh", "--retain-head", "1G", script)
+	cmd.Env = c.clientEnv(t, "agentctl")
+	cmd.Stdout, cmd.Stderr = st.out, st.stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { st.done <- cmd.Wait() }()
+	select {
+	case <-st.out.reached:
+	case err := <-st.done:
+		t.Fatalf("agentctl sh ended (%v) after %d bytes; stderr %q", err, st.out.n.Load(), st.stderr.String())
+	}
+	after := c.calls(t)
+	landed := "none"
+	for i, r := range c.replicas {
+		if after[i] > before[i] {
+			landed = r.name
+		}
+	}
+	if landed != target.name {
+		t.Errorf("the stream's call landed on replica %s, want %s", landed, target.name)
+	}
+	t.Logf("%d MiB through nginx and replica %s in %s", st.out.n.Load()>>20, landed, time.Since(start).Round(time.Millisecond))
+	return st
+}
+
+// processWith returns the id of the machine's process whose command line
+// has s in it, from ps through nginx.
+func (c *cluster) processWith(t *testing.T, m *machine, s string) string {
+	t.Helper()
+	ps := c.agentctl(t, c.URL, "--machine", m.id, "ps")
+	for _, line := range strings.Split(ps.stdout, "\n") {
+		if strings.Contains(line, s) {
+			id, _, _ := strings.Cut(line, " ")
+			return id
+		}
+	}
+	t.Fatalf("ps through nginx has no process with %q: %+v", s, ps)
+	return ""
+}
+
+// attachAll runs `agentctl attach ID --from 0` through nginx to its end and
+// returns its stdout's hash and its stderr.
+func (c *cluster) attachAll(t *testing.T, m *machine, id string) (*hashWriter, string) {
+	t.Helper()
+	out, errb := newHashWriter(1<<62), &logBuffer{}
+	attach := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "attach", id, "--from", "0")
+	attach.Env = c.clientEnv(t, "agentctl")
+	attach.Stdout, attach.Stderr = out, errb
+	start := time.Now()
+	if err := attach.Run(); err != nil {
+		t.Fatalf("attach %s --from 0 through nginx: %v after %d bytes; stderr %q", id, err, out.n.Load(), errb.String())
+	}
+	t.Logf("attach --from 0 through nginx: %d bytes in %s", out.n.Load(), time.Since(start).Round(time.Millisecond))
+	return out, errb.String()
 }
 
 // testRestart: the killed replica starts again on its addresses; nginx
