@@ -44,7 +44,7 @@ func (r *replica) URL() string { return "https://" + r.addr }
 
 // cluster is PostgreSQL, three replicas and nginx in front of them.
 type cluster struct {
-	owner    *testing.T // the test that stops the processes
+	owner    testing.TB // the test that stops the processes
 	dir      string
 	pki      *pki
 	token    string // the owner's API token (agenthub init)
@@ -59,7 +59,7 @@ type cluster struct {
 
 // startCluster starts everything, or skips the test when nginx or the
 // PostgreSQL server binaries are missing.
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	nginxBin := findNginx(t)
 	db := pgtest.Database(t)
@@ -101,7 +101,7 @@ func startCluster(t *testing.T) *cluster {
 
 // startReplica starts (or restarts) `agenthub serve` for r; it runs until
 // the cluster's test ends.
-func (c *cluster) startReplica(t *testing.T, r *replica) {
+func (c *cluster) startReplica(t testing.TB, r *replica) {
 	t.Helper()
 	r.p = startOwned(t, c.owner, "replica "+r.name, c.hubEnv(t, r.name), syscall.SIGTERM, bin("agenthub"), "serve",
 		"--db", c.db, "--listen", r.addr, "--tls-cert", c.cert, "--tls-key", c.key,
@@ -113,7 +113,7 @@ func (c *cluster) startReplica(t *testing.T, r *replica) {
 // passes on goes to target. nginx's round robin (one worker, equal
 // weights) takes the live replicas in their order; which one took the
 // last call is in the access log, written when the call ended.
-func (c *cluster) steer(t *testing.T, m *machine, target *replica) {
+func (c *cluster) steer(t testing.TB, m *machine, target *replica) {
 	t.Helper()
 	for range 4 {
 		if c.nextGRPC(t) == target {
@@ -128,7 +128,7 @@ func (c *cluster) steer(t *testing.T, m *machine, target *replica) {
 
 // nextGRPC is the live replica after the one that took the last gRPC call
 // (per nginx's access log).
-func (c *cluster) nextGRPC(t *testing.T) *replica {
+func (c *cluster) nextGRPC(t testing.TB) *replica {
 	t.Helper()
 	log, err := os.ReadFile(filepath.Join(c.dir, "nginx", "access.log"))
 	if err != nil {
@@ -173,7 +173,7 @@ func (c *cluster) nextAfter(r *replica) *replica {
 }
 
 // calls is each replica's agenthub_grpc_calls_total (0 for a dead one).
-func (c *cluster) calls(t *testing.T) []int64 {
+func (c *cluster) calls(t testing.TB) []int64 {
 	t.Helper()
 	n := make([]int64, len(c.replicas))
 	for i, r := range c.replicas {
@@ -184,7 +184,7 @@ func (c *cluster) calls(t *testing.T) []int64 {
 	return n
 }
 
-func findNginx(t *testing.T) string {
+func findNginx(t testing.TB) string {
 	t.Helper()
 	for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
 		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
@@ -200,7 +200,7 @@ func findNginx(t *testing.T) string {
 
 // hubEnv is the environment of an agenthub process: its own home, so
 // that nothing lands in the real one.
-func (c *cluster) hubEnv(t *testing.T, name string) []string {
+func (c *cluster) hubEnv(t testing.TB, name string) []string {
 	home := mkdir(t, c.dir, "home-"+name)
 	return append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"), "AGENTHUB_DB=")
 }
@@ -225,7 +225,7 @@ http {
 }
 `
 
-func (c *cluster) startNginx(t *testing.T, nginxBin, addr string) {
+func (c *cluster) startNginx(t testing.TB, nginxBin, addr string) {
 	t.Helper()
 	dir := mkdir(t, c.dir, "nginx")
 	src, err := os.ReadFile(confPath)
@@ -279,7 +279,7 @@ func render(conf string, oldnew ...string) (string, error) {
 
 // waitHealthy polls GET url/healthz until it answers 200, p exits, or 30 s
 // pass.
-func (c *cluster) waitHealthy(t *testing.T, url string, p *proc) {
+func (c *cluster) waitHealthy(t testing.TB, url string, p *proc) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -302,7 +302,7 @@ func (c *cluster) waitHealthy(t *testing.T, url string, p *proc) {
 }
 
 // metric reads one unlabelled value from the replica's /metrics.
-func (c *cluster) metric(t *testing.T, r *replica, name string) int64 {
+func (c *cluster) metric(t testing.TB, r *replica, name string) int64 {
 	t.Helper()
 	resp, err := c.http.Get(r.URL() + "/metrics")
 	if err != nil {
@@ -325,7 +325,7 @@ func (c *cluster) metric(t *testing.T, r *replica, name string) int64 {
 
 // holder returns the live replica whose /metrics shows the machine's
 // tunnel (the test pairs one machine), or nil.
-func (c *cluster) holder(t *testing.T) *replica {
+func (c *cluster) holder(t testing.TB) *replica {
 	t.Helper()
 	var h *replica
 	for _, r := range c.replicas {
@@ -344,7 +344,7 @@ func (c *cluster) holder(t *testing.T) *replica {
 
 // waitFor polls cond every 20 ms until it holds or within passes, and
 // returns how long it took.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !cond() {
@@ -365,14 +365,14 @@ type result struct {
 // clientEnv is the environment of agentctl and agentd: the test CA
 // trusted (SSL_CERT_FILE, which Go's TLS reads on Linux), the owner's
 // token, a home of their own.
-func (c *cluster) clientEnv(t *testing.T, name string) []string {
+func (c *cluster) clientEnv(t testing.TB, name string) []string {
 	home := mkdir(t, c.dir, "home-"+name)
 	return append(os.Environ(), "SSL_CERT_FILE="+c.pki.CAFile, "AGENTD_TOKEN="+c.token, "HOME="+home,
 		"AGENTD_HUB=", "AGENTD_MACHINE=", "AGENTD_ENV=", "AGENTCTL_ADDR=")
 }
 
 // run runs a command to its end.
-func run(t *testing.T, env []string, bin string, args ...string) result {
+func run(t testing.TB, env []string, bin string, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), bin, args...)
 	cmd.Env = env
@@ -390,13 +390,13 @@ func run(t *testing.T, env []string, bin string, args ...string) result {
 }
 
 // agentctl runs agentctl --hub hub ARGS.
-func (c *cluster) agentctl(t *testing.T, hub string, args ...string) result {
+func (c *cluster) agentctl(t testing.TB, hub string, args ...string) result {
 	t.Helper()
 	return run(t, c.clientEnv(t, "agentctl"), bin("agentctl"), append([]string{"--hub", hub}, args...)...)
 }
 
 // freeAddr returns ip:port with a port that was free a moment ago.
-func freeAddr(t *testing.T, ip string) string {
+func freeAddr(t testing.TB, ip string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -406,7 +406,7 @@ func freeAddr(t *testing.T, ip string) string {
 	return l.Addr().String()
 }
 
-func mkdir(t *testing.T, parent, name string) string {
+func mkdir(t testing.TB, parent, name string) string {
 	t.Helper()
 	d := filepath.Join(parent, name)
 	if err := os.MkdirAll(d, 0o700); err != nil {

@@ -28,7 +28,7 @@ type machine struct {
 }
 
 // pairMachine pairs an agentd through nginx and starts `agentd run`.
-func (c *cluster) pairMachine(t *testing.T) *machine {
+func (c *cluster) pairMachine(t testing.TB) *machine {
 	t.Helper()
 	code := c.agentctl(t, c.URL, "admin", "pair-code", "create")
 	if code.code != 0 {
@@ -235,7 +235,7 @@ type stream struct {
 
 // startStream starts `agentctl sh --retain-head 1G script` through nginx,
 // steered to land on target, and returns once mark bytes have arrived.
-func (c *cluster) startStream(t *testing.T, m *machine, target *replica, script string, mark int64) *stream {
+func (c *cluster) startStream(t testing.TB, m *machine, target *replica, script string, mark int64) *stream {
 	t.Helper()
 	c.steer(t, m, target)
 	before := c.calls(t)
@@ -269,7 +269,7 @@ func (c *cluster) startStream(t *testing.T, m *machine, target *replica, script 
 
 // processWith returns the id of the machine's process whose command line
 // has s in it, from ps through nginx.
-func (c *cluster) processWith(t *testing.T, m *machine, s string) string {
+func (c *cluster) processWith(t testing.TB, m *machine, s string) string {
 	t.Helper()
 	ps := c.agentctl(t, c.URL, "--machine", m.id, "ps")
 	for _, line := range strings.Split(ps.stdout, "\n") {
@@ -284,7 +284,7 @@ func (c *cluster) processWith(t *testing.T, m *machine, s string) string {
 
 // attachAll runs `agentctl attach ID --from 0` through nginx to its end and
 // returns its stdout's hash and its stderr.
-func (c *cluster) attachAll(t *testing.T, m *machine, id string) (*hashWriter, string) {
+func (c *cluster) attachAll(t testing.TB, m *machine, id string) (*hashWriter, string) {
 	t.Helper()
 	out, errb := newHashWriter(1<<62), &logBuffer{}
 	attach := exec.CommandContext(t.Context(), bin("agentctl"), "--hub", c.URL, "--machine", m.id, "attach", id, "--from", "0")

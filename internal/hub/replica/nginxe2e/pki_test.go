@@ -25,7 +25,7 @@ type pki struct {
 	serial int64
 }
 
-func newPKI(t *testing.T, dir string) *pki {
+func newPKI(t testing.TB, dir string) *pki {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -52,7 +52,7 @@ func newPKI(t *testing.T, dir string) *pki {
 
 // issue writes a server certificate for the names and addresses, and its
 // key, as NAME.pem and NAME.key.
-func (p *pki) issue(t *testing.T, name string, dns []string, ips ...net.IP) (certFile, keyFile string) {
+func (p *pki) issue(t testing.TB, name string, dns []string, ips ...net.IP) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -87,7 +87,7 @@ func (p *pki) pool() *x509.CertPool {
 	return pool
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)

@@ -40,14 +40,14 @@ type proc struct {
 // startProc starts bin with args and env. When the test ends it is sent
 // stop (SIGTERM), given 10 s, then killed; its output is logged if the
 // test failed.
-func startProc(t *testing.T, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
+func startProc(t testing.TB, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
 	t.Helper()
 	return startOwned(t, t, name, env, stop, bin, args...)
 }
 
 // startOwned is startProc for a process that outlives the (sub)test t
 // that starts it: owner stops it.
-func startOwned(t, owner *testing.T, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
+func startOwned(t, owner testing.TB, name string, env []string, stop syscall.Signal, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &logBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
@@ -87,7 +87,7 @@ func (p *proc) exited() bool {
 }
 
 // kill9 kills the process with SIGKILL and waits for it.
-func (p *proc) kill9(t *testing.T) {
+func (p *proc) kill9(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %s: %v", p.name, err)

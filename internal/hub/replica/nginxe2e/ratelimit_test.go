@@ -15,7 +15,7 @@ import (
 
 // pairFrom posts a pairing request with code to nginx from the local
 // address ip (any of 127.0.0.0/8) and returns the HTTP status.
-func (c *cluster) pairFrom(t *testing.T, ip, code string) int {
+func (c *cluster) pairFrom(t testing.TB, ip, code string) int {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -46,7 +46,7 @@ func (c *cluster) pairFrom(t *testing.T, ip, code string) int {
 // address, across the replicas round robin spreads the attempts over: a
 // client's eleventh is refused, another client's first is not. (Without
 // --trusted-proxy every client would share nginx's bucket.)
-func testRateLimitPerClient(t *testing.T, c *cluster) {
+func testRateLimitPerClient(t testing.TB, c *cluster) {
 	const blind = "ABCD-EFGH"
 	for i := range 10 {
 		if got := c.pairFrom(t, "127.0.0.77", blind); got != http.StatusForbidden {
