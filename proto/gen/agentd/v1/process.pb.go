@@ -208,9 +208,11 @@ type StartRequest struct {
 	Timeout *durationpb.Duration `protobuf:"bytes,8,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Time between SIGTERM and SIGKILL on timeout or Signal(TERM) (0: 5 s).
 	KillGrace *durationpb.Duration `protobuf:"bytes,9,opt,name=kill_grace,json=killGrace,proto3" json:"kill_grace,omitempty"`
-	// Bytes kept from the start of each stream for later Attach (0: 1 MiB).
+	// Bytes kept from the start of each stream for later Attach (0: 1 MiB;
+	// at most 1 GiB).
 	RetainHeadBytes int64 `protobuf:"varint,10,opt,name=retain_head_bytes,json=retainHeadBytes,proto3" json:"retain_head_bytes,omitempty"`
-	// Bytes kept from the end of each stream for later Attach (0: 4 MiB).
+	// Bytes kept from the end of each stream for later Attach (0: 4 MiB;
+	// at most 1 GiB).
 	RetainTailBytes int64 `protobuf:"varint,11,opt,name=retain_tail_bytes,json=retainTailBytes,proto3" json:"retain_tail_bytes,omitempty"`
 	// Free text to recognise the process by in List.
 	Tag           string `protobuf:"bytes,12,opt,name=tag,proto3" json:"tag,omitempty"`
