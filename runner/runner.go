@@ -62,6 +62,14 @@ type Options struct {
 	// every command right after it starts (Linux): a sandbox's agentd makes
 	// what it runs die first when memory runs out, so it survives.
 	ChildOOMScoreAdj int
+	// ReadOnlyRoot, when set, lets the Manager remember PATH lookups of
+	// programs that resolve on the root filesystem without leaving it, for
+	// as long as it runs (Linux): a sandbox's root is its image, mounted
+	// read-only, and its processes cannot remount it. New checks that the
+	// root is mounted read-only and caches nothing otherwise. Lookups
+	// through any other mount (a tmpfs HOME, the workspace) are made on
+	// every start as before.
+	ReadOnlyRoot bool
 }
 
 // Manager starts processes and keeps track of them until they have
@@ -70,6 +78,7 @@ type Manager struct {
 	opts Options
 	log  *zap.Logger
 	env  []string // cleaned base environment
+	look *lookCache // nil unless opts.ReadOnlyRoot and the root is read-only
 
 	wg sync.WaitGroup // one per process, done when it has finished
 
@@ -109,12 +118,16 @@ func New(opts Options) *Manager {
 		opts.Now = time.Now
 	}
 	cloexecInherited()
-	return &Manager{
+	m := &Manager{
 		opts:  opts,
 		log:   opts.Logger.Named("runner"),
 		env:   CleanEnv(opts.Env),
 		procs: make(map[string]*Process),
 	}
+	if opts.ReadOnlyRoot {
+		m.look = newLookCache()
+	}
+	return m
 }
 
 // Start starts the command spec describes. ctx bounds only the start: the

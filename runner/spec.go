@@ -118,7 +118,7 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 	} else {
 		p.argv = append([]string(nil), spec.Argv...)
 	}
-	path, err := LookPath(p.argv[0], p.dir, p.env)
+	path, err := m.resolveProgram(p.argv[0], p.dir, p.env)
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,24 @@ import (
 
 // SetOOMScoreAdj sets the OOM killer's score adjustment of process pid
 // (-1000 to 1000; higher dies first). Raising it needs no privilege, so a
-// sandbox's agentd makes the commands it starts die before it does.
+// sandbox's agentd makes the commands it starts die before it does. It is
+// written with plain system calls (open, write, close), not through an
+// *os.File, which would also try to register the file with the runtime's
+// poller: this runs on every start.
 func SetOOMScoreAdj(pid, adj int) error {
-	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+	path := "/proc/" + strconv.Itoa(pid) + "/oom_score_adj"
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	_, err = unix.Write(fd, []byte(strconv.Itoa(adj)))
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
 }
 
 // waitLeader blocks until the process pid has exited, without reaping it.
