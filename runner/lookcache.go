@@ -10,9 +10,9 @@ const maxLookCache = 4096
 // lookCache remembers whether candidate paths of a PATH lookup are
 // executables, for paths that cannot change while the daemon runs: those
 // that resolve, symbolic links included, without leaving a root
-// filesystem mounted read-only (a sandbox's image). Everything else, and
-// every path whose answer cannot be proven permanent, is checked on each
-// lookup as before. A nil *lookCache caches nothing.
+// filesystem mounted read-only (a sandbox's image). Every other path is
+// checked on each lookup as before (only the verdict that it is not
+// permanent is remembered). A nil *lookCache caches nothing.
 //
 // Why: in a container whose root is served by a user-space storage driver
 // (fuse-overlayfs), each stat of the lookup is a round trip to that
@@ -22,7 +22,15 @@ type lookCache struct {
 	probe func(path string) bool
 
 	mu sync.Mutex
-	m  map[string]error // candidate path → checkExecutable's result
+	m  map[string]lookResult // by candidate path
+}
+
+// lookResult is what a lookCache knows of a candidate path: whether its
+// answer is permanent (the probe's verdict, itself permanent: the mounts
+// and the read-only root cannot change), and if so the answer.
+type lookResult struct {
+	permanent bool
+	err       error // checkExecutable's result, when permanent
 }
 
 // check is checkExecutable(path), remembered where the answer is
@@ -32,20 +40,24 @@ func (c *lookCache) check(path string) error {
 		return checkExecutable(path)
 	}
 	c.mu.Lock()
-	err, ok := c.m[path]
+	r, ok := c.m[path]
 	c.mu.Unlock()
-	if ok {
-		return err
-	}
-	if !c.probe(path) {
+	switch {
+	case ok && r.permanent:
+		return r.err
+	case ok:
 		return checkExecutable(path)
 	}
-	err = checkExecutable(path)
+	r = lookResult{permanent: c.probe(path)}
+	err := checkExecutable(path)
+	if r.permanent {
+		r.err = err
+	}
 	c.mu.Lock()
 	if len(c.m) >= maxLookCache {
 		clear(c.m)
 	}
-	c.m[path] = err
+	c.m[path] = r
 	c.mu.Unlock()
 	return err
 }

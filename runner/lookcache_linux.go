@@ -20,7 +20,7 @@ func newLookCache() *lookCache {
 	if unix.Fstatfs(root, &st) != nil || st.Flags&unix.ST_RDONLY == 0 {
 		return nil
 	}
-	return &lookCache{probe: onReadOnlyRoot, m: make(map[string]error)}
+	return &lookCache{probe: onReadOnlyRoot, m: make(map[string]lookResult)}
 }
 
 // onReadOnlyRoot reports whether looking path up never leaves the root

@@ -12,7 +12,8 @@ import (
 )
 
 // TestLookCache checks what a lookCache remembers: the answers its probe
-// calls permanent, found and not found alike, and nothing else.
+// calls permanent, found and not found alike, and of the other paths only
+// that they are not.
 func TestLookCache(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -29,7 +30,8 @@ func TestLookCache(t *testing.T) {
 			t.Parallel()
 			a, b := t.TempDir(), t.TempDir()
 			env := []string{"PATH=" + b + ":" + a}
-			c := &lookCache{probe: func(string) bool { return tc.permanent }, m: map[string]error{}}
+			probed := map[string]int{}
+			c := &lookCache{probe: func(p string) bool { probed[p]++; return tc.permanent }, m: map[string]lookResult{}}
 			prog := filepath.Join(a, "prog")
 			writeExecutable(t, prog)
 			find := func() string {
@@ -55,6 +57,11 @@ func TestLookCache(t *testing.T) {
 			if diff := cmp.Diff(got, tc.want); diff != "" {
 				t.Errorf("lookups (-got +want):\n%s", diff)
 			}
+			// The verdict is remembered either way: one probe per path.
+			wantProbed := map[string]int{prog: 1, filepath.Join(b, "prog"): 1}
+			if diff := cmp.Diff(probed, wantProbed); diff != "" {
+				t.Errorf("probes (-got +want):\n%s", diff)
+			}
 		})
 	}
 }
@@ -63,7 +70,7 @@ func TestLookCache(t *testing.T) {
 // cache without bound.
 func TestLookCacheBounded(t *testing.T) {
 	t.Parallel()
-	c := &lookCache{probe: func(string) bool { return true }, m: map[string]error{}}
+	c := &lookCache{probe: func(string) bool { return true }, m: map[string]lookResult{}}
 	env := []string{"PATH=" + t.TempDir()}
 	for i := range maxLookCache + 10 {
 		if _, err := lookPath("missing-"+strconv.Itoa(i), "/", env, c); err == nil {
