@@ -77,7 +77,7 @@ type Options struct {
 type Manager struct {
 	opts Options
 	log  *zap.Logger
-	env  []string // cleaned base environment
+	env  []string   // cleaned base environment
 	look *lookCache // nil unless opts.ReadOnlyRoot and the root is read-only
 
 	wg sync.WaitGroup // one per process, done when it has finished
