@@ -80,6 +80,15 @@ type Manager struct {
 	env  []string   // cleaned base environment
 	look *lookCache // nil unless opts.ReadOnlyRoot and the root is read-only
 
+	// Opened once in New, used by every start, closed by Close once no
+	// start is under way (starting): a start then walks no path from "/"
+	// for them (on a sandbox's root, each walk is a round trip to the
+	// storage driver).
+	devNull   *os.File       // stdin of commands that take none; nil: os/exec opens it
+	procDir   int            // /proc (Linux), for OOM scores; -1: none
+	starting  sync.WaitGroup // starts under way
+	closeOnce sync.Once
+
 	wg sync.WaitGroup // one per process, done when it has finished
 
 	mu     sync.Mutex
@@ -119,10 +128,17 @@ func New(opts Options) *Manager {
 	}
 	cloexecInherited()
 	m := &Manager{
-		opts:  opts,
-		log:   opts.Logger.Named("runner"),
-		env:   CleanEnv(opts.Env),
-		procs: make(map[string]*Process),
+		opts:    opts,
+		log:     opts.Logger.Named("runner"),
+		env:     CleanEnv(opts.Env),
+		procs:   make(map[string]*Process),
+		procDir: -1,
+	}
+	if f, err := os.Open(os.DevNull); err == nil {
+		m.devNull = f
+	}
+	if opts.ChildOOMScoreAdj != 0 {
+		m.procDir = openProcDir()
 	}
 	if opts.ReadOnlyRoot {
 		m.look = newLookCache()
@@ -254,6 +270,7 @@ func (m *Manager) Resize(id string, size PtySize) error {
 // once and Close returns ctx's error after they have finished. Start fails
 // after Close.
 func (m *Manager) Close(ctx context.Context) error {
+	defer m.closeFiles()
 	m.mu.Lock()
 	m.closed = true
 	procs := make([]*Process, 0, len(m.procs))
@@ -280,6 +297,18 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	<-all
 	return ctx.Err()
+}
+
+// closeFiles closes the files every start shares, once no start is under
+// way (none begins after Close).
+func (m *Manager) closeFiles() {
+	m.closeOnce.Do(func() {
+		m.starting.Wait()
+		if m.devNull != nil {
+			m.devNull.Close()
+		}
+		closeProcDir(m.procDir)
+	})
 }
 
 // evictLocked forgets processes that finished more than Linger ago.
