@@ -4,12 +4,15 @@ package hub_test
 // exec in a cold sandbox next to `docker run -d` + `docker exec` of the
 // same image, the first exec from the warm pool, and exec in a running
 // sandbox next to exec on a paired agentd through the same kind of hub
-// (in this process, and as a process of its own).
+// (in this process, and as a process of its own: `agentd run`, what a
+// paired machine is, the baseline of the target). BenchmarkExecSideBySide
+// makes those exec calls in turn, one to each per round, so that a loaded
+// machine slows all alike; the single-target exec benchmarks remain for
+// profiling one path.
 //
-//	go test -run '^$' -bench 'Sandbox|DockerRunExec|MachineExec|MachineProcessExec' -benchtime 20x ./internal/hub/
+//	go test -run '^$' -bench 'Sandbox|DockerRunExec|MachineExec|MachineProcessExec|ExecSideBySide' -benchtime 20x ./internal/hub/
 //
-// scripts/bench-sandbox.sh runs them in one go test process and prints the
-// ratios. They need the local Docker engine (they skip without one) and
+// scripts/bench-sandbox.sh runs them and prints the ratios. They need the local Docker engine (they skip without one) and
 // remove every container and volume they made.
 //
 // startSandboxHub takes a *testing.T, so the hub is built here the same
