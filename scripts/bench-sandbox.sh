@@ -79,7 +79,7 @@ gobench() {
 median() {
 	awk -v unit="$1" '
 		$1 ~ "^BenchmarkExecSideBySide(-[0-9]+)?$" { for (i = 3; i < NF; i++) if ($(i+1) == unit) print $i }' "$exec_out" |
-		sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.3g", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2 }'
+		sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.4g", (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2 }'
 }
 # runs UNIT: every run's value reported with UNIT, comma-separated.
 runs() {
