@@ -46,6 +46,9 @@ func newProcessService(ctx context.Context, s *Server) (*processService, error) 
 		Shell:  s.opts.Shell,
 
 		ChildOOMScoreAdj: childOOMScoreAdj(s.opts.Mode),
+		// A sandbox's root is its image, read-only: its PATH lookups are
+		// remembered (the runner checks that the root is read-only).
+		ReadOnlyRoot: s.opts.Mode == ModeSandbox,
 	}
 	if dir := s.opts.SecretsDir; dir != "" {
 		o.ExtraEnv = func() map[string]string { return secretEnv(dir) }

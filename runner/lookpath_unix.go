@@ -17,18 +17,29 @@ import (
 // defaultPath is searched when the environment has no PATH.
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// lookPath finds the executable the child will run: file itself when it
+// LookPath finds the executable the child will run: file itself when it
 // contains a slash (relative to dir), else the first executable file of that
 // name in the directories of env's PATH. Relative PATH entries are skipped,
 // as os/exec does, so that a command never runs from the working directory
 // by accident.
 func LookPath(file, dir string, env []string) (string, error) {
+	return lookPath(file, dir, env, nil)
+}
+
+// resolveProgram is LookPath through the Manager's cache of lookups on a
+// read-only root (none unless Options.ReadOnlyRoot).
+func (m *Manager) resolveProgram(file, dir string, env []string) (string, error) {
+	return lookPath(file, dir, env, m.look)
+}
+
+// lookPath is LookPath with the answers c can prove permanent remembered.
+func lookPath(file, dir string, env []string, c *lookCache) (string, error) {
 	if strings.Contains(file, "/") {
 		path := file
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
-		if err := checkExecutable(path); err != nil {
+		if err := c.check(path); err != nil {
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				return "", errs.New(errs.NotFound, "command not found: %s does not exist", file)
@@ -50,7 +61,7 @@ func LookPath(file, dir string, env []string) (string, error) {
 			continue
 		}
 		path := filepath.Join(d, file)
-		if checkExecutable(path) == nil {
+		if c.check(path) == nil {
 			return path, nil
 		}
 	}

@@ -116,3 +116,8 @@ func lookupEnvFold(env []string, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// resolveProgram is LookPath: nothing is cached on Windows.
+func (m *Manager) resolveProgram(file, dir string, env []string) (string, error) {
+	return LookPath(file, dir, env)
+}

@@ -83,10 +83,14 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 	}
 	m.mu.Lock()
 	closed := m.closed
+	if !closed {
+		m.starting.Add(1) // Close keeps the shared files open until Done
+	}
 	m.mu.Unlock()
 	if closed {
 		return nil, nil, errClosed
 	}
+	defer m.starting.Done()
 	pl, err := m.prepare(spec)
 	if err != nil {
 		return nil, nil, err
@@ -144,6 +148,9 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 			ourEnds = append(ourEnds, w)
 			p.stdin, p.acceptsInput = w, spec.OpenStdin
 		}
+		if cmd.Stdin == nil && m.devNull != nil {
+			cmd.Stdin = m.devNull // else os/exec opens /dev/null each time
+		}
 		p.kinds = []Stream{StreamStdout, StreamStderr}
 	}
 	for range p.kinds {
@@ -154,13 +161,16 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 	closeAll(childEnds)
 	if err != nil {
 		closeAll(ourEnds)
+		if derr := checkDir(pl.dir); derr != nil {
+			return nil, nil, derr
+		}
 		return nil, nil, startError(pl.argv[0], err)
 	}
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
 	p.start = m.opts.Now()
 	if adj := m.opts.ChildOOMScoreAdj; adj != 0 {
-		if err := SetOOMScoreAdj(p.pid, adj); err != nil {
+		if err := m.setOOMScoreAdj(p.pid, adj); err != nil {
 			m.log.Warn("cannot raise the command's OOM score", zap.Int("pid", p.pid), zap.Error(err))
 		}
 	}

@@ -62,6 +62,14 @@ type Options struct {
 	// every command right after it starts (Linux): a sandbox's agentd makes
 	// what it runs die first when memory runs out, so it survives.
 	ChildOOMScoreAdj int
+	// ReadOnlyRoot, when set, lets the Manager remember PATH lookups of
+	// programs that resolve on the root filesystem without leaving it, for
+	// as long as it runs (Linux): a sandbox's root is its image, mounted
+	// read-only, and its processes cannot remount it. New checks that the
+	// root is mounted read-only and caches nothing otherwise. Lookups
+	// through any other mount (a tmpfs HOME, the workspace) are made on
+	// every start as before.
+	ReadOnlyRoot bool
 }
 
 // Manager starts processes and keeps track of them until they have
@@ -69,7 +77,17 @@ type Options struct {
 type Manager struct {
 	opts Options
 	log  *zap.Logger
-	env  []string // cleaned base environment
+	env  []string   // cleaned base environment
+	look *lookCache // nil unless opts.ReadOnlyRoot and the root is read-only
+
+	// Opened once in New, used by every start, closed by Close once no
+	// start is under way (starting): a start then walks no path from "/"
+	// for them (on a sandbox's root, each walk is a round trip to the
+	// storage driver).
+	devNull   *os.File       // stdin of commands that take none; nil: os/exec opens it
+	procDir   int            // /proc (Linux), for OOM scores; -1: none
+	starting  sync.WaitGroup // starts under way
+	closeOnce sync.Once
 
 	wg sync.WaitGroup // one per process, done when it has finished
 
@@ -109,12 +127,23 @@ func New(opts Options) *Manager {
 		opts.Now = time.Now
 	}
 	cloexecInherited()
-	return &Manager{
-		opts:  opts,
-		log:   opts.Logger.Named("runner"),
-		env:   CleanEnv(opts.Env),
-		procs: make(map[string]*Process),
+	m := &Manager{
+		opts:    opts,
+		log:     opts.Logger.Named("runner"),
+		env:     CleanEnv(opts.Env),
+		procs:   make(map[string]*Process),
+		procDir: -1,
 	}
+	if f, err := os.Open(os.DevNull); err == nil {
+		m.devNull = f
+	}
+	if opts.ChildOOMScoreAdj != 0 {
+		m.procDir = openProcDir()
+	}
+	if opts.ReadOnlyRoot {
+		m.look = newLookCache()
+	}
+	return m
 }
 
 // Start starts the command spec describes. ctx bounds only the start: the
@@ -241,6 +270,7 @@ func (m *Manager) Resize(id string, size PtySize) error {
 // once and Close returns ctx's error after they have finished. Start fails
 // after Close.
 func (m *Manager) Close(ctx context.Context) error {
+	defer m.closeFiles()
 	m.mu.Lock()
 	m.closed = true
 	procs := make([]*Process, 0, len(m.procs))
@@ -267,6 +297,18 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	<-all
 	return ctx.Err()
+}
+
+// closeFiles closes the files every start shares, once no start is under
+// way (none begins after Close).
+func (m *Manager) closeFiles() {
+	m.closeOnce.Do(func() {
+		m.starting.Wait()
+		if m.devNull != nil {
+			m.devNull.Close()
+		}
+		closeProcDir(m.procDir)
+	})
 }
 
 // evictLocked forgets processes that finished more than Linger ago.

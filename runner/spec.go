@@ -93,9 +93,10 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 		p.dir = filepath.Join(m.opts.Dir, p.dir)
 	}
 	p.dir = filepath.Clean(p.dir)
-	if err := checkDir(p.dir); err != nil {
-		return nil, err
-	}
+	// The directory is checked only when something fails (the lookup
+	// here, the start in Manager.start), to say which part is wrong: the
+	// child's chdir checks it anyway, and each check is a walk from "/",
+	// on a sandbox's root a round trip to the storage driver.
 
 	p.env = m.env
 	if m.opts.ExtraEnv != nil {
@@ -120,8 +121,11 @@ func (m *Manager) prepare(spec Spec) (*plan, error) {
 	} else {
 		p.argv = append([]string(nil), spec.Argv...)
 	}
-	path, err := LookPath(p.argv[0], p.dir, p.env)
+	path, err := m.resolveProgram(p.argv[0], p.dir, p.env)
 	if err != nil {
+		if derr := checkDir(p.dir); derr != nil {
+			return nil, derr
+		}
 		return nil, err
 	}
 	p.path = path

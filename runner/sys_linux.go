@@ -11,7 +11,55 @@ import (
 // (-1000 to 1000; higher dies first). Raising it needs no privilege, so a
 // sandbox's agentd makes the commands it starts die before it does.
 func SetOOMScoreAdj(pid, adj int) error {
-	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+	return writeOOMScoreAdj(unix.AT_FDCWD, pid, adj)
+}
+
+// writeOOMScoreAdj writes adj to PID/oom_score_adj under procDir, a
+// descriptor of /proc (or AT_FDCWD: then the path from "/"), with plain
+// system calls (open, write, close), not through an *os.File, which would
+// also try to register the file with the runtime's poller: this runs on
+// every start.
+func writeOOMScoreAdj(procDir, pid, adj int) error {
+	name := strconv.Itoa(pid) + "/oom_score_adj"
+	if procDir == unix.AT_FDCWD {
+		name = "/proc/" + name
+	}
+	fd, err := unix.Openat(procDir, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(strconv.Itoa(adj)))
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: "/proc/" + strconv.Itoa(pid) + "/oom_score_adj", Err: err}
+	}
+	return nil
+}
+
+// openProcDir opens /proc for setOOMScoreAdj, or returns -1.
+func openProcDir() int {
+	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// closeProcDir closes what openProcDir opened.
+func closeProcDir(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// setOOMScoreAdj is SetOOMScoreAdj with the path opened relative to the
+// Manager's /proc: no walk from "/".
+func (m *Manager) setOOMScoreAdj(pid, adj int) error {
+	if m.procDir < 0 {
+		return SetOOMScoreAdj(pid, adj)
+	}
+	return writeOOMScoreAdj(m.procDir, pid, adj)
 }
 
 // waitLeader blocks until the process pid has exited, without reaping it.

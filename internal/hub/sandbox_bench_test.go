@@ -4,12 +4,15 @@ package hub_test
 // exec in a cold sandbox next to `docker run -d` + `docker exec` of the
 // same image, the first exec from the warm pool, and exec in a running
 // sandbox next to exec on a paired agentd through the same kind of hub
-// (in this process, and as a process of its own).
+// (in this process, and as a process of its own: `agentd run`, what a
+// paired machine is, the baseline of the target). BenchmarkExecSideBySide
+// makes those exec calls in turn, one to each per round, so that a loaded
+// machine slows all alike; the single-target exec benchmarks remain for
+// profiling one path.
 //
-//	go test -run '^$' -bench 'Sandbox|DockerRunExec|MachineExec|MachineProcessExec' -benchtime 20x ./internal/hub/
+//	go test -run '^$' -bench 'Sandbox|DockerRunExec|MachineExec|MachineProcessExec|ExecSideBySide' -benchtime 20x ./internal/hub/
 //
-// scripts/bench-sandbox.sh runs them in one go test process and prints the
-// ratios. They need the local Docker engine (they skip without one) and
+// scripts/bench-sandbox.sh runs them and prints the ratios. They need the local Docker engine (they skip without one) and
 // remove every container and volume they made.
 //
 // startSandboxHub takes a *testing.T, so the hub is built here the same
@@ -83,7 +86,7 @@ func newSandboxBench(b *testing.B, tune func(*hub.SandboxOptions)) *sbBench {
 	})
 	o := hub.SandboxOptions{
 		Driver:         td,
-		AgentdDir:      sandboxtest.AgentdBinary(b),
+		AgentdDir:      sbAgentdDir(b),
 		SocketDir:      b.TempDir(),
 		BuiltinNetwork: "none",
 		StartTimeout:   60 * time.Second,
@@ -310,11 +313,76 @@ func BenchmarkMachineExec(b *testing.B) {
 // `agentd run`), as a sandbox's agentd is and a user's machine's would be.
 func BenchmarkMachineProcessExec(b *testing.B) {
 	h := newSandboxBench(b, nil)
+	sbExecLoop(b, h, h.startProcessAgentd())
+}
+
+// BenchmarkExecSideBySide is exec of true through one hub to, in turn, a
+// conversation's running sandbox, the same sandbox by its id, the static
+// agentd paired as a process of its own (`agentd run`: what a paired
+// machine is, the baseline of the target) and a paired agentd in this
+// process (the optimistic bound), one call to each per round, so that
+// the machine's load falls on all alike. It reports each one's p50 and
+// p90 and the ratios of the sandbox's p50 to the two baselines'.
+func BenchmarkExecSideBySide(b *testing.B) {
+	h := newSandboxBench(b, nil)
+	conv := h.convCtx(hub.BuiltinEnvironment, "exec")
+	h.exec(conv) // creates the sandbox
+	sbs := h.list()
+	if len(sbs) != 1 {
+		b.Fatalf("%d sandboxes, want 1", len(sbs))
+	}
+	targets := []*sbTarget{
+		{name: "sandbox", ctx: conv},
+		{name: "sandbox-by-id", ctx: authCtx(b.Context(), h.token, sbs[0].GetId())},
+		{name: "process", ctx: h.startProcessAgentd()},
+		{name: "inproc", ctx: authCtx(b.Context(), h.token, h.startDaemon())},
+	}
+	calls := sbExecCalls(b)
+	for range 5 {
+		for _, t := range targets {
+			h.exec(t.ctx)
+		}
+	}
+	rounds := 0
+	for b.Loop() {
+		for range calls {
+			for _, t := range targets {
+				t0 := time.Now()
+				h.exec(t.ctx)
+				t.ds = append(t.ds, time.Since(t0))
+			}
+			rounds++
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds), "ns/op") // per round
+	p50 := map[string]float64{}
+	for _, t := range targets {
+		p50[t.name] = sbQuantile(t.ds, 0.5)
+		b.ReportMetric(p50[t.name], t.name+"-p50-ms")
+		b.ReportMetric(sbQuantile(t.ds, 0.9), t.name+"-p90-ms")
+	}
+	b.ReportMetric(p50["sandbox"]/p50["process"], "sandbox/process")
+	b.ReportMetric(p50["sandbox"]/p50["inproc"], "sandbox/inproc")
+	b.ReportMetric(p50["process"]/p50["inproc"], "process/inproc")
+}
+
+// sbTarget is one destination of BenchmarkExecSideBySide's calls.
+type sbTarget struct {
+	name string
+	ctx  context.Context
+	ds   []time.Duration
+}
+
+// startProcessAgentd pairs the static agentd the sandboxes run with the
+// hub and starts it as `agentd run` (a process of its own, stopped at the
+// end of the benchmark), and returns a context that routes calls to it.
+func (h *sbBench) startProcessAgentd() context.Context {
+	b := h.tb
 	code, err := hubv1.NewAdminServiceClient(h.conn()).CreatePairingCode(authCtx(b.Context(), h.token, ""), &hubv1.CreatePairingCodeRequest{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin := filepath.Join(sandboxtest.AgentdBinary(b), "agentd")
+	bin := filepath.Join(sbAgentdDir(b), "agentd")
 	dir := b.TempDir()
 	env := append(os.Environ(), "AGENTD_CONFIG_DIR="+filepath.Join(dir, "config"), "AGENTD_STATE_DIR="+filepath.Join(dir, "state"))
 	pair := exec.CommandContext(b.Context(), bin, "pair", "--hub", h.url, "--code", code.GetCode(), "--name", "bench-process")
@@ -339,26 +407,48 @@ func BenchmarkMachineProcessExec(b *testing.B) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if _, err := sys.Info(ctx, &agentdv1.InfoRequest{}); err == nil {
-			break
+			return ctx
 		} else if time.Now().After(deadline) {
 			b.Fatalf("agentd run: machine %s not reachable through the hub: %v\n%s", id, err, logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	sbExecLoop(b, h, ctx)
+}
+
+// sbAgentdDirEnv names a directory holding another static agentd for the
+// sandboxes and the process baseline than the one built from this
+// checkout (to compare two builds in one session).
+const sbAgentdDirEnv = "AGENTD_BENCH_AGENTD_DIR"
+
+// sbAgentdDir is the directory of the static agentd the benchmarks run.
+func sbAgentdDir(b testing.TB) string {
+	if dir := os.Getenv(sbAgentdDirEnv); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "agentd")); err != nil {
+			b.Fatalf("%s=%s: %v", sbAgentdDirEnv, dir, err)
+		}
+		return dir
+	}
+	return sandboxtest.AgentdBinary(b)
+}
+
+// sbExecCalls is how many calls one iteration of the exec benchmarks
+// makes (sbExecCallsEnv, default 1).
+func sbExecCalls(b *testing.B) int {
+	v := os.Getenv(sbExecCallsEnv)
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", sbExecCallsEnv, v)
+	}
+	return n
 }
 
 // sbExecLoop times exec of true through the hub to ctx's target, after a
 // warm-up (which, for a sandbox, creates it). ns/op is per call.
 func sbExecLoop(b *testing.B, h *sbBench, ctx context.Context) {
-	calls := 1
-	if v := os.Getenv(sbExecCallsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("%s=%q: want a positive integer", sbExecCallsEnv, v)
-		}
-		calls = n
-	}
+	calls := sbExecCalls(b)
 	for range 5 {
 		h.exec(ctx)
 	}
