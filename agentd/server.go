@@ -51,7 +51,10 @@ type Options struct {
 	// /bin/sh (%ComSpec% on Windows).
 	Shell string
 	// Env is the base environment of the commands the agent runs. Default:
-	// the user's login environment, resolved once from `$SHELL -l`.
+	// on a machine, the user's login environment, resolved once from
+	// `$SHELL -l`; in a sandbox, the daemon's own, which is the image's
+	// (its ENV as the engine set it, as `docker exec` gives it: a login
+	// shell's profile would reset PATH and lose what the image adds).
 	Env []string
 	// SecretsDir, when set, holds variables for every command: each file
 	// NAME (a valid variable name) sets NAME to its content, read at each
@@ -166,6 +169,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if opts.Env == nil && opts.Mode == ModeSandbox {
+		opts.Env = os.Environ()
 	}
 	if opts.Env == nil {
 		env, err := runner.LoginEnv(ctx, opts.Shell)

@@ -163,6 +163,13 @@ func TestSandboxBuiltin(t *testing.T) {
 	if err != nil || code != 0 || out != "hi\nro\n" {
 		t.Errorf("run: %q exit %d err %v; want hi, ro", out, code, err)
 	}
+	// Commands get the image's environment (its ENV, as PID 1 got it), not
+	// a login shell's: Debian's /etc/profile would reset PATH and drop the
+	// base image's ~/.local/bin, where pip puts what the agent installs.
+	out, _, err = h.run(ctx, "sh", "-c", `echo "PATH=$PATH"; tr '\0' '\n' </proc/1/environ | grep '^PATH='`)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 2 || lines[0] != lines[1] || !strings.Contains(lines[0], "/home/agent/.local/bin") {
+		t.Errorf("PATH in the sandbox, then the image's: %q (%v); want the same two, with /home/agent/.local/bin", out, err)
+	}
 	// The same conversation: the same sandbox, its files still there.
 	out, _, err = h.run(h.ctx("builtin", "c-1"), "cat", "/workspace/f")
 	if err != nil || out != "hi\n" {
