@@ -42,6 +42,13 @@ type Options struct {
 	// TTL is how long a replica may stay silent before the others count
 	// it dead and drop its routes (default 5 s; at least 2 heartbeats).
 	TTL time.Duration
+	// RouteCache is how long a route Lookup found is used again without
+	// asking the database (default the heartbeat; negative: never cached).
+	// A route that fails is dropped at once (Forget), so a machine that
+	// moved costs at most one failed call; this bound is for a holder that
+	// neither answers nor fails (hung), whose routes the database stops
+	// serving after the TTL.
+	RouteCache time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the registry's logs (default a no-op logger).
@@ -60,7 +67,18 @@ type Registry struct {
 	held    map[string]time.Time // machines whose tunnel this replica holds, since
 	pending map[string]bool      // route changes not written yet: true up, false down
 	wake    chan struct{}
+	routes  map[string]cachedRoute // Lookup's recent answers, by machine
 }
+
+// cachedRoute is a route Lookup found, and until when it may be used.
+type cachedRoute struct {
+	route store.Route
+	until time.Time
+}
+
+// maxCachedRoutes bounds the route cache; past it, expired entries are
+// swept, and if none were, the cache starts afresh.
+const maxCachedRoutes = 100_000
 
 // New returns a Registry; Run registers it.
 func New(opts Options) (*Registry, error) {
@@ -77,6 +95,9 @@ func New(opts Options) (*Registry, error) {
 		opts.TTL = 5 * time.Second
 	}
 	opts.TTL = max(opts.TTL, 2*opts.Heartbeat)
+	if opts.RouteCache == 0 {
+		opts.RouteCache = opts.Heartbeat
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -89,6 +110,7 @@ func New(opts Options) (*Registry, error) {
 		held:    map[string]time.Time{},
 		pending: map[string]bool{},
 		wake:    make(chan struct{}, 1),
+		routes:  map[string]cachedRoute{},
 	}, nil
 }
 
@@ -109,6 +131,7 @@ func (r *Registry) change(machineID string, up bool) {
 		delete(r.held, machineID)
 	}
 	r.pending[machineID] = up
+	delete(r.routes, machineID)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -117,9 +140,53 @@ func (r *Registry) change(machineID string, up bool) {
 }
 
 // Lookup returns the route of a machine whose tunnel a live replica holds;
-// store.ErrNotFound if none does.
+// store.ErrNotFound if none does. A route found is cached for
+// Options.RouteCache; the caller Forgets it when a call along it fails.
 func (r *Registry) Lookup(ctx context.Context, machineID string) (store.Route, error) {
-	return r.opts.Store.Route(ctx, machineID, r.opts.Now().Add(-r.opts.TTL))
+	now := r.opts.Now()
+	if r.opts.RouteCache > 0 {
+		r.mu.Lock()
+		c, ok := r.routes[machineID]
+		r.mu.Unlock()
+		if ok && now.Before(c.until) {
+			return c.route, nil
+		}
+	}
+	rt, err := r.opts.Store.Route(ctx, machineID, now.Add(-r.opts.TTL))
+	if err != nil || r.opts.RouteCache <= 0 || rt.ReplicaID == r.opts.ID {
+		return rt, err // this replica's own route is stale (Down came first): not kept
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.routes) >= maxCachedRoutes {
+		r.sweepRoutes(now)
+	}
+	r.routes[machineID] = cachedRoute{route: rt, until: now.Add(r.opts.RouteCache)}
+	return rt, nil
+}
+
+// Forget drops the cached route of the machine if it still names the
+// replica replicaID: a call along it failed, so the next Lookup asks the
+// database. A route cached since then (another call looked again) stays.
+func (r *Registry) Forget(machineID, replicaID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.routes[machineID]; ok && c.route.ReplicaID == replicaID {
+		delete(r.routes, machineID)
+	}
+}
+
+// sweepRoutes drops expired cache entries, or all if none had expired.
+// r.mu is held.
+func (r *Registry) sweepRoutes(now time.Time) {
+	for id, c := range r.routes {
+		if !now.Before(c.until) {
+			delete(r.routes, id)
+		}
+	}
+	if len(r.routes) >= maxCachedRoutes {
+		clear(r.routes)
+	}
 }
 
 // Register enters the replica in the registry; Run keeps it there.
