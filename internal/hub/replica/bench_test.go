@@ -1,7 +1,6 @@
 package replica_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -71,8 +70,6 @@ func BenchmarkRoutedCall(b *testing.B) {
 	}
 	b.ReportMetric(p50[1]-p50[0], "extra-hop-ms")
 	b.ReportMetric(p50[2]-p50[0], "extra-hop-nocache-ms")
-	fmt.Printf("ROUTED-CALL n=%d holder_p50_ms=%.3f hop_p50_ms=%.3f hop_nocache_p50_ms=%.3f lookup_p50_ms=%.3f extra_hop_ms=%.3f extra_hop_nocache_ms=%.3f\n",
-		len(took[0]), p50[0], p50[1], p50[2], p50[3], p50[1]-p50[0], p50[2]-p50[0])
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -34,7 +34,14 @@ import (
 const (
 	killMachinesEnv = "AGENTD_BENCH_REPLICA_MACHINES" // N: run TestReplicaKill with N machines
 	agenthubEnv     = "AGENTD_BENCH_AGENTHUB"         // the agenthub binary (default: built into a temporary directory)
+	settleEnv       = "AGENTD_BENCH_REPLICA_SETTLE"   // how long every tunnel is up before the kill (default 61s)
 )
+
+// defaultSettle: a tunnel that stayed up a minute (transport.Backoff's
+// default ResetAfter) reconnects from the initial backoff (ceiling 1 s), as
+// a daemon connected for long does; one up for less goes on from where its
+// last reconnects left its backoff.
+const defaultSettle = 61 * time.Second
 
 // hubProc is one `agenthub serve` replica process.
 type hubProc struct {
@@ -254,6 +261,7 @@ func TestReplicaKill(t *testing.T) {
 	tuns := serveDaemons(t, lb.URL(), ids)
 	holders := waitRoutes(t, st, org.ID, n, 120*time.Second)
 	t.Logf("%d tunnels up and routed in %s", n, time.Since(t0).Round(time.Millisecond))
+	settle(t, tuns)
 
 	// The victim: the replica process listening on hubs[1].internal.
 	victim, survivors := hubs[1], []*hubProc{hubs[0], hubs[2]}
@@ -304,15 +312,90 @@ func TestReplicaKill(t *testing.T) {
 			back[k], reach[k], failed[k] = tb.Sub(tKill), tr.Sub(tKill), !ok
 		})
 	}
+	rerouted := watchRoutes(wctx, t, st, org.ID, ids, held, victimID, tKill)
 	wg.Wait()
 	if c := countTrue(failed); c > 0 {
 		t.Fatalf("%d of the %d machines on the killed replica not back and routable within 120 s", c, len(held))
 	}
 	slices.Sort(back)
 	slices.Sort(reach)
-	fmt.Printf("REPLICA-KILL n=%d replicas=3 on_victim=%d per_replica=%d/%d/%d back_p50_s=%.3f back_p100_s=%.3f routable_p50_s=%.3f routable_p100_s=%.3f\n",
+	routes := <-rerouted
+	fmt.Printf("REPLICA-KILL n=%d replicas=3 on_victim=%d per_replica=%d/%d/%d back_p50_s=%.3f back_p100_s=%.3f route_p50_s=%.3f route_p100_s=%.3f routable_p50_s=%.3f routable_p100_s=%.3f\n",
 		n, len(held), per[replicaAt(reps, hubs[0])], per[victimID], per[replicaAt(reps, hubs[2])],
-		back[len(back)/2].Seconds(), back[len(back)-1].Seconds(), reach[len(reach)/2].Seconds(), reach[len(reach)-1].Seconds())
+		back[len(back)/2].Seconds(), back[len(back)-1].Seconds(), routes[len(routes)/2].Seconds(), routes[len(routes)-1].Seconds(),
+		reach[len(reach)/2].Seconds(), reach[len(reach)-1].Seconds())
+}
+
+// settle waits until every tunnel has been up for $AGENTD_BENCH_REPLICA_SETTLE
+// (default defaultSettle); it fails if one went down meanwhile.
+func settle(t *testing.T, tuns []*transport.Tunnel) {
+	t.Helper()
+	d := defaultSettle
+	if v := os.Getenv(settleEnv); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("%s=%q: %v", settleEnv, v, err)
+		}
+	}
+	var last time.Time
+	for _, tun := range tuns {
+		s := tun.Status()
+		if s.State != transport.StateConnected {
+			t.Fatalf("tunnel %s is %s before the kill: %v", s.MachineID, s.State, s.Err)
+		}
+		if s.ConnectedSince.After(last) {
+			last = s.ConnectedSince
+		}
+	}
+	t.Logf("waiting until every tunnel has been up %s (the daemons' backoff resets after a minute up)", d)
+	select {
+	case <-time.After(time.Until(last.Add(d))):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	for _, tun := range tuns {
+		if s := tun.Status(); s.State != transport.StateConnected || s.ConnectedSince.After(last) {
+			t.Fatalf("tunnel %s went down while settling: %+v", s.MachineID, s)
+		}
+	}
+}
+
+// watchRoutes reads the org's routes every 50 ms until each machine in
+// held (indexes into ids) has a route to a replica other than victim; it
+// sends how long after t0 each one's was first seen, sorted (fewer if ctx
+// ended first).
+func watchRoutes(ctx context.Context, t *testing.T, st store.Store, orgID string, ids []string, held []int, victim string, t0 time.Time) <-chan []time.Duration {
+	out := make(chan []time.Duration, 1)
+	want := make(map[string]bool, len(held))
+	for _, i := range held {
+		want[ids[i]] = true
+	}
+	go func() {
+		var seen []time.Duration
+		defer func() { slices.Sort(seen); out <- seen }()
+		for len(want) > 0 {
+			rs, err := st.ListRoutes(ctx, orgID, time.Now().Add(-5*time.Second))
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("routes: %v", err)
+				}
+				return
+			}
+			at := time.Since(t0)
+			for _, r := range rs {
+				if want[r.MachineID] && r.ReplicaID != victim {
+					delete(want, r.MachineID)
+					seen = append(seen, at)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return out
 }
 
 // waitRoutes waits until all n machines of the org have a live route and
