@@ -320,6 +320,11 @@ func TestReplicaKill(t *testing.T) {
 	slices.Sort(back)
 	slices.Sort(reach)
 	routes := <-rerouted
+	for _, p := range hubs {
+		if b, _ := os.ReadFile(p.log); len(b) > 0 {
+			t.Logf("agenthub serve on %s logged:\n%s", p.addr, tail(b, 4096))
+		}
+	}
 	fmt.Printf("REPLICA-KILL n=%d replicas=3 on_victim=%d per_replica=%d/%d/%d back_p50_s=%.3f back_p100_s=%.3f route_p50_s=%.3f route_p100_s=%.3f routable_p50_s=%.3f routable_p100_s=%.3f\n",
 		n, len(held), per[replicaAt(reps, hubs[0])], per[victimID], per[replicaAt(reps, hubs[2])],
 		back[len(back)/2].Seconds(), back[len(back)-1].Seconds(), routes[len(routes)/2].Seconds(), routes[len(routes)-1].Seconds(),
@@ -429,6 +434,14 @@ func replicaAt(reps []store.Replica, p *hubProc) string {
 		}
 	}
 	return ""
+}
+
+// tail is the end of b, at most n bytes.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 func countTrue(bs []bool) int {

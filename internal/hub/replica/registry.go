@@ -133,6 +133,11 @@ func (r *Registry) change(machineID string, up bool) {
 	r.pending[machineID] = up
 	delete(r.routes, machineID)
 	r.mu.Unlock()
+	r.poke()
+}
+
+// poke wakes the route writer.
+func (r *Registry) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -199,7 +204,10 @@ func (r *Registry) Routes(ctx context.Context, orgID string) ([]store.Route, err
 
 // Run keeps the replica's entry and routes current until ctx ends; then it
 // deletes the entry (and so its routes), so that the other replicas need
-// not wait for it to expire.
+// not wait for it to expire. The heartbeat and the route writes run apart:
+// a burst of tunnels coming up (after another replica died, say) must not
+// hold the heartbeat back past the TTL, or the others expire this replica
+// too, routes and all.
 func (r *Registry) Run(ctx context.Context) {
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -208,6 +216,30 @@ func (r *Registry) Run(ctx context.Context) {
 			r.log.Warn("leaving the replica registry", zap.Error(err))
 		}
 	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.heartbeat(ctx) })
+	r.routeWriter(ctx)
+	wg.Wait()
+}
+
+// heartbeat beats every Options.Heartbeat until ctx ends.
+func (r *Registry) heartbeat(ctx context.Context) {
+	t := time.NewTicker(r.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.beat(ctx)
+		}
+	}
+}
+
+// routeWriter writes route changes as they come, and retries failed ones
+// every heartbeat, until ctx ends. It is the only writer of routes once
+// Run started, so a machine's changes are written in order.
+func (r *Registry) routeWriter(ctx context.Context) {
 	t := time.NewTicker(r.opts.Heartbeat)
 	defer t.Stop()
 	for {
@@ -215,16 +247,24 @@ func (r *Registry) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
-			r.writeRoutes(ctx)
 		case <-t.C:
-			r.beat(ctx)
-			r.writeRoutes(ctx)
 		}
+		r.writeRoutes(ctx)
 	}
 }
 
 // register enters the replica, and every route it holds, afresh.
 func (r *Registry) register(ctx context.Context) error {
+	if err := r.registerRow(ctx); err != nil {
+		return err
+	}
+	r.writeRoutes(ctx)
+	return nil
+}
+
+// registerRow enters the replica and marks every route it holds as to be
+// written again.
+func (r *Registry) registerRow(ctx context.Context) error {
 	now := r.opts.Now()
 	err := r.opts.Store.RegisterReplica(ctx, store.Replica{ID: r.opts.ID, Addr: r.opts.Addr, StartedAt: now, HeartbeatAt: now})
 	if err != nil {
@@ -235,7 +275,6 @@ func (r *Registry) register(ctx context.Context) error {
 		r.pending[id] = true
 	}
 	r.mu.Unlock()
-	r.writeRoutes(ctx)
 	return nil
 }
 
@@ -246,7 +285,9 @@ func (r *Registry) beat(ctx context.Context) {
 	err := r.opts.Store.ReplicaHeartbeat(ctx, r.opts.ID, now)
 	if errors.Is(err, store.ErrNotFound) {
 		r.log.Warn("this replica was expired by the others: registering again")
-		err = r.register(ctx)
+		if err = r.registerRow(ctx); err == nil {
+			r.poke() // the route writer writes its routes again
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("replica heartbeat", zap.Error(err))
