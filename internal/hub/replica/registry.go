@@ -301,7 +301,14 @@ func (r *Registry) beat(ctx context.Context) {
 	}
 }
 
+// routeWriters is how many route changes writeRoutes writes at once: a
+// burst of tunnels (a replica died and its machines came here) is routed
+// sooner, and the pool (store.DefaultPostgresPool) keeps room for calls.
+const routeWriters = 4
+
 // writeRoutes writes the pending route changes; failed ones stay pending.
+// Each machine is in one batch at most once, and batches do not overlap,
+// so a machine's changes are written in order.
 func (r *Registry) writeRoutes(ctx context.Context) {
 	r.mu.Lock()
 	todo := r.pending
@@ -311,22 +318,40 @@ func (r *Registry) writeRoutes(ctx context.Context) {
 		since[id] = r.held[id]
 	}
 	r.mu.Unlock()
-	for id, up := range todo {
-		var err error
-		if up {
-			err = r.opts.Store.SetRoute(ctx, id, r.opts.ID, since[id])
-		} else {
-			err = r.opts.Store.DeleteRoute(ctx, id, r.opts.ID)
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("recording a route", zap.String("machine", id), zap.Bool("up", up), zap.Error(err))
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range min(routeWriters, len(todo)) {
+		wg.Go(func() {
+			for id := range ids {
+				r.writeRoute(ctx, id, todo[id], since[id])
 			}
-			r.mu.Lock()
-			if _, newer := r.pending[id]; !newer {
-				r.pending[id] = up
-			}
-			r.mu.Unlock()
-		}
+		})
 	}
+	for id := range todo {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
+}
+
+// writeRoute writes one route change; if it fails, it stays pending
+// unless a newer one came meanwhile.
+func (r *Registry) writeRoute(ctx context.Context, id string, up bool, since time.Time) {
+	var err error
+	if up {
+		err = r.opts.Store.SetRoute(ctx, id, r.opts.ID, since)
+	} else {
+		err = r.opts.Store.DeleteRoute(ctx, id, r.opts.ID)
+	}
+	if err == nil {
+		return
+	}
+	if ctx.Err() == nil {
+		r.log.Warn("recording a route", zap.String("machine", id), zap.Bool("up", up), zap.Error(err))
+	}
+	r.mu.Lock()
+	if _, newer := r.pending[id]; !newer {
+		r.pending[id] = up
+	}
+	r.mu.Unlock()
 }
