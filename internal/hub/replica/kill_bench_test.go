@@ -191,8 +191,8 @@ func backAfter(ctx context.Context, tun *transport.Tunnel, t0 time.Time) (time.T
 }
 
 // routable calls System.Info for the machine through every client until
-// all succeed (each retried every 50 ms: 333 machines polled at once load the survivors too); it returns when, or false at
-// ctx's end.
+// all succeed, each retried every 50 ms (hundreds of machines polled at
+// once load the survivors too); it returns when, or false at ctx's end.
 func routable(ctx context.Context, clients []agentdv1.SystemServiceClient, token, id string) (time.Time, bool) {
 	mctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token, "agentd-machine", id)
 	for _, c := range clients {
