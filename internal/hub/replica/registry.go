@@ -194,7 +194,8 @@ func (r *Registry) sweepRoutes(now time.Time) {
 	}
 }
 
-// Register enters the replica in the registry; Run keeps it there.
+// Register enters the replica in the registry, before Run, which keeps it
+// there.
 func (r *Registry) Register(ctx context.Context) error { return r.register(ctx) }
 
 // Routes returns the live routes of the org's machines, by machine ID.
