@@ -213,6 +213,33 @@ func routable(ctx context.Context, clients []agentdv1.SystemServiceClient, token
 	return time.Now(), true
 }
 
+// benchMachines makes an org, an admin token and n machines (keys from
+// killMachineKey) in st.
+func benchMachines(t *testing.T, st store.Store, n int) (org store.Org, token string, ids []string) {
+	t.Helper()
+	ctx := t.Context()
+	org, err := st.CreateOrg(ctx, "bench", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, hash := store.NewToken()
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: org.ID, Name: "bench", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ids = make([]string, n)
+	for i := range n {
+		m, err := st.CreateMachine(ctx, store.Machine{
+			OrgID: org.ID, Name: fmt.Sprintf("m-%d", i), Hostname: "bench", OS: runtime.GOOS, Arch: runtime.GOARCH,
+			PublicKey: killMachineKey(i).Public().(ed25519.PublicKey), CreatedAt: time.Now(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = m.ID
+	}
+	return org, token, ids
+}
+
 // TestReplicaKill: N machines' tunnels spread round robin over three
 // `agenthub serve` replica processes on one PostgreSQL database, through a
 // load balancer; one replica is killed (SIGKILL: no goodbye, its tunnels
@@ -229,25 +256,7 @@ func TestReplicaKill(t *testing.T) {
 	url := pgtest.Database(t)
 	st := openPostgres(t, url)
 	ctx := t.Context()
-	org, err := st.CreateOrg(ctx, "bench", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, hash := store.NewToken()
-	if _, err := st.CreateToken(ctx, store.Token{OrgID: org.ID, Name: "bench", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, n)
-	for i := range n {
-		m, err := st.CreateMachine(ctx, store.Machine{
-			OrgID: org.ID, Name: fmt.Sprintf("m-%d", i), Hostname: "bench", OS: runtime.GOOS, Arch: runtime.GOARCH,
-			PublicKey: killMachineKey(i).Public().(ed25519.PublicKey), CreatedAt: time.Now(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = m.ID
-	}
+	org, token, ids := benchMachines(t, st, n)
 
 	dir := t.TempDir()
 	hubs := make([]*hubProc, 3)
@@ -298,28 +307,8 @@ func TestReplicaKill(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
-	back := make([]time.Duration, len(held))
-	reach := make([]time.Duration, len(held))
-	failed := make([]bool, len(held))
-	var wg sync.WaitGroup
-	for k, i := range held {
-		wg.Go(func() {
-			tb, ok := backAfter(wctx, tuns[i], tKill)
-			if !ok {
-				failed[k] = true
-				return
-			}
-			tr, ok := routable(wctx, clients, token, ids[i])
-			back[k], reach[k], failed[k] = tb.Sub(tKill), tr.Sub(tKill), !ok
-		})
-	}
 	rerouted := watchRoutes(wctx, t, st, org.ID, ids, held, victimID, tKill)
-	wg.Wait()
-	if c := countTrue(failed); c > 0 {
-		t.Fatalf("%d of the %d machines on the killed replica not back and routable within 120 s", c, len(held))
-	}
-	slices.Sort(back)
-	slices.Sort(reach)
+	back, reach := measureBack(wctx, t, tuns, held, clients, token, ids, tKill)
 	routes := <-rerouted
 	for _, p := range hubs {
 		if b, _ := os.ReadFile(p.log); len(b) > 0 {
@@ -330,6 +319,36 @@ func TestReplicaKill(t *testing.T) {
 		n, len(held), per[replicaAt(reps, hubs[0])], per[victimID], per[replicaAt(reps, hubs[2])],
 		back[len(back)/2].Seconds(), back[len(back)-1].Seconds(), routes[len(routes)/2].Seconds(), routes[len(routes)-1].Seconds(),
 		reach[len(reach)/2].Seconds(), reach[len(reach)-1].Seconds())
+}
+
+// measureBack waits, for each machine in held (indexes into ids and
+// tuns), until its tunnel is back after tKill and System.Info reaches it
+// through every client; it returns both delays, sorted.
+func measureBack(ctx context.Context, t *testing.T, tuns []*transport.Tunnel, held []int, clients []agentdv1.SystemServiceClient,
+	token string, ids []string, tKill time.Time) (back, reach []time.Duration) {
+	t.Helper()
+	back = make([]time.Duration, len(held))
+	reach = make([]time.Duration, len(held))
+	failed := make([]bool, len(held))
+	var wg sync.WaitGroup
+	for k, i := range held {
+		wg.Go(func() {
+			tb, ok := backAfter(ctx, tuns[i], tKill)
+			if !ok {
+				failed[k] = true
+				return
+			}
+			tr, ok := routable(ctx, clients, token, ids[i])
+			back[k], reach[k], failed[k] = tb.Sub(tKill), tr.Sub(tKill), !ok
+		})
+	}
+	wg.Wait()
+	if c := countTrue(failed); c > 0 {
+		t.Fatalf("%d of the %d machines on the killed replica not back and routable within 120 s", c, len(held))
+	}
+	slices.Sort(back)
+	slices.Sort(reach)
+	return back, reach
 }
 
 // settle waits until every tunnel has been up for $AGENTD_BENCH_REPLICA_SETTLE
