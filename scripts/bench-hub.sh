@@ -13,14 +13,23 @@
 #   * the Go benchmarks of internal/hub (exec and 256 MiB stdout through a
 #     real hub and tunnel, in-process client) and TestIdleTunnels: hub memory
 #     per idle tunnel with N daemons in a child process, and the time for all
-#     N to be back after a hub restart (quick backoff, and the default one).
+#     N to be back after a hub restart (quick backoff, and the default one);
+#   * hub replicas on one PostgreSQL (internal/hub/replica): System.Info
+#     sent to the replica holding the tunnel vs one hop away, with and
+#     without the route cache, interleaved (BenchmarkRoutedCall); and
+#     REPLICA_MACHINES machines spread round robin over three `agenthub
+#     serve` replica processes, one killed with SIGKILL, until every machine
+#     it held is back on a survivor and reachable through both survivors
+#     (TestReplicaKill; the daemons' default backoff).
 #
 # Raw results: .bench/hub-results.txt. Knobs (env): LAT_RUNS (runs per
 # command for latency, default 300), THR_RUNS (1 GiB runs per command,
 # default 3), TUNNELS (idle tunnels, default 1000), EXEC_BENCHTIME (default
 # 300x), STDOUT_BENCHTIME (default 3x), SSH_PORT (first port tried, 2222),
-# HUB_PORT (first port tried, 18443), CHAT_BENCHTIME (default 300x), NO_SSH=1,
-# NO_GO=1.
+# HUB_PORT (first port tried, 18443), CHAT_BENCHTIME (default 300x),
+# HOP_BENCHTIME (default 2000x), REPLICA_MACHINES (default 1000), NO_SSH=1,
+# NO_GO=1, NO_REPLICAS=1. The replica figures need PostgreSQL's server
+# binaries (initdb, pg_ctl); without them those tests skip, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -34,6 +43,9 @@ TUNNELS=${TUNNELS:-1000}
 EXEC_BENCHTIME=${EXEC_BENCHTIME:-300x}
 STDOUT_BENCHTIME=${STDOUT_BENCHTIME:-3x}
 CHAT_BENCHTIME=${CHAT_BENCHTIME:-300x}
+HOP_BENCHTIME=${HOP_BENCHTIME:-2000x}
+REPLICA_MACHINES=${REPLICA_MACHINES:-1000}
+NO_REPLICAS=${NO_REPLICAS:-}
 SSH_PORT=${SSH_PORT:-2222}
 HUB_PORT=${HUB_PORT:-18443}
 NO_SSH=${NO_SSH:-}
@@ -114,6 +126,15 @@ if [[ -z $NO_GO ]]; then
 	say "idle tunnels: $TUNNELS daemons in a child process, then two hub restarts"
 	AGENTD_BENCH_TUNNELS=$TUNNELS go test -run '^TestIdleTunnels$' -count 1 -v -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
 		die "TestIdleTunnels with $TUNNELS tunnels failed (try a smaller TUNNELS=)"
+	if [[ -z $NO_REPLICAS ]]; then
+		say "hub replicas on PostgreSQL: routed call on the holder vs one hop away ($HOP_BENCHTIME, interleaved)"
+		go test -run '^$' -bench '^BenchmarkRoutedCall$' -benchtime "$HOP_BENCHTIME" -count 1 -timeout 10m ./internal/hub/replica/ 2>&1 |
+			tee -a "$go_out" | tee -a "$raw" >&2 || die "BenchmarkRoutedCall failed"
+		say "hub replicas: $REPLICA_MACHINES machines over three agenthub processes, one killed (SIGKILL)"
+		AGENTD_BENCH_REPLICA_MACHINES=$REPLICA_MACHINES AGENTD_BENCH_AGENTHUB=$bin/agenthub \
+			go test -run '^TestReplicaKill$' -count 1 -v -timeout 10m ./internal/hub/replica/ 2>&1 |
+			tee -a "$go_out" | tee -a "$raw" >&2 || die "TestReplicaKill with $REPLICA_MACHINES machines failed (try a smaller REPLICA_MACHINES=)"
+	fi
 fi
 
 gobench() {
@@ -135,6 +156,20 @@ R[tun_gor]=$(kv 'IDLE-TUNNELS ' goroutines)
 R[tun_daemon_kib]=$(kv 'IDLE-TUNNELS-DAEMONS ' per_tunnel_kib)
 R[restart_quick]=$(kv 'RESTART ' back_s backoff=quick)
 R[restart_default]=$(kv 'RESTART ' back_s backoff=default)
+R[hop_holder]=$(gobench RoutedCall holder-p50-ms)
+R[hop_hop]=$(gobench RoutedCall hop-p50-ms)
+R[hop_nocache]=$(gobench RoutedCall hop-nocache-p50-ms)
+R[hop_lookup]=$(gobench RoutedCall lookup-p50-ms)
+R[hop_extra]=$(gobench RoutedCall extra-hop-ms)
+R[hop_extra_nocache]=$(gobench RoutedCall extra-hop-nocache-ms)
+R[kill_n]=$(kv 'REPLICA-KILL ' n)
+R[kill_victim]=$(kv 'REPLICA-KILL ' on_victim)
+R[kill_back_p50]=$(kv 'REPLICA-KILL ' back_p50_s)
+R[kill_back_p100]=$(kv 'REPLICA-KILL ' back_p100_s)
+R[kill_route_p50]=$(kv 'REPLICA-KILL ' route_p50_s)
+R[kill_route_p100]=$(kv 'REPLICA-KILL ' route_p100_s)
+R[kill_reach_p50]=$(kv 'REPLICA-KILL ' routable_p50_s)
+R[kill_reach_p100]=$(kv 'REPLICA-KILL ' routable_p100_s)
 
 # ---------------------------------------------------------------- hub and agentd
 
@@ -297,9 +332,18 @@ summary() {
 	line "all N back after hub restart, default backoff" "${R[restart_default]:-n/a} s" "N=${R[tun_n]:-?}, Initial 1 s" "$v s"
 	v=$(judge "${R[restart_quick]:-}" "<=" 10)
 	line "all N back after hub restart, quick backoff" "${R[restart_quick]:-n/a} s" "N=${R[tun_n]:-?}, Initial 20 ms" "$v s"
+	v=$(judge "${R[hop_extra]:-}" "<=" 0.3)
+	line "replicas: System.Info p50, holder vs one hop" "${R[hop_hop]:-n/a} ms" "holder: ${R[hop_holder]:-n/a} ms" "extra hop ${R[hop_extra]:-n/a} ms: $v ms"
+	line "  one hop, route cache off" "${R[hop_nocache]:-n/a} ms" "route query alone: ${R[hop_lookup]:-n/a} ms" "extra hop ${R[hop_extra_nocache]:-n/a} ms"
+	v=$(judge "${R[kill_reach_p100]:-}" "<=" 10)
+	line "replica killed: all its machines routable" "${R[kill_reach_p100]:-n/a} s" "p50 ${R[kill_reach_p50]:-n/a} s (${R[kill_victim]:-?} of N=${R[kill_n]:-?})" "$v s"
+	line "  tunnels back p50/p100; routes moved" "${R[kill_back_p50]:-n/a}/${R[kill_back_p100]:-n/a} s" "routes p50/p100 ${R[kill_route_p50]:-n/a}/${R[kill_route_p100]:-n/a} s" ""
 	echo "$sep"
 	echo "MB = 10^6 bytes. Latency: $LAT_RUNS runs per command; stdout: median of $THR_RUNS interleaved runs."
 	echo "Restart time: from the old hub's shutdown starting to all N tunnels registered on the new one."
+	echo "Replicas: three hubs on one PostgreSQL. Hop: calls interleaved in one loop (in-process hubs, a real agentd)."
+	echo "Kill: from SIGKILL of one of three agenthub serve processes until System.Info answers through both survivors"
+	echo "for every machine it held (the daemons' default backoff, a round-robin balancer skipping refused backends)."
 	echo "load average at start: $load_start; at the end: $(loadavg) ($(nproc) CPUs)."
 }
 

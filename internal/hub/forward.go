@@ -128,15 +128,37 @@ func (s *Server) routeRemote(ctx context.Context, id string, md metadata.MD) (Ro
 		return Route{}, false, status.Errorf(codes.Unavailable, "route lookup: %v", err)
 	}
 	if r.Addr == "" {
+		s.replicas.Forget(id, r.ReplicaID)
 		return Route{}, false, status.Errorf(codes.Unavailable, "machine %s is connected to hub replica %s, which takes no forwarded calls (no internal address); retry", id, r.ReplicaID)
 	}
 	cc, err := s.peers.conn(r.Addr)
 	if err != nil {
+		s.replicas.Forget(id, r.ReplicaID)
 		return Route{}, false, status.Errorf(codes.Unavailable, "replica %s: %v", r.ReplicaID, err)
 	}
 	md = md.Copy()
 	md.Set(wire.MDMachine, id)
-	return Route{Conn: cc, MD: md}, true, nil
+	// The route may be a cached one: a call along it that fails (the
+	// holder gone, or the machine no longer on it) drops it, so that the
+	// next call looks the route up again.
+	forget := func(err error) error {
+		if routeFailed(err) {
+			s.replicas.Forget(id, r.ReplicaID)
+		}
+		return err
+	}
+	return Route{Conn: cc, MD: md, Done: forget}, true, nil
+}
+
+// routeFailed tells whether a forwarded call's error may mean its route is
+// wrong (the holder gone, hung, or no longer holding the machine), rather
+// than an answer from the machine (a file not found …).
+func routeFailed(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
 }
 
 // routeForwarded routes a call another replica forwarded: to the tunnel

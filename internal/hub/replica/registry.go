@@ -42,6 +42,13 @@ type Options struct {
 	// TTL is how long a replica may stay silent before the others count
 	// it dead and drop its routes (default 5 s; at least 2 heartbeats).
 	TTL time.Duration
+	// RouteCache is how long a route Lookup found is used again without
+	// asking the database (default the heartbeat; negative: never cached).
+	// A route that fails is dropped at once (Forget), so a machine that
+	// moved costs at most one failed call; this bound is for a holder that
+	// neither answers nor fails (hung), whose routes the database stops
+	// serving after the TTL.
+	RouteCache time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the registry's logs (default a no-op logger).
@@ -60,7 +67,18 @@ type Registry struct {
 	held    map[string]time.Time // machines whose tunnel this replica holds, since
 	pending map[string]bool      // route changes not written yet: true up, false down
 	wake    chan struct{}
+	routes  map[string]cachedRoute // Lookup's recent answers, by machine
 }
+
+// cachedRoute is a route Lookup found, and until when it may be used.
+type cachedRoute struct {
+	route store.Route
+	until time.Time
+}
+
+// maxCachedRoutes bounds the route cache; past it, expired entries are
+// swept, and if none were, the cache starts afresh.
+const maxCachedRoutes = 100_000
 
 // New returns a Registry; Run registers it.
 func New(opts Options) (*Registry, error) {
@@ -77,6 +95,9 @@ func New(opts Options) (*Registry, error) {
 		opts.TTL = 5 * time.Second
 	}
 	opts.TTL = max(opts.TTL, 2*opts.Heartbeat)
+	if opts.RouteCache == 0 {
+		opts.RouteCache = opts.Heartbeat
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -89,6 +110,7 @@ func New(opts Options) (*Registry, error) {
 		held:    map[string]time.Time{},
 		pending: map[string]bool{},
 		wake:    make(chan struct{}, 1),
+		routes:  map[string]cachedRoute{},
 	}, nil
 }
 
@@ -109,7 +131,13 @@ func (r *Registry) change(machineID string, up bool) {
 		delete(r.held, machineID)
 	}
 	r.pending[machineID] = up
+	delete(r.routes, machineID)
 	r.mu.Unlock()
+	r.poke()
+}
+
+// poke wakes the route writer.
+func (r *Registry) poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
@@ -117,12 +145,57 @@ func (r *Registry) change(machineID string, up bool) {
 }
 
 // Lookup returns the route of a machine whose tunnel a live replica holds;
-// store.ErrNotFound if none does.
+// store.ErrNotFound if none does. A route found is cached for
+// Options.RouteCache; the caller Forgets it when a call along it fails.
 func (r *Registry) Lookup(ctx context.Context, machineID string) (store.Route, error) {
-	return r.opts.Store.Route(ctx, machineID, r.opts.Now().Add(-r.opts.TTL))
+	now := r.opts.Now()
+	if r.opts.RouteCache > 0 {
+		r.mu.Lock()
+		c, ok := r.routes[machineID]
+		r.mu.Unlock()
+		if ok && now.Before(c.until) {
+			return c.route, nil
+		}
+	}
+	rt, err := r.opts.Store.Route(ctx, machineID, now.Add(-r.opts.TTL))
+	if err != nil || r.opts.RouteCache <= 0 || rt.ReplicaID == r.opts.ID {
+		return rt, err // this replica's own route is stale (Down came first): not kept
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.routes) >= maxCachedRoutes {
+		r.sweepRoutes(now)
+	}
+	r.routes[machineID] = cachedRoute{route: rt, until: now.Add(r.opts.RouteCache)}
+	return rt, nil
 }
 
-// Register enters the replica in the registry; Run keeps it there.
+// Forget drops the cached route of the machine if it still names the
+// replica replicaID: a call along it failed, so the next Lookup asks the
+// database. A route cached since then (another call looked again) stays.
+func (r *Registry) Forget(machineID, replicaID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.routes[machineID]; ok && c.route.ReplicaID == replicaID {
+		delete(r.routes, machineID)
+	}
+}
+
+// sweepRoutes drops expired cache entries, or all if none had expired.
+// r.mu is held.
+func (r *Registry) sweepRoutes(now time.Time) {
+	for id, c := range r.routes {
+		if !now.Before(c.until) {
+			delete(r.routes, id)
+		}
+	}
+	if len(r.routes) >= maxCachedRoutes {
+		clear(r.routes)
+	}
+}
+
+// Register enters the replica in the registry, before Run, which keeps it
+// there.
 func (r *Registry) Register(ctx context.Context) error { return r.register(ctx) }
 
 // Routes returns the live routes of the org's machines, by machine ID.
@@ -132,7 +205,10 @@ func (r *Registry) Routes(ctx context.Context, orgID string) ([]store.Route, err
 
 // Run keeps the replica's entry and routes current until ctx ends; then it
 // deletes the entry (and so its routes), so that the other replicas need
-// not wait for it to expire.
+// not wait for it to expire. The heartbeat and the route writes run apart:
+// a burst of tunnels coming up (after another replica died, say) must not
+// hold the heartbeat back past the TTL, or the others expire this replica
+// too, routes and all.
 func (r *Registry) Run(ctx context.Context) {
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -141,6 +217,30 @@ func (r *Registry) Run(ctx context.Context) {
 			r.log.Warn("leaving the replica registry", zap.Error(err))
 		}
 	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.heartbeat(ctx) })
+	r.routeWriter(ctx)
+	wg.Wait()
+}
+
+// heartbeat beats every Options.Heartbeat until ctx ends.
+func (r *Registry) heartbeat(ctx context.Context) {
+	t := time.NewTicker(r.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.beat(ctx)
+		}
+	}
+}
+
+// routeWriter writes route changes as they come, and retries failed ones
+// every heartbeat, until ctx ends. It is the only writer of routes once
+// Run started, so a machine's changes are written in order.
+func (r *Registry) routeWriter(ctx context.Context) {
 	t := time.NewTicker(r.opts.Heartbeat)
 	defer t.Stop()
 	for {
@@ -148,16 +248,24 @@ func (r *Registry) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
-			r.writeRoutes(ctx)
 		case <-t.C:
-			r.beat(ctx)
-			r.writeRoutes(ctx)
 		}
+		r.writeRoutes(ctx)
 	}
 }
 
 // register enters the replica, and every route it holds, afresh.
 func (r *Registry) register(ctx context.Context) error {
+	if err := r.registerRow(ctx); err != nil {
+		return err
+	}
+	r.writeRoutes(ctx)
+	return nil
+}
+
+// registerRow enters the replica and marks every route it holds as to be
+// written again.
+func (r *Registry) registerRow(ctx context.Context) error {
 	now := r.opts.Now()
 	err := r.opts.Store.RegisterReplica(ctx, store.Replica{ID: r.opts.ID, Addr: r.opts.Addr, StartedAt: now, HeartbeatAt: now})
 	if err != nil {
@@ -168,7 +276,6 @@ func (r *Registry) register(ctx context.Context) error {
 		r.pending[id] = true
 	}
 	r.mu.Unlock()
-	r.writeRoutes(ctx)
 	return nil
 }
 
@@ -179,7 +286,9 @@ func (r *Registry) beat(ctx context.Context) {
 	err := r.opts.Store.ReplicaHeartbeat(ctx, r.opts.ID, now)
 	if errors.Is(err, store.ErrNotFound) {
 		r.log.Warn("this replica was expired by the others: registering again")
-		err = r.register(ctx)
+		if err = r.registerRow(ctx); err == nil {
+			r.poke() // the route writer writes its routes again
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("replica heartbeat", zap.Error(err))
@@ -193,7 +302,14 @@ func (r *Registry) beat(ctx context.Context) {
 	}
 }
 
+// routeWriters is how many route changes writeRoutes writes at once: a
+// burst of tunnels (a replica died and its machines came here) is routed
+// sooner, and the pool (store.DefaultPostgresPool) keeps room for calls.
+const routeWriters = 4
+
 // writeRoutes writes the pending route changes; failed ones stay pending.
+// Each machine is in one batch at most once, and batches do not overlap,
+// so a machine's changes are written in order.
 func (r *Registry) writeRoutes(ctx context.Context) {
 	r.mu.Lock()
 	todo := r.pending
@@ -203,22 +319,40 @@ func (r *Registry) writeRoutes(ctx context.Context) {
 		since[id] = r.held[id]
 	}
 	r.mu.Unlock()
-	for id, up := range todo {
-		var err error
-		if up {
-			err = r.opts.Store.SetRoute(ctx, id, r.opts.ID, since[id])
-		} else {
-			err = r.opts.Store.DeleteRoute(ctx, id, r.opts.ID)
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("recording a route", zap.String("machine", id), zap.Bool("up", up), zap.Error(err))
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range min(routeWriters, len(todo)) {
+		wg.Go(func() {
+			for id := range ids {
+				r.writeRoute(ctx, id, todo[id], since[id])
 			}
-			r.mu.Lock()
-			if _, newer := r.pending[id]; !newer {
-				r.pending[id] = up
-			}
-			r.mu.Unlock()
-		}
+		})
 	}
+	for id := range todo {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
+}
+
+// writeRoute writes one route change; if it fails, it stays pending
+// unless a newer one came meanwhile.
+func (r *Registry) writeRoute(ctx context.Context, id string, up bool, since time.Time) {
+	var err error
+	if up {
+		err = r.opts.Store.SetRoute(ctx, id, r.opts.ID, since)
+	} else {
+		err = r.opts.Store.DeleteRoute(ctx, id, r.opts.ID)
+	}
+	if err == nil {
+		return
+	}
+	if ctx.Err() == nil {
+		r.log.Warn("recording a route", zap.String("machine", id), zap.Bool("up", up), zap.Error(err))
+	}
+	r.mu.Lock()
+	if _, newer := r.pending[id]; !newer {
+		r.pending[id] = up
+	}
+	r.mu.Unlock()
 }
