@@ -447,7 +447,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
 	}
-	cid, err := m.o.Driver.Create(ctx, spec)
+	cid, err := m.createContainer(ctx, spec)
 	if err != nil {
 		return fail(engineStatus(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
 	}

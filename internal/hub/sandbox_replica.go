@@ -250,3 +250,21 @@ func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, kno
 		m.log.Info("sandbox container removed", zap.String("sandbox", id), zap.String("container", in.ID), zap.String("why", why))
 	}
 }
+
+// createContainer creates the sandbox's container, first pulling its image
+// by digest if the engine lacks it: a custom environment another replica
+// validated (and pulled on its own engine).
+func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (string, error) {
+	cid, err := m.o.Driver.Create(ctx, spec)
+	if !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(spec.Image, "@sha256:") {
+		return cid, err
+	}
+	if _, ierr := m.o.Driver.Image(ctx, spec.Image); !errors.Is(ierr, sandbox.ErrNotFound) {
+		return cid, err // the image is there: something else is missing
+	}
+	m.log.Info("pulling a pinned image onto this replica's engine", zap.String("image", spec.Image))
+	if _, err := m.o.Driver.Pull(ctx, spec.Image); err != nil {
+		return "", fmt.Errorf("pull %s: %w", spec.Image, err)
+	}
+	return m.o.Driver.Create(ctx, spec)
+}

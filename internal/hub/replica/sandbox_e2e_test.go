@@ -5,11 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -437,5 +443,64 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 			t.Fatalf("%s: %v", what, t.Context().Err())
 		case <-tick.C:
 		}
+	}
+}
+
+// A custom environment validated on A (its image pulled on A's engine)
+// runs on B, whose engine lacks the image: B pulls it by its pinned digest.
+func TestSandboxCustomImageAcrossReplicas(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	a, b := sandboxReplicas(t, func(_ int, o *hub.SandboxOptions) {
+		o.ImageCheck.AllowRegistries = []string{host}
+		o.ImageCheck.Insecure = func(h string) bool { return h == host }
+	})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+sandboxtest.BaseImage(t)+"\nLABEL test.replica=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/acme/replica:v1"
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "--force", ref).Run() })
+	dockerCLI(t, "build", "-q", "-t", ref, dir)
+	dockerCLI(t, "push", "-q", ref)
+
+	if _, err := a.envs().CreateEnvironment(a.admin(), &hubv1.CreateEnvironmentRequest{Name: "custom", Image: ref, Network: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	pinned := waitFor(t, 4*time.Minute, "environment custom validated on A", func() (bool, string) {
+		resp, err := a.envs().GetEnvironment(a.admin(), &hubv1.GetEnvironmentRequest{Name: "custom"})
+		if err != nil {
+			return false, err.Error()
+		}
+		e := resp.GetEnvironment()
+		if e.GetState() == hubv1.EnvironmentState_ENVIRONMENT_STATE_READY && e.GetPinned() != "" {
+			return true, e.GetPinned()
+		}
+		return false, e.GetState().String() + " " + e.GetReason()
+	})
+	// B's engine has not got it: gone from the one engine here.
+	dockerCLI(t, "rmi", "--force", ref, pinned)
+	if _, err := b.guard.Image(t.Context(), pinned); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("image %s after rmi: %v, want ErrNotFound", pinned, err)
+	}
+
+	ctx := metadata.NewOutgoingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+b.Token,
+		"agentd-environment", "custom", "agentd-conversation", "c-1"))
+	info, err := agentdv1.NewSystemServiceClient(b.cc).Info(ctx, &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatalf("a call on B for the environment A validated: %v", err)
+	}
+	if sb, _ := b.row(info.GetTunnel().GetMachineId()); sb.Hub != b.hubID || sb.Image != pinned {
+		t.Errorf("c-1's sandbox on B: %+v; want hub %s running %s", sb, b.hubID, pinned)
+	}
+}
+
+func dockerCLI(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "docker", args...)
+	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
