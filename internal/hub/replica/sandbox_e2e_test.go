@@ -504,3 +504,31 @@ func dockerCLI(t *testing.T, args ...string) {
 		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// A replica that runs sandboxes needs a hub ID of its own, and a valid
+// one: hub.New refuses, and says so, before it touches the engine.
+func TestSandboxReplicaNeedsHubID(t *testing.T) {
+	st, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, tc := range []struct {
+		name, hubID, want string
+	}{
+		{"none", "", "needs its own SandboxOptions.HubID"},
+		{"a slash", "hub/a", "want 1 to 40 letters"},
+		{"too long", strings.Repeat("h", 41), "want 1 to 40 letters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := hub.New(t.Context(), hub.Options{Store: st, Replica: &replica.Options{},
+				Sandboxes: hub.SandboxOptions{Driver: struct{ sandbox.Driver }{}, HubID: tc.hubID, AgentdDir: t.TempDir(), SocketDir: t.TempDir()}})
+			if err == nil {
+				srv.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("hub.New with hub ID %q: %v; want an error saying %q", tc.hubID, err, tc.want)
+			}
+		})
+	}
+}
