@@ -399,6 +399,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		return store.Sandbox{}, err
 	}
 	id := store.NewID("sb-")
+	defer m.hold(id)() // the reaper leaves a sandbox being made alone, however long it takes
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return store.Sandbox{}, status.Errorf(codes.Internal, "sandbox key: %v", err)
@@ -576,6 +577,22 @@ func (m *sandboxes) touch(id string) {
 	m.mu.Unlock()
 	if store {
 		_ = m.s.store.TouchSandbox(context.WithoutCancel(m.s.ctx), id, now)
+	}
+}
+
+// hold counts the sandbox busy (the reaper leaves it alone) until the
+// returned function is called; its idle time starts then.
+func (m *sandboxes) hold(id string) func() {
+	m.mu.Lock()
+	m.active[id]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.active[id]--; m.active[id] <= 0 {
+			delete(m.active, id)
+		}
+		m.used[id] = m.s.opts.Now()
+		m.mu.Unlock()
 	}
 }
 

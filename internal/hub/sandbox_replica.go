@@ -239,7 +239,7 @@ func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, kno
 		}
 		m.s.registry.Close(id)
 		if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
-			m.log.Warn("removing a sandbox's container", zap.String("sandbox", id), zap.Error(err))
+			m.log.Warn("removing a container whose sandbox is gone", zap.String("sandbox", id), zap.String("why", why), zap.Error(err))
 			continue
 		}
 		m.mu.Lock()
