@@ -462,6 +462,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	if err := m.awaitOnline(ctx, sb); err != nil {
 		return fail(err)
 	}
+	m.touch(id) // idle from now on, however long the start took
 	m.log.Info("sandbox started", zap.String("sandbox", id), zap.String("org", org.Name), zap.String("environment", env.name),
 		zap.String("conversation", conv), zap.Bool("warm", warm), zap.Duration("took", m.s.opts.Now().Sub(now)))
 	return sb, nil
@@ -581,7 +582,7 @@ func (m *sandboxes) touch(id string) {
 }
 
 // hold counts the sandbox busy (the reaper leaves it alone) until the
-// returned function is called; its idle time starts then.
+// returned function is called.
 func (m *sandboxes) hold(id string) func() {
 	m.mu.Lock()
 	m.active[id]++
@@ -591,7 +592,6 @@ func (m *sandboxes) hold(id string) func() {
 		if m.active[id]--; m.active[id] <= 0 {
 			delete(m.active, id)
 		}
-		m.used[id] = m.s.opts.Now()
 		m.mu.Unlock()
 	}
 }
