@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"net/url"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
@@ -149,6 +151,14 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
 	}
+	if isPostgres(db) {
+		// A replica: its own hub ID on its containers and rows, kept
+		// beside its socket so that a restart finds its sandboxes again.
+		if o.HubID, err = loadHubID(filepath.Join(dir, "hub-id")); err != nil {
+			drv.Close()
+			return hub.SandboxOptions{}, none, err
+		}
+	}
 	o.ImageCheck.AllowRegistries = f.allow
 	o.ImageCheck.MaxCompressedBytes = f.maxImage
 	// Fail closed: without the egress rules no sandbox gets a network;
@@ -165,6 +175,34 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
 		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))
 	return o, func() { drv.Close() }, nil
+}
+
+// loadHubID returns the sandbox hub ID stored in path, made (random) and
+// stored on first use.
+func loadHubID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if err := hub.ValidHubID(id); err != nil {
+			return "", fmt.Errorf("%s: %w (delete the file for a new ID; this replica's sandboxes are then another hub's)", path, err)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("sandbox hub ID: %w", err)
+	}
+	id := store.NewID("hub-")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", fmt.Errorf("sandbox hub ID: %w", err)
+	}
+	err = durable.WriteFile(path, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, id+"\n")
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandbox hub ID: %w", err)
+	}
+	return id, nil
 }
 
 func dockerHostName(h string) string {

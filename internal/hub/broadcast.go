@@ -44,7 +44,7 @@ func (s *Server) startBroadcast(ctx context.Context) {
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		b.Listen(s.ctx, []string{chRevoke, chActivity}, s.onBroadcast, func() { close(ready) })
+		b.Listen(s.ctx, []string{chRevoke, chActivity, chSandbox}, s.onBroadcast, func() { close(ready) })
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -65,6 +65,9 @@ func (s *Server) onBroadcast(channel, payload string) {
 		if payload == "" {
 			return // a gap: the heartbeat re-checks every tunnel
 		}
+		if s.sandboxes != nil && isSandboxID(payload) {
+			s.sandboxes.removeGone(payload) // if it is this replica's and its row is gone
+		}
 		if _, held := s.registry.Get(payload); !held {
 			return
 		}
@@ -75,6 +78,10 @@ func (s *Server) onBroadcast(channel, payload string) {
 		}
 	case chActivity:
 		s.activity.notify()
+	case chSandbox:
+		if s.sandboxes != nil && isSandboxID(payload) {
+			s.sandboxes.asked(payload) // if it is this replica's
+		}
 	}
 }
 
@@ -101,6 +108,16 @@ func (s *Server) sendActivityPulses() {
 				s.log.Warn("telling other replicas of activity", zap.Error(err))
 			}
 		}
+	}
+}
+
+// notify sends an event to every replica (none without a broadcaster).
+func (s *Server) notify(ctx context.Context, channel, payload string) {
+	if s.bcast == nil {
+		return
+	}
+	if err := s.bcast.Notify(ctx, channel, payload); err != nil && ctx.Err() == nil {
+		s.log.Warn("telling other replicas", zap.String("channel", channel), zap.String("payload", payload), zap.Error(err))
 	}
 }
 

@@ -328,12 +328,17 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 	if err != nil {
 		return nil, storeError(err, "sandboxes")
 	}
+	// Online on any replica: every replica lists them all alike.
+	isOnline, err := v.s.onlineSet(ctx, org.ID)
+	if err != nil {
+		return nil, storeError(err, "routes")
+	}
 	resp := &hubv1.ListSandboxesResponse{}
 	for _, sb := range sbs {
 		if req.GetEnvironment() != "" && sb.Environment != req.GetEnvironment() {
 			continue
 		}
-		_, online := v.s.registry.Get(sb.ID)
+		online := isOnline(sb.ID)
 		state := "starting"
 		switch {
 		case online:

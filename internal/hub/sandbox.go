@@ -258,11 +258,25 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		return "", err
 	}
 	key := org.ID + "/" + envName + "/" + conv
-	for {
-		// Most calls: the conversation's sandbox is there and online.
-		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && sb.Image == env.image {
+	for round := 0; ; round++ {
+		if round == 10 {
+			return "", status.Errorf(codes.Unavailable, "environment %s: the conversation's sandbox keeps changing (other hub replicas make and remove it); retry", envName)
+		}
+		// Most calls: the conversation's sandbox is there and online (on
+		// this replica, or on another one, which the call is forwarded to).
+		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) {
 			if _, ok := m.s.registry.Get(sb.ID); ok {
 				return sb.ID, nil
+			}
+			if sb.Hub != m.o.HubID {
+				id, err := m.remote(ctx, sb)
+				if errors.Is(err, errLookAgain) {
+					continue
+				}
+				if err != nil {
+					m.refuse(org, envName, err)
+				}
+				return id, err
 			}
 		}
 		// Otherwise one caller per conversation brings it up; the others
@@ -280,7 +294,7 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 			case <-ctx.Done():
 				return "", status.FromContextError(ctx.Err()).Err()
 			}
-			if op.err != nil {
+			if op.err != nil && !errors.Is(op.err, errLookAgain) {
 				return "", op.err
 			}
 			continue
@@ -290,6 +304,9 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		delete(m.starting, key)
 		m.mu.Unlock()
 		close(op.done)
+		if errors.Is(op.err, errLookAgain) {
+			continue
+		}
 		if op.err != nil {
 			m.refuse(org, envName, op.err)
 		}
@@ -299,13 +316,16 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 
 // bringUp gives the conversation a sandbox that is online: its own once it
 // reconnects or is started again, else a new one (a warm one if it can).
+// errLookAgain: another replica's sandbox is the conversation's now.
 func (m *sandboxes) bringUp(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
 	if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, env.name, conv); err == nil {
 		switch {
-		case sb.Image != env.image:
+		case !m.current(sb, env):
 			// The environment was updated: the conversation moves to the
 			// new pin in a fresh sandbox.
 			m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
+		case sb.Hub != m.o.HubID:
+			return "", errLookAgain
 		case m.awaitOnline(ctx, sb) == nil:
 			return sb.ID, nil
 		default:
@@ -353,7 +373,7 @@ func (m *sandboxes) refuse(org store.Org, env string, err error) {
 // start gives the conversation a warm sandbox, or makes one.
 func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
 	defer m.fill(org, env)
-	sb, err := m.s.store.ClaimWarmSandbox(ctx, org.ID, env.name, conv, m.s.opts.Now())
+	sb, err := m.s.store.ClaimWarmSandbox(ctx, org.ID, env.name, m.o.HubID, conv, m.s.opts.Now())
 	if err == nil {
 		if sb.Image == env.image && m.awaitOnline(ctx, sb) == nil {
 			return sb.ID, nil
@@ -362,11 +382,8 @@ func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv 
 	}
 	sb, err = m.create(ctx, org, env, conv, false)
 	if errors.Is(err, store.ErrConflict) {
-		// Another hub made it meanwhile.
-		sb, err = m.s.store.ConversationSandbox(ctx, org.ID, env.name, conv)
-		if err == nil {
-			return sb.ID, m.awaitOnline(ctx, sb)
-		}
+		// Another replica made it meanwhile: get waits for it there.
+		return "", errLookAgain
 	}
 	if err != nil {
 		return "", err
@@ -382,6 +399,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		return store.Sandbox{}, err
 	}
 	id := store.NewID("sb-")
+	defer m.hold(id)() // the reaper leaves a sandbox being made alone, however long it takes
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return store.Sandbox{}, status.Errorf(codes.Internal, "sandbox key: %v", err)
@@ -430,7 +448,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
 	}
-	cid, err := m.o.Driver.Create(ctx, spec)
+	cid, err := m.createContainer(ctx, spec)
 	if err != nil {
 		return fail(engineStatus(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
 	}
@@ -444,6 +462,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	if err := m.awaitOnline(ctx, sb); err != nil {
 		return fail(err)
 	}
+	m.touch(id) // idle from now on, however long the start took
 	m.log.Info("sandbox started", zap.String("sandbox", id), zap.String("org", org.Name), zap.String("environment", env.name),
 		zap.String("conversation", conv), zap.Bool("warm", warm), zap.Duration("took", m.s.opts.Now().Sub(now)))
 	return sb, nil
@@ -517,6 +536,10 @@ func exitReason(info sandbox.Info) string {
 // destroy removes a sandbox: its tunnel, container and workspace, machine
 // identity and row.
 func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
+	if sb.Hub != m.o.HubID {
+		m.destroyRemote(ctx, sb, why)
+		return
+	}
 	now := m.s.opts.Now()
 	if err := m.s.store.RevokeMachine(ctx, sb.OrgID, sb.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
@@ -555,6 +578,21 @@ func (m *sandboxes) touch(id string) {
 	m.mu.Unlock()
 	if store {
 		_ = m.s.store.TouchSandbox(context.WithoutCancel(m.s.ctx), id, now)
+	}
+}
+
+// hold counts the sandbox busy (the reaper leaves it alone) until the
+// returned function is called.
+func (m *sandboxes) hold(id string) func() {
+	m.mu.Lock()
+	m.active[id]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.active[id]--; m.active[id] <= 0 {
+			delete(m.active, id)
+		}
+		m.mu.Unlock()
 	}
 }
 
@@ -769,6 +807,8 @@ func (m *sandboxes) run(ctx context.Context) {
 			m.mu.Unlock()
 			if !found {
 				_ = m.findAgain(ctx, true) // logged at the start; calls say why meanwhile
+			} else {
+				m.sweep(ctx)
 			}
 			m.reap(ctx)
 		}

@@ -3,9 +3,7 @@ package hub
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -158,6 +156,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.sandboxHubID(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if err := s.startReplica(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -260,17 +262,6 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	if s.egress, err = s.newEgressProxy(); err != nil {
 		lis.Close()
 		return err
-	}
-	if o.HubID == "" {
-		// Unique per store: hubs sharing an engine leave each other's
-		// sandboxes alone.
-		secret, err := s.store.ServerSecret(ctx)
-		if err != nil {
-			lis.Close()
-			return err
-		}
-		sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
-		o.HubID = "hub-" + hex.EncodeToString(sum[:6])
 	}
 	// Set before the socket serves: the egress proxy asks it.
 	m := newSandboxes(s, o)
@@ -473,6 +464,14 @@ func (s *Server) startReplica(ctx context.Context) error {
 	}
 	if o.Logger == nil {
 		o.Logger = s.log
+	}
+	if s.opts.Sandboxes.Driver != nil {
+		// Other replicas find the replica that drives a sandbox (its
+		// row's hub) by this prefix.
+		if o.ID == "" {
+			o.ID = store.NewID("r-")
+		}
+		o.ID = s.opts.Sandboxes.HubID + replicaHubSep + o.ID
 	}
 	r, err := replica.New(o)
 	if err != nil {

@@ -109,6 +109,21 @@ func (h *Hub) Replica(st store.Store) *Hub {
 	return r
 }
 
+// ReplicaWith is Replica with options of its own: tune changes a copy of
+// h's (say, sandboxes on a socket and hub ID of the replica's own, as
+// replicas on two hosts have).
+func (h *Hub) ReplicaWith(st store.Store, tune func(*Options)) *Hub {
+	h.tb.Helper()
+	if st == nil {
+		st = h.Store
+	}
+	opts := h.opts
+	tune(&opts)
+	r := &Hub{Store: st, Org: h.Org, Token: h.Token, tb: h.tb, opts: opts}
+	r.Serve("127.0.0.1:0")
+	return r
+}
+
 // Serve starts a hub on addr: after Stop, the same address again is a
 // restart (the old socket may linger a moment; Serve retries for a second).
 func (h *Hub) Serve(addr string) {

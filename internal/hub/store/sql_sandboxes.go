@@ -94,12 +94,13 @@ func (s *sqlStore) ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, 
 	return sbs, nil
 }
 
-// ClaimWarmSandbox hands the oldest warm sandbox of env to a conversation.
-func (s *sqlStore) ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error) {
+// ClaimWarmSandbox hands the oldest warm sandbox of env that hub drives to
+// a conversation.
+func (s *sqlStore) ClaimWarmSandbox(ctx context.Context, orgID, env, hub, conversation string, at time.Time) (Sandbox, error) {
 	var out Sandbox
 	err := s.tx(ctx, func(tx *sqlTx) error {
 		sb, err := scanSandbox(tx.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes
-			WHERE org_id = ? AND environment = ? AND warm = 1 AND container_id <> '' ORDER BY created_at, id LIMIT 1`, orgID, env))
+			WHERE org_id = ? AND environment = ? AND hub = ? AND warm = 1 AND container_id <> '' ORDER BY created_at, id LIMIT 1`, orgID, env, hub))
 		if err != nil {
 			return err
 		}

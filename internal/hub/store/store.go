@@ -202,9 +202,11 @@ type Sandboxes interface {
 	// first.
 	ListSandboxes(ctx context.Context, orgID string) ([]Sandbox, error)
 	// ClaimWarmSandbox gives the oldest warm sandbox of env whose container
-	// is set to the conversation, in one transaction. ErrNotFound if there
-	// is none; ErrConflict if the conversation has one already.
-	ClaimWarmSandbox(ctx context.Context, orgID, env, conversation string, at time.Time) (Sandbox, error)
+	// is set and that hub drives (Sandbox.Hub: a replica hands out only
+	// containers on its own engine) to the conversation, in one
+	// transaction. ErrNotFound if there is none; ErrConflict if the
+	// conversation has one already.
+	ClaimWarmSandbox(ctx context.Context, orgID, env, hub, conversation string, at time.Time) (Sandbox, error)
 	// SetSandboxContainer records the container that runs the sandbox.
 	SetSandboxContainer(ctx context.Context, id, containerID string) error
 	// TouchSandbox records that a call used the sandbox at `at`.

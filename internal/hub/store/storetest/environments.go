@@ -179,38 +179,44 @@ func testSandboxes(t *testing.T, s store.Store) {
 	wantErr(t, "a warm sandbox with an end", err, store.ErrInvalid)
 	noErr(t, s.DeleteSandbox(ctx, run.ID))
 
-	// Warm ones: two, only one with a container; claimed oldest first, once.
-	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w1", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0}))(t)
-	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w2", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", CreatedAt: T0.Add(time.Second)}))(t)
-	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-2", T0.Add(time.Minute))
+	// Warm ones: two of hub h1, only one with a container, and one of
+	// another hub; claimed oldest first, once, by their own hub only.
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w1", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", Hub: "h1", CreatedAt: T0}))(t)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w2", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", Hub: "h1", CreatedAt: T0.Add(time.Second)}))(t)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-w0", OrgID: org.ID, Environment: "builtin", Warm: true, Image: "img", Hub: "h2", CreatedAt: T0.Add(-time.Second)}))(t)
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h1", "c-2", T0.Add(time.Minute))
 	wantErr(t, "claim before any container is set", err, store.ErrNotFound)
 	noErr(t, s.SetSandboxContainer(ctx, "sb-w1", "ctr-1"))
 	noErr(t, s.SetSandboxContainer(ctx, "sb-w2", "ctr-2"))
-	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-1", T0.Add(time.Minute))
+	noErr(t, s.SetSandboxContainer(ctx, "sb-w0", "ctr-0"))
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h1", "c-1", T0.Add(time.Minute))
 	wantErr(t, "claim for a conversation that has one", err, store.ErrConflict)
-	got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-2", T0.Add(time.Minute)))(t)
-	if got.ID != "sb-w1" || got.Conversation != "c-2" || got.Warm || got.ContainerID != "ctr-1" {
-		t.Errorf("claimed %+v, want sb-w1 for c-2", got)
+	got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h1", "c-2", T0.Add(time.Minute)))(t)
+	if got.ID != "sb-w1" || got.Conversation != "c-2" || got.Warm || got.ContainerID != "ctr-1" || got.Hub != "h1" {
+		t.Errorf("claimed %+v, want sb-w1 of h1 for c-2 (not h2's older sb-w0)", got)
 	}
 	if c := must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-2"))(t); c.ID != "sb-w1" {
 		t.Errorf("conversation c-2 has %s", c.ID)
 	}
-	if got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-3", T0.Add(time.Minute)))(t); got.ID != "sb-w2" {
+	if got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h1", "c-3", T0.Add(time.Minute)))(t); got.ID != "sb-w2" {
 		t.Errorf("second claim got %s, want sb-w2", got.ID)
 	}
-	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "c-4", T0.Add(time.Minute))
-	wantErr(t, "claim with the pool empty", err, store.ErrNotFound)
+	_, err = s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h1", "c-4", T0.Add(time.Minute))
+	wantErr(t, "claim with h1's pool empty (h2's is not h1's)", err, store.ErrNotFound)
+	if got := must(s.ClaimWarmSandbox(ctx, org.ID, "builtin", "h2", "c-4", T0.Add(time.Minute)))(t); got.ID != "sb-w0" {
+		t.Errorf("h2's claim got %s, want sb-w0", got.ID)
+	}
 
 	noErr(t, s.TouchSandbox(ctx, "sb-1", T0.Add(time.Hour)))
 	noErr(t, s.TouchSandbox(ctx, "sb-1", T0))
 	if got := must(s.Sandbox(ctx, "sb-1"))(t); !got.LastUsedAt.Equal(T0.Add(time.Hour)) {
 		t.Errorf("last used %v, want %v (never moves back)", got.LastUsedAt, T0.Add(time.Hour))
 	}
-	if n := len(must(s.ListSandboxes(ctx, org.ID))(t)); n != 3 {
-		t.Errorf("org has %d sandboxes, want 3", n)
+	if n := len(must(s.ListSandboxes(ctx, org.ID))(t)); n != 4 {
+		t.Errorf("org has %d sandboxes, want 4", n)
 	}
-	if n := len(must(s.ListSandboxes(ctx, ""))(t)); n != 4 {
-		t.Errorf("hub has %d sandboxes, want 4", n)
+	if n := len(must(s.ListSandboxes(ctx, ""))(t)); n != 5 {
+		t.Errorf("hub has %d sandboxes, want 5", n)
 	}
 	noErr(t, s.DeleteSandbox(ctx, "sb-1"))
 	noErr(t, s.DeleteSandbox(ctx, "sb-1"))

@@ -1,0 +1,270 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// Sandboxes across hub replicas. Each replica drives the Docker engine of
+// its own host and names itself on what it makes with its hub ID: the
+// labels of its containers and the hub column of their rows. Its replica
+// ID in the registry starts with the hub ID (HUBID/r-…), so that any
+// replica can tell whether a sandbox's replica is alive.
+//
+// A sandbox's tunnel is a machine's: it ends on the replica whose socket it
+// dialled, and calls for it from other replicas are forwarded there. Only
+// that replica touches its container; another replica that removes a
+// sandbox (sandbox rm, an environment's new image) deletes its row and
+// revokes it, and the owner, told by the revocation's broadcast (or its
+// next sweep), removes the container. A call on replica B for a sandbox of
+// replica A waits for A to bring it online (B asks A through the
+// broadcast) and is forwarded; if A is not running, the call fails
+// UNAVAILABLE saying so: the conversation's /workspace is on A's engine,
+// and it never moves to a new sandbox unless the user removes the old one.
+
+// replicaHubSep separates a sandbox replica's hub ID from the rest of its
+// replica ID.
+const replicaHubSep = "/"
+
+// chSandbox carries the ID of a sandbox another replica has a call for:
+// its replica brings it online if it is not.
+const chSandbox = "agenthub_sandbox"
+
+// errLookAgain tells get that the conversation's sandbox changed under it
+// (made or removed by another replica): look it up again.
+var errLookAgain = errors.New("look again")
+
+// sandboxHubID sets the hub ID of a hub that runs sandboxes: derived from
+// the store's secret for the only hub on a store (the same across its
+// restarts); a replica must be given its own.
+func (s *Server) sandboxHubID(ctx context.Context) error {
+	o := &s.opts.Sandboxes
+	switch {
+	case o.Driver == nil:
+		return nil
+	case o.HubID == "" && s.opts.Replica != nil:
+		return errors.New("hub: a replica that runs sandboxes needs its own SandboxOptions.HubID, the same across its restarts (agenthub keeps it in --sandbox-dir)")
+	case o.HubID == "":
+		secret, err := s.store.ServerSecret(ctx)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
+		o.HubID = "hub-" + hex.EncodeToString(sum[:6])
+	}
+	return ValidHubID(o.HubID)
+}
+
+// ValidHubID checks a sandbox hub ID: 1 to 40 letters, digits, '-', '_'
+// and '.'.
+func ValidHubID(id string) error {
+	ok := id != "" && len(id) <= 40
+	for _, c := range id {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	}
+	if !ok {
+		return fmt.Errorf("hub: sandbox hub ID %q: want 1 to 40 letters, digits, '-', '_' and '.'", id)
+	}
+	return nil
+}
+
+// current reports whether the conversation's sandbox sb runs what env
+// runs now. The built-in image's ID is each engine's own, so another
+// replica's built-in sandbox is its replica's to judge.
+func (m *sandboxes) current(sb store.Sandbox, env envSpec) bool {
+	return sb.Image == env.image || (sb.Hub != m.o.HubID && env.name == BuiltinEnvironment)
+}
+
+// remote waits until the tunnel of sb, a sandbox another replica drives,
+// is up there, asking that replica to bring it online, and returns its ID
+// (the call is forwarded to it). errLookAgain if the sandbox was removed
+// meanwhile; UNAVAILABLE if its replica is not running.
+func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error) {
+	if m.s.replicas == nil {
+		return "", m.ownerGone(sb)
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.o.StartTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	asked := false
+	for {
+		r, err := m.s.replicas.Lookup(wctx, sb.ID)
+		switch {
+		case err == nil && r.ReplicaID != m.s.replicas.ID():
+			return sb.ID, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound) && wctx.Err() == nil:
+			return "", status.Errorf(codes.Unavailable, "route of sandbox %s: %v", sb.ID, err)
+		}
+		now, err := m.s.store.Sandbox(wctx, sb.ID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && now.Hub != sb.Hub) {
+			return "", errLookAgain
+		}
+		alive, aerr := m.hubAlive(wctx, sb.Hub)
+		switch {
+		case wctx.Err() != nil:
+		case err != nil || aerr != nil:
+			return "", status.Errorf(codes.Unavailable, "sandbox %s: %v", sb.ID, errors.Join(err, aerr))
+		case !alive:
+			return "", m.ownerGone(sb)
+		case !asked:
+			m.s.notify(wctx, chSandbox, sb.ID)
+			asked = true
+		}
+		select {
+		case <-ctx.Done():
+			return "", status.FromContextError(ctx.Err()).Err()
+		case <-wctx.Done():
+			return "", status.Errorf(codes.Unavailable, "environment %s: sandbox %s, on hub replica %s, did not come online within %s; retry",
+				sb.Environment, sb.ID, sb.Hub, m.o.StartTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// hubAlive reports whether a replica with the hub ID is registered (the
+// replicas expire those that stop heartbeating).
+func (m *sandboxes) hubAlive(ctx context.Context, hubID string) (bool, error) {
+	rs, err := m.s.store.ListReplicas(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rs {
+		if strings.HasPrefix(r.ID, hubID+replicaHubSep) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ownerGone is the error of a call whose sandbox is on a replica that is
+// not running.
+func (m *sandboxes) ownerGone(sb store.Sandbox) error {
+	return status.Errorf(codes.Unavailable,
+		"conversation %q's sandbox %s (environment %s) is on hub replica %s, which is not running: its container and /workspace are on that replica's Docker engine. "+
+			"Calls reach it again once that replica is back; or remove it with 'agentctl sandbox rm %s', and the conversation's next call starts a new sandbox (without that /workspace)",
+		sb.Conversation, sb.ID, sb.Environment, sb.Hub, sb.ID)
+}
+
+// destroyRemote removes a sandbox another replica drives, in the store: its
+// identity is revoked and its row deleted; told so, its replica closes its
+// tunnel and removes its container (or its next sweep, or its start does).
+func (m *sandboxes) destroyRemote(ctx context.Context, sb store.Sandbox, why string) {
+	if err := m.s.store.RevokeMachine(ctx, sb.OrgID, sb.ID, m.s.opts.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
+	}
+	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
+		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
+	}
+	m.s.broadcastRevoke(ctx, sb.ID)
+	m.log.Info("sandbox removed; its replica removes its container", zap.String("sandbox", sb.ID), zap.String("hub", sb.Hub),
+		zap.String("environment", sb.Environment), zap.String("why", why))
+}
+
+// asked brings online, in the background, this replica's sandbox id that
+// another replica has a call for.
+func (m *sandboxes) asked(id string) {
+	m.goFn(func(ctx context.Context) {
+		if _, ok := m.s.registry.Get(id); ok {
+			return
+		}
+		sb, err := m.s.store.Sandbox(ctx, id)
+		if err != nil || sb.Hub != m.o.HubID || sb.Warm {
+			return
+		}
+		org, err := m.s.store.Org(ctx, sb.OrgID)
+		if err != nil {
+			return
+		}
+		if _, err := m.get(ctx, org, sb.Environment, sb.Conversation); err != nil && ctx.Err() == nil {
+			m.log.Warn("bringing a sandbox online for another replica's call", zap.String("sandbox", id), zap.Error(err))
+		}
+	})
+}
+
+// removeGone removes, in the background, the container of this replica's
+// sandbox id once its row is gone (another replica removed it).
+func (m *sandboxes) removeGone(id string) {
+	m.goFn(func(ctx context.Context) {
+		infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID, sandbox.LabelID: id})
+		if err != nil || len(infos) == 0 {
+			return
+		}
+		if _, err := m.s.store.Sandbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		m.removeOrphans(ctx, infos, map[string]bool{}, "removed on another replica")
+	})
+}
+
+// sweep removes this replica's containers whose rows are gone (removed by
+// another replica while a broadcast was lost). Containers are listed
+// before rows: a row is made before its container, so one listed without
+// a row was removed.
+func (m *sandboxes) sweep(ctx context.Context) {
+	infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID})
+	if err != nil || len(infos) == 0 {
+		return
+	}
+	sbs, err := m.s.store.ListSandboxes(ctx, "")
+	if err != nil {
+		return
+	}
+	known := map[string]bool{}
+	for _, sb := range sbs {
+		known[sb.ID] = true
+	}
+	m.removeOrphans(ctx, infos, known, "its row is gone")
+}
+
+// removeOrphans removes the containers among infos whose sandbox is not
+// known, with their workspaces.
+func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, known map[string]bool, why string) {
+	for _, in := range infos {
+		id := in.Labels[sandbox.LabelID]
+		if known[id] {
+			continue
+		}
+		m.s.registry.Close(id)
+		if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
+			m.log.Warn("removing a container whose sandbox is gone", zap.String("sandbox", id), zap.String("why", why), zap.Error(err))
+			continue
+		}
+		m.mu.Lock()
+		delete(m.used, id)
+		delete(m.stored, id)
+		delete(m.egress, id)
+		m.mu.Unlock()
+		m.log.Info("sandbox container removed", zap.String("sandbox", id), zap.String("container", in.ID), zap.String("why", why))
+	}
+}
+
+// createContainer creates the sandbox's container, first pulling its image
+// by digest if the engine lacks it: a custom environment another replica
+// validated (and pulled on its own engine).
+func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (string, error) {
+	cid, err := m.o.Driver.Create(ctx, spec)
+	if !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(spec.Image, "@sha256:") {
+		return cid, err
+	}
+	if _, ierr := m.o.Driver.Image(ctx, spec.Image); !errors.Is(ierr, sandbox.ErrNotFound) {
+		return cid, err // the image is there: something else is missing
+	}
+	m.log.Info("pulling a pinned image onto this replica's engine", zap.String("image", spec.Image))
+	if _, err := m.o.Driver.Pull(ctx, spec.Image); err != nil {
+		return "", fmt.Errorf("pull %s: %w", spec.Image, err)
+	}
+	return m.o.Driver.Create(ctx, spec)
+}
