@@ -545,11 +545,10 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
 	m.s.registry.Close(sb.ID)
-	cid := sb.ContainerID
-	if cid == "" {
-		cid = "agentd-" + sb.ID
-	}
-	if err := m.o.Driver.Remove(ctx, cid); err != nil {
+	// By name, not by sb.ContainerID: when the container is gone already
+	// (a removal whose answer was lost), the name still finds its
+	// workspace volume.
+	if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
 		m.log.Warn("removing a sandbox's container", zap.String("sandbox", sb.ID), zap.Error(err))
 		m.setFound(false) // the next reconcile removes it, the row gone
 	}
@@ -737,7 +736,14 @@ func (m *sandboxes) findAgain(ctx context.Context, late bool) (err error) {
 			m.setFound(false)
 		}
 	}()
-	infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID})
+	mine := map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID}
+	// Volumes first, rows after: a sandbox being made has its row before
+	// its volume, so every volume listed here has its row listed below.
+	vols, err := m.o.Driver.Volumes(ctx, mine)
+	if err != nil {
+		return err
+	}
+	infos, err := m.o.Driver.List(ctx, mine)
 	if err != nil {
 		return err
 	}
@@ -749,11 +755,12 @@ func (m *sandboxes) findAgain(ctx context.Context, late bool) (err error) {
 	if err != nil {
 		return err
 	}
-	known := map[string]bool{}
+	known, rows := map[string]bool{}, map[string]bool{}
 	for _, sb := range sbs {
 		if sb.Hub != m.o.HubID {
 			continue
 		}
+		rows[sb.ID] = true
 		in, ok := byID[sb.ID]
 		switch {
 		case late && (!ok || in.ID != sb.ContainerID || strings.HasPrefix(sb.Conversation, validationConversation)):
@@ -781,8 +788,27 @@ func (m *sandboxes) findAgain(ctx context.Context, late bool) (err error) {
 			}
 		}
 	}
+	m.pruneVolumes(ctx, vols, byID, rows)
 	m.log.Info("sandboxes found again", zap.Int("kept", len(known)), zap.Int("containers", len(infos)))
 	return nil
+}
+
+// pruneVolumes removes the workspaces that lost their container and their
+// row: what a removal leaves when the engine answered its first step but
+// the answer was lost, or the engine went away between the two steps.
+func (m *sandboxes) pruneVolumes(ctx context.Context, vols []sandbox.Volume, containers map[string]sandbox.Info, rows map[string]bool) {
+	for _, v := range vols {
+		id := v.Labels[sandbox.LabelID]
+		if _, ok := containers[id]; ok || rows[id] {
+			continue
+		}
+		if err := m.o.Driver.RemoveVolume(ctx, v.Name); err != nil {
+			m.log.Warn("removing an orphaned workspace", zap.String("volume", v.Name), zap.Error(err))
+			m.setFound(false)
+			continue
+		}
+		m.log.Info("orphaned workspace removed", zap.String("sandbox", id), zap.String("volume", v.Name))
+	}
 }
 
 func (m *sandboxes) setFound(v bool) {

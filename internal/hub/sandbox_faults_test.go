@@ -208,7 +208,8 @@ func startOrphan(t *testing.T, drv sandbox.Driver, hubID string) string {
 // A hub restart: the conversation reaches the same sandbox (same id, same
 // container, its workspace kept); a container with the hub's labels that
 // no row knows, and a sandbox whose row was deleted behind the hub's back,
-// are removed with their volumes.
+// are removed with their volumes; so is a workspace volume left without
+// its container and its row.
 func TestSandboxRestart(t *testing.T) {
 	h := startSandboxHub(t, nil)
 	ctx := h.ctx("builtin", "c-1")
@@ -241,14 +242,33 @@ func TestSandboxRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A workspace whose container and row are gone: a removal whose answer
+	// was lost after the engine removed the container.
+	lost := h.sandboxOf(h.ctx("builtin", "c-lost"))
+	lsb, err := h.Store.Sandbox(t.Context(), lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.driver.Remove(context.Background(), "agentd-"+lost) })
+
 	h.Stop()
 	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil {
 		t.Fatalf("the sandbox's container after the hub stopped: %v", err)
+	}
+	if out, err := exec.CommandContext(t.Context(), "docker", "rm", "-f", lsb.ContainerID).CombinedOutput(); err != nil {
+		t.Fatalf("docker rm: %v %s", err, out)
+	}
+	if err := h.Store.DeleteSandbox(t.Context(), lost); err != nil {
+		t.Fatal(err)
+	}
+	if !volumeExists(t, "agentd-"+lost+"-workspace") {
+		t.Fatal("docker rm -f removed the named workspace volume: the case is not set up")
 	}
 	h.Serve(h.Addr)
 	// Reconciling is part of the start: the orphans are gone now.
 	h.assertGone(orphanID, "")
 	h.assertGone(forgotten, fsb.ContainerID)
+	h.assertGone(lost, lsb.ContainerID)
 
 	info, err := h.info(h.ctx("builtin", "c-1"))
 	if err != nil {

@@ -147,4 +147,17 @@ type Driver interface {
 	Inspect(ctx context.Context, id string) (Info, error)
 	// List returns the containers that carry every label in labels.
 	List(ctx context.Context, labels map[string]string) ([]Info, error)
+	// Volumes returns the volumes that carry every label in labels: a
+	// workspace whose container is gone (its removal's answer lost, the
+	// engine stopped between the two steps) is found by its labels.
+	Volumes(ctx context.Context, labels map[string]string) ([]Volume, error)
+	// RemoveVolume removes a volume. Removing what is gone already is not
+	// an error; a volume a container still uses is.
+	RemoveVolume(ctx context.Context, name string) error
+}
+
+// Volume is a sandbox's workspace volume as the engine lists it.
+type Volume struct {
+	Name   string
+	Labels map[string]string
 }

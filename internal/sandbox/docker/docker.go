@@ -158,6 +158,26 @@ func (d *Driver) removeContainer(ctx context.Context, id string) error {
 	return nil
 }
 
+// Volumes lists the volumes that carry every label in labels.
+func (d *Driver) Volumes(ctx context.Context, labels map[string]string) ([]sandbox.Volume, error) {
+	f := client.Filters{}
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	res, err := d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, d.fail("list volumes", err)
+	}
+	vols := make([]sandbox.Volume, 0, len(res.Items))
+	for _, v := range res.Items {
+		vols = append(vols, sandbox.Volume{Name: v.Name, Labels: v.Labels})
+	}
+	return vols, nil
+}
+
+// RemoveVolume removes a volume; a missing volume is not an error.
+func (d *Driver) RemoveVolume(ctx context.Context, name string) error { return d.removeVolume(ctx, name) }
+
 // removeVolume removes a volume; a missing volume is not an error.
 func (d *Driver) removeVolume(ctx context.Context, name string) error {
 	_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
