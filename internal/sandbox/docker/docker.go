@@ -176,7 +176,9 @@ func (d *Driver) Volumes(ctx context.Context, labels map[string]string) ([]sandb
 }
 
 // RemoveVolume removes a volume; a missing volume is not an error.
-func (d *Driver) RemoveVolume(ctx context.Context, name string) error { return d.removeVolume(ctx, name) }
+func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
+	return d.removeVolume(ctx, name)
+}
 
 // removeVolume removes a volume; a missing volume is not an error.
 func (d *Driver) removeVolume(ctx context.Context, name string) error {
