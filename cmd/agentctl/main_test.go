@@ -5,9 +5,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/devdepot-ai/agentd/internal/testbin"
 )
 
 // agentctlBin and agentdBin are the binaries TestMain builds, for the
@@ -25,12 +26,10 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	agentctlBin, agentdBin = filepath.Join(dir, "agentctl"), filepath.Join(dir, "agentd")
-	for bin, pkg := range map[string]string{agentctlBin: ".", agentdBin: "../agentd"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
-			return 1
-		}
+	if err := testbin.Build(dir, "agentctl", "agentd"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	agentctlBin, agentdBin = filepath.Join(dir, "agentctl"), filepath.Join(dir, "agentd")
 	return m.Run()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/testbin"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -39,11 +40,11 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	agentdBin = filepath.Join(dir, "agentd")
-	if out, err := exec.Command("go", "build", "-o", agentdBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build agentd: %v\n%s", err, out)
+	if err := testbin.Build(dir, "agentd"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	agentdBin = filepath.Join(dir, "agentd")
 	return m.Run()
 }
 

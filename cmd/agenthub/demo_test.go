@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/devdepot-ai/agentd/internal/testbin"
 )
 
 // toolsDir holds agentd, agentctl and agenthub, built once by TestMain as
@@ -28,11 +30,8 @@ func buildToolsAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	const mod = "github.com/devdepot-ai/agentd/cmd/"
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", dir+string(filepath.Separator), mod+"agentd", mod+"agentctl", mod+"agenthub")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build the three binaries: %v\n%s", err, out)
+	if err := testbin.Build(dir, "agentd", "agentctl", "agenthub"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	toolsDir = dir

@@ -24,6 +24,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
+	"github.com/devdepot-ai/agentd/internal/testbin"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
@@ -69,12 +70,12 @@ func agenthubBinary(t *testing.T) string {
 	if b := os.Getenv(agenthubEnv); b != "" {
 		return b
 	}
-	out := filepath.Join(t.TempDir(), "agenthub")
+	dir := t.TempDir()
 	t.Logf("building agenthub (set %s to use a built one)", agenthubEnv)
-	if b, err := exec.CommandContext(t.Context(), "go", "build", "-o", out, "../../../cmd/agenthub").CombinedOutput(); err != nil {
-		t.Fatalf("go build agenthub: %v\n%s", err, b)
+	if err := testbin.Build(dir, "agenthub"); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return filepath.Join(dir, "agenthub")
 }
 
 // startHubProc runs `agenthub serve` on db as a replica and waits for its

@@ -3,13 +3,13 @@ package nginxe2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
+	"github.com/devdepot-ai/agentd/internal/testbin"
 )
 
 // binDir holds the agenthub, agentd and agentctl binaries TestMain builds.
@@ -26,11 +26,8 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	const mod = "github.com/devdepot-ai/agentd/cmd/"
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", dir+string(filepath.Separator), mod+"agentd", mod+"agentctl", mod+"agenthub")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build the three binaries: %v\n%s", err, out)
+	if err := testbin.Build(dir, "agentd", "agentctl", "agenthub"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	binDir = dir

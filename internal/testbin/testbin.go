@@ -1,0 +1,33 @@
+// Package testbin builds the project's commands for tests that run them
+// as real processes (a daemon paired with a hub, agentctl against it, hub
+// replicas killed with SIGKILL), the way they are released: static, CGO
+// off.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// module is the import path the commands live under.
+const module = "github.com/devdepot-ai/agentd/cmd/"
+
+// Build builds the named commands of cmd/ (agentd, agentctl, agenthub)
+// into dir, each as dir/NAME.
+func Build(dir string, names ...string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("testbin: no command named")
+	}
+	args := []string{"build", "-tags", "grpcnotrace", "-o", dir + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, module+n)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", names, err, out)
+	}
+	return nil
+}
