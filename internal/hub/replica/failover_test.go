@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,59 +20,6 @@ import (
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// balancer is a TCP load balancer for tests: it sends every new
-// connection to the current backend.
-type balancer struct {
-	lis     net.Listener
-	backend atomic.Pointer[string]
-	wg      sync.WaitGroup
-}
-
-func newBalancer(t testing.TB, backend string) *balancer {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb := &balancer{lis: lis}
-	lb.backend.Store(&backend)
-	lb.wg.Add(1)
-	go lb.serve()
-	t.Cleanup(func() { lis.Close(); lb.wg.Wait() })
-	return lb
-}
-
-func (lb *balancer) URL() string { return "http://" + lb.lis.Addr().String() }
-
-func (lb *balancer) point(backend string) { lb.backend.Store(&backend) }
-
-func (lb *balancer) serve() {
-	defer lb.wg.Done()
-	for {
-		c, err := lb.lis.Accept()
-		if err != nil {
-			return
-		}
-		lb.wg.Add(1)
-		go func() {
-			defer lb.wg.Done()
-			defer c.Close()
-			u, err := net.Dial("tcp", *lb.backend.Load())
-			if err != nil {
-				return
-			}
-			defer u.Close()
-			done := make(chan struct{}, 2)
-			go func() { io.Copy(u, c); done <- struct{}{} }()
-			go func() { io.Copy(c, u); done <- struct{}{} }()
-			<-done // either side ended: end both
-			c.Close()
-			u.Close()
-			<-done
-		}()
-	}
-}
-
 // TestReplicaDiesMidStream: the replica holding a machine's tunnel goes
 // away while a command streams to a client on another replica. The call
 // fails UNAVAILABLE, the daemon reconnects through the load balancer to the
@@ -83,7 +27,7 @@ func (lb *balancer) serve() {
 func TestReplicaDiesMidStream(t *testing.T) {
 	t.Parallel()
 	a, b := twoReplicas(t, hubtest.Options{Replica: &replica.Options{Heartbeat: 100 * time.Millisecond}})
-	lb := newBalancer(t, b.Addr)
+	lb := newRRBalancer(t, b.Addr)
 	id, _ := runMachine(t, &hubtest.Hub{Store: b.Store, Org: b.Org, Token: b.Token, Addr: b.Addr, URL: lb.URL()})
 	routed := func(to *hubtest.Hub) func() bool {
 		return func() bool {
@@ -115,7 +59,7 @@ func TestReplicaDiesMidStream(t *testing.T) {
 	}
 
 	// B goes away; new connections reach A.
-	lb.point(a.Addr)
+	lb.use(a.Addr)
 	b.Stop()
 	for err == nil {
 		_, err = st.Recv()
