@@ -33,13 +33,17 @@
 # script starts a second dockerd of its own (root needed) that shares
 # nothing with the local engine: its own data root (a new directory under
 # OVERLAY2_BASE, default /var/tmp, which must be ext4 or xfs), exec root
-# (under /run), pid file, unix socket, containerd namespace, no bridge, no
-# iptables rules, no TCP listener; loads the base image into it with docker
+# (under /run), pid file, unix socket, containerd namespace, a bridge of its
+# own (OVERLAY2_BRIDGE_ADDR, default 172.31.254.1/24; never --bridge none,
+# which makes dockerd delete the host's docker0 and so breaks the local
+# engine's default network), no iptables rules, no IP forwarding or
+# masquerading change, no TCP listener; loads the base image into it with docker
 # save | docker load; and runs the exec benchmark EXEC_COUNT times on each
 # engine in turn (local, overlay2, local, ...). On exit, failed or not, it
-# stops that dockerd, unmounts anything left under its directories and
-# removes them. Without root, dockerd, the overlay filesystem or an ext4/xfs
-# OVERLAY2_BASE it says why and runs on the local engine only.
+# stops that dockerd, unmounts anything left under its directories, removes
+# them and its bridge. Without root, dockerd, ip, the overlay filesystem, an
+# ext4/xfs OVERLAY2_BASE or a free OVERLAY2_BRIDGE_ADDR subnet it says why
+# and runs on the local engine only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -51,6 +55,7 @@ EXEC_CALLS=${EXEC_CALLS:-10}
 EXEC_COUNT=${EXEC_COUNT:-3}
 OVERLAY2=${OVERLAY2:-}
 OVERLAY2_BASE=${OVERLAY2_BASE:-/var/tmp}
+OVERLAY2_BRIDGE_ADDR=${OVERLAY2_BRIDGE_ADDR:-172.31.254.1/24}
 base_image=${SANDBOX_BASE_IMAGE:-ghcr.io/devdepot-ai/sandbox-base:1}
 
 die() { echo "bench-sandbox: $*" >&2; exit 1; }
@@ -64,8 +69,8 @@ mkdir -p "$outdir"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentd-bench-sandbox.XXXXXX")
 
 # The private overlay2 engine (OVERLAY2=1): its data root, exec root,
-# socket and dockerd's pid, set by ovl_start.
-ovl_dir='' ovl_exec='' ovl_host='' ovl_pid=''
+# socket, dockerd's pid and its bridge, set by ovl_start.
+ovl_dir='' ovl_exec='' ovl_host='' ovl_pid='' ovl_br=''
 
 # ovl_unavailable prints why a private overlay2 engine cannot run here,
 # nothing if it can.
@@ -75,6 +80,10 @@ ovl_unavailable() {
 		echo "not root (dockerd needs root)"
 	elif ! command -v dockerd >/dev/null; then
 		echo "no dockerd on PATH"
+	elif ! command -v ip >/dev/null; then
+		echo "no ip (iproute2) on PATH"
+	elif [[ -n $(ip -4 route show to match "${OVERLAY2_BRIDGE_ADDR%/*}" | grep -v '^default') ]]; then
+		echo "OVERLAY2_BRIDGE_ADDR $OVERLAY2_BRIDGE_ADDR is in a subnet this host already routes"
 	elif ! grep -qw overlay /proc/filesystems; then
 		echo "the kernel has no overlay filesystem (/proc/filesystems)"
 	elif ! fs=$(stat -f -c %T "$OVERLAY2_BASE" 2>/dev/null); then
@@ -88,15 +97,25 @@ ovl_unavailable() {
 # into it; it fails (and ovl_stop cleans up) if dockerd does not come up
 # with overlay2.
 ovl_start() {
-	local i driver
-	ovl_dir=$(mktemp -d "$OVERLAY2_BASE/agentd-bench-ovl.XXXXXX")
+	# Called as ovl_start || die, where set -e does not apply: each step
+	# checks.
+	local i driver br
+	ovl_dir=$(mktemp -d "$OVERLAY2_BASE/agentd-bench-ovl.XXXXXX") || return 1
 	# Short: containerd's sockets live under the exec root.
-	ovl_exec=$(mktemp -d /run/agentd-bench-ovl.XXXXXX)
+	ovl_exec=$(mktemp -d /run/agentd-bench-ovl.XXXXXX) || return 1
 	ovl_host=unix://$ovl_exec/docker.sock
-	echo '{}' >"$ovl_dir/daemon.json" # not /etc/docker/daemon.json
+	# A bridge of its own: with --bridge none dockerd deletes docker0,
+	# the local engine's.
+	br=agovl-${ovl_exec##*.}
+	ip link add "$br" type bridge || return 1
+	ovl_br=$br
+	ip addr add "$OVERLAY2_BRIDGE_ADDR" dev "$ovl_br" || return 1
+	ip link set "$ovl_br" up || return 1
+	echo '{}' >"$ovl_dir/daemon.json" || return 1 # not /etc/docker/daemon.json
 	dockerd --config-file "$ovl_dir/daemon.json" --data-root "$ovl_dir/data" \
 		--exec-root "$ovl_exec" --pidfile "$ovl_exec/dockerd.pid" -H "$ovl_host" \
-		--storage-driver overlay2 --bridge none --iptables=false --ip6tables=false --ip-masq=false \
+		--storage-driver overlay2 --bridge "$ovl_br" \
+		--iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
 		--containerd-namespace "agentd-bench-${ovl_exec##*.}" \
 		--containerd-plugins-namespace "agentd-bench-plugins-${ovl_exec##*.}" \
 		>"$ovl_dir/dockerd.log" 2>&1 &
@@ -116,11 +135,11 @@ ovl_start() {
 }
 
 # ovl_stop stops the private engine (its containers first), unmounts what
-# is left under its directories, deepest first, and removes them. Safe to
-# call when nothing was started.
+# is left under its directories, deepest first, removes them and its
+# bridge. Safe to call when nothing was started.
 ovl_stop() {
 	local i pid m left
-	[[ -n $ovl_dir || -n $ovl_exec ]] || return 0
+	[[ -n $ovl_dir || -n $ovl_exec || -n $ovl_br ]] || return 0
 	if [[ -n $ovl_pid ]] && kill -0 "$ovl_pid" 2>/dev/null; then
 		docker -H "$ovl_host" ps -aq 2>/dev/null | xargs -r docker -H "$ovl_host" rm -f >/dev/null 2>&1 || true
 		kill -TERM "$ovl_pid"
@@ -145,7 +164,10 @@ ovl_stop() {
 	else
 		rm -rf --one-file-system "$ovl_dir" "$ovl_exec"
 	fi
-	ovl_dir='' ovl_exec='' ovl_pid=''
+	if [[ -n $ovl_br ]] && ip link show "$ovl_br" >/dev/null 2>&1; then
+		ip link del "$ovl_br" || true
+	fi
+	ovl_dir='' ovl_exec='' ovl_pid='' ovl_br=''
 }
 
 # ovl_mounts lists the mount points under the private engine's directories.
