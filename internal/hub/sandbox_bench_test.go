@@ -12,8 +12,10 @@ package hub_test
 //
 //	go test -run '^$' -bench 'Sandbox|DockerRunExec|MachineExec|MachineProcessExec|ExecSideBySide' -benchtime 20x ./internal/hub/
 //
-// scripts/bench-sandbox.sh runs them and prints the ratios. They need the local Docker engine (they skip without one) and
-// remove every container and volume they made.
+// scripts/bench-sandbox.sh runs them and prints the ratios. They need a Docker engine (they skip without one): the one
+// DOCKER_HOST names, else the local socket; the driver and the docker CLI calls here both follow DOCKER_HOST, so
+// DOCKER_HOST=unix:///…/docker.sock runs them on another engine (the script's OVERLAY2=1 does so on a private overlay2
+// engine). They remove every container and volume they made.
 //
 // startSandboxHub takes a *testing.T, so the hub is built here the same
 // way for a testing.TB, as a benchHub (bench_test.go) so that startDaemon
