@@ -254,8 +254,14 @@ func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, kno
 // createContainer creates the sandbox's container, first pulling its image
 // by digest if the engine lacks it: a custom environment another replica
 // validated (and pulled on its own engine).
+//
+// The engine's part of a Create is not cut short by ctx (a hub closing, a
+// caller gone): an engine that received the request may still make the
+// container after its client gave up, and a container made after the
+// hub's clean-up would be left behind. Finished, it is removed by the
+// caller's failure path like any other.
 func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (string, error) {
-	cid, err := m.o.Driver.Create(ctx, spec)
+	cid, err := m.engineCreate(ctx, spec)
 	if !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(spec.Image, "@sha256:") {
 		return cid, err
 	}
@@ -266,5 +272,17 @@ func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (str
 	if _, err := m.o.Driver.Pull(ctx, spec.Image); err != nil {
 		return "", fmt.Errorf("pull %s: %w", spec.Image, err)
 	}
-	return m.o.Driver.Create(ctx, spec)
+	return m.engineCreate(ctx, spec)
 }
+
+// engineCreate is Driver.Create, finished whatever becomes of ctx (within
+// createTimeout).
+func (m *sandboxes) engineCreate(ctx context.Context, spec sandbox.Spec) (string, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	return m.o.Driver.Create(cctx, spec)
+}
+
+// createTimeout bounds a container's creation (its volume, the volume's
+// ownership, the container) when nothing else does.
+const createTimeout = 2 * time.Minute
