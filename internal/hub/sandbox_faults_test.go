@@ -532,7 +532,9 @@ func TestSandboxEngineGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer live.Close()
+		// Closed after the orphan's clean-up, which uses it (LIFO): a
+		// client closed first would open a new connection there and leak it.
+		t.Cleanup(func() { live.Close() })
 		orphanID = startOrphan(t, live, hubID)
 		o.Driver = dead
 		o.HubID = hubID
