@@ -20,16 +20,12 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "agentctl-bin-")
+	dir, err := testbin.Temp("agentctl", "agentd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := testbin.Build(dir, "agentctl", "agentd"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	agentctlBin, agentdBin = filepath.Join(dir, "agentctl"), filepath.Join(dir, "agentd")
 	return m.Run()
 }

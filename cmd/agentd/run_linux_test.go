@@ -34,16 +34,12 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "agentd-bin-")
+	dir, err := testbin.Temp("agentd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := testbin.Build(dir, "agentd"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	agentdBin = filepath.Join(dir, "agentd")
 	return m.Run()
 }

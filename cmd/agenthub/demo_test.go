@@ -24,16 +24,12 @@ func TestMain(m *testing.M) {
 }
 
 func buildToolsAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "agenthub-test-bin-")
+	dir, err := testbin.Temp("agentd", "agentctl", "agenthub")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := testbin.Build(dir, "agentd", "agentctl", "agenthub"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	toolsDir = dir
 	return m.Run()
 }

@@ -14,6 +14,20 @@ import (
 // module is the import path the commands live under.
 const module = "github.com/devdepot-ai/agentd/cmd/"
 
+// Temp builds the named commands into a new temporary directory and
+// returns it; the caller removes it (os.RemoveAll) when done.
+func Temp(names ...string) (string, error) {
+	dir, err := os.MkdirTemp("", "agentd-testbin-")
+	if err != nil {
+		return "", err
+	}
+	if err := Build(dir, names...); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // Build builds the named commands of cmd/ (agentd, agentctl, agenthub)
 // into dir, each as dir/NAME.
 func Build(dir string, names ...string) error {

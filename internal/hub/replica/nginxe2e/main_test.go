@@ -20,16 +20,12 @@ var binDir string
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nginxe2e-bin-")
+	dir, err := testbin.Temp("agentd", "agentctl", "agenthub")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := testbin.Build(dir, "agentd", "agentctl", "agenthub"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	binDir = dir
 	code := pgtest.Main(m)
 	if err := goleak.Find(); code == 0 && err != nil {
