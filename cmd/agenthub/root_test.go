@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
 )
 
 func TestParseProxies(t *testing.T) {
@@ -26,6 +30,26 @@ func TestParseProxies(t *testing.T) {
 	for _, bad := range []string{"", "nginx", "10.0.0.0/33", "10.0.0.1:80"} {
 		if _, err := parseProxies([]string{bad}); err == nil {
 			t.Errorf("parseProxies(%q) accepted it", bad)
+		}
+	}
+}
+
+// TestAllowRegistryRefused: --allow-registry entries that cover a public
+// suffix, or are not hosts, are a usage error before the engine is asked.
+func TestAllowRegistryRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ entry, want string }{
+		{"*.co.uk", "public suffix"},
+		{"co.uk", "public suffix"},
+		{"*.com", "top-level domain"},
+		{"ghcr.io/acme", "want a host"},
+	} {
+		f := sandboxFlags{mode: "on", allow: []string{tc.entry}, idleTTL: time.Hour}
+		_, closeFn, err := f.options(t.Context(), "", zap.NewNop())
+		closeFn()
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--allow-registry %s: got %v, want a usage error containing %q", tc.entry, err, tc.want)
 		}
 	}
 }

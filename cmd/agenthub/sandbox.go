@@ -21,6 +21,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
@@ -114,6 +115,11 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	if f.idleTTL < time.Minute {
 		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
+	}
+	for _, r := range f.allow {
+		if err := imageref.CheckRegistryPattern(r); err != nil {
+			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--allow-registry: %w", err)}
+		}
 	}
 	var subnet netip.Prefix
 	if f.subnet != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/devdepot-ai/agentd/internal/allowlist"
+	"github.com/devdepot-ai/agentd/internal/imageref"
 )
 
 // Strategy says where an agent's image comes from.
@@ -250,7 +251,11 @@ func (p *Profile) validateStrategy() error {
 
 // validImageRef accepts a reference with an explicit registry host.
 func validImageRef(ref string) error {
-	if _, err := name.ParseReference(ref); err != nil {
+	parsed, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", ref, err)
+	}
+	if err := imageref.CheckRepository(parsed.Context().RepositoryStr()); err != nil {
 		return fmt.Errorf("image %q: %w", ref, err)
 	}
 	if host, _, ok := strings.Cut(ref, "/"); !ok || (!strings.ContainsAny(host, ".:") && host != "localhost") {

@@ -8,8 +8,9 @@
 // never IP addresses: the proxy resolves a name itself and refuses private
 // addresses, and an address in a list would bypass that. A wildcard covers
 // names one or more labels below its domain, not the domain itself, and
-// needs a domain of at least two labels ("*.com" is refused: it would allow
-// half the internet). Entries are lowercase; a trailing dot is refused
+// needs a domain of at least two labels that is not a public suffix ("*.com"
+// and "*.co.uk" are refused: they would allow half the internet; so is the
+// suffix itself, "co.uk"). Entries are lowercase; a trailing dot is refused
 // rather than guessed at. Matching is on the name the client asked for,
 // lowercased and without a trailing dot.
 package allowlist
@@ -20,6 +21,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/publicsuffix"
 )
 
 // DefaultPort is the port of an entry that names none.
@@ -126,6 +129,9 @@ func Parse(s string) (Entry, error) {
 	case !tldRE.MatchString(labels[len(labels)-1]):
 		return bad("want a host name, not an IP address")
 	}
+	if err := CheckNotPublicSuffix(e.Host, e.Wildcard); err != nil {
+		return bad(err.Error())
+	}
 	return e, nil
 }
 
@@ -173,4 +179,38 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:80] + "…"
+}
+
+// ErrPublicSuffix: a domain is a public suffix.
+var ErrPublicSuffix = errors.New("public suffix")
+
+// CheckNotPublicSuffix refuses a domain that is an ICANN public suffix
+// ("com", "co.uk"), under which anyone can register a name; with wildcard
+// the entry would allow every such name. Private suffixes on the list
+// ("githubusercontent.com", "s3.amazonaws.com") pass: one company runs
+// them, and allowing its hosts is what such an entry means. Names under a
+// TLD the list does not know ("corp.internal") pass.
+func CheckNotPublicSuffix(domain string, wildcard bool) error {
+	d := strings.TrimSuffix(strings.ToLower(domain), ".")
+	if !strings.Contains(d, ".") {
+		if wildcard || isICANN(d) {
+			return fmt.Errorf("%w: %q is a top-level domain: name a host or *.yourdomain.example", ErrPublicSuffix, domain)
+		}
+		return nil
+	}
+	suffix, icann := publicsuffix.PublicSuffix(d)
+	if suffix != d || !icann {
+		return nil
+	}
+	what := domain
+	if wildcard {
+		what = "*." + domain
+	}
+	return fmt.Errorf("%w: %q covers a public suffix (%s), under which anyone can register a name: name your own domain, e.g. *.example.co.uk", ErrPublicSuffix, what, suffix)
+}
+
+// isICANN reports whether the list knows tld as an ICANN suffix.
+func isICANN(tld string) bool {
+	_, icann := publicsuffix.PublicSuffix(tld)
+	return icann
 }

@@ -46,6 +46,8 @@ func TestParseRefuses(t *testing.T) {
 		{"api.openai.com.", "trailing dot"},
 		{"*", `"*." before a domain`},
 		{"*.com", "two labels or more"},
+		{"*.co.uk", `"*.co.uk" covers a public suffix (co.uk)`},
+		{"co.uk", `"co.uk" covers a public suffix (co.uk)`},
 		{"**.example.com", `"*." before a domain`},
 		{"api.*.example.com", `"*." before a domain`},
 		{"localhost", "fully qualified"},

@@ -182,6 +182,13 @@ func TestRun(t *testing.T) {
 				"write docker.io/acme/sandbox:latest"), ""
 		},
 	}, {
+		name: "path traversal: no request",
+		setup: func(t *testing.T) (string, Options, sandbox.Report, string) {
+			return "ghcr.io/../../etc/passwd:1", Options{Transport: noNetwork{t}}, with(nil, IDReferenceSyntax, sandbox.Fail,
+				`"ghcr.io/../../etc/passwd:1" is not an image reference (invalid image reference: repository path component "..": want lowercase letters and digits separated by '.', '_', '__' or '-' (no empty, '.' or '..' components)): there is nothing to pull`,
+				"write it as REGISTRY/REPOSITORY:TAG in lowercase, e.g. docker.io/acme/sandbox:v1"), ""
+		},
+	}, {
 		name: "empty",
 		setup: func(t *testing.T) (string, Options, sandbox.Report, string) {
 			return " ", Options{Transport: noNetwork{t}}, with(nil, IDReferenceSyntax, sandbox.Fail,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
@@ -59,6 +60,10 @@ func (r *run) reference(ref string) bool {
 				"write "+full)
 		}
 		return fail(fmt.Sprintf("%q is not an image reference (%v): there is nothing to pull", ref, whyNot(ref, err)),
+			"write it as REGISTRY/REPOSITORY:TAG in lowercase, e.g. "+exampleRef)
+	}
+	if err := imageref.CheckRepository(parsed.Context().RepositoryStr()); err != nil {
+		return fail(fmt.Sprintf("%q is not an image reference (%v): there is nothing to pull", ref, err),
 			"write it as REGISTRY/REPOSITORY:TAG in lowercase, e.g. "+exampleRef)
 	}
 	r.ref = parsed
