@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/devdepot-ai/agentd/internal/netblock"
 )
 
 // ErrForbiddenAddress: the destination is, or resolves only to, an address
@@ -33,18 +35,21 @@ func (e *AddressError) Unwrap() error { return ErrForbiddenAddress }
 
 // PublicDialer dials only public addresses: it resolves the host itself,
 // drops every address that is private, loopback, link-local, CGNAT,
-// multicast, reserved or the hub host's own, and dials the first of the
-// others that answers. Zero fields get the defaults documented on them.
+// multicast, reserved (the list in internal/netblock, which the sandbox
+// network's kernel rules drop too), the hub host's own or on a network the
+// host is on (its LAN's neighbours), and dials the first of the others that
+// answers. Zero fields get the defaults documented on them.
 type PublicDialer struct {
 	// Lookup resolves a host name. Default net.DefaultResolver.LookupNetIP.
 	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 	// DialAddr connects to one checked address ("ip:port"). Default a
 	// net.Dialer's DialContext.
 	DialAddr func(ctx context.Context, network, addr string) (net.Conn, error)
-	// HostAddrs are the hub host's own addresses, refused too. Default the
-	// addresses of its network interfaces, read at each dial (an address
-	// the host gains later is refused as well).
-	HostAddrs func() ([]netip.Addr, error)
+	// HostPrefixes are the hub host's own addresses with their on-link
+	// prefixes (192.0.2.7/24: the host and its LAN), refused too. Default
+	// those of its network interfaces, read at each dial (a network the
+	// host joins later is refused as well).
+	HostPrefixes func() ([]netip.Prefix, error)
 }
 
 // Dial connects to host:port if host is, or resolves to, a public address;
@@ -65,7 +70,7 @@ func (d *PublicDialer) Dial(ctx context.Context, host string, port int) (net.Con
 			return nil, err
 		}
 	}
-	own, err := d.hostAddrs()
+	own, err := d.hostPrefixes()
 	if err != nil {
 		return nil, fmt.Errorf("the hub's own addresses: %w", err)
 	}
@@ -97,42 +102,23 @@ func (d *PublicDialer) Dial(ctx context.Context, host string, port int) (net.Con
 	return nil, fmt.Errorf("%s: no address", host)
 }
 
-func (d *PublicDialer) hostAddrs() ([]netip.Addr, error) {
-	if d.HostAddrs != nil {
-		return d.HostAddrs()
+func (d *PublicDialer) hostPrefixes() ([]netip.Prefix, error) {
+	if d.HostPrefixes != nil {
+		return d.HostPrefixes()
 	}
-	ifs, err := net.InterfaceAddrs()
+	hp, err := netblock.HostPrefixes()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]netip.Addr, 0, len(ifs))
-	for _, a := range ifs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr().Unmap())
-		}
+	out := make([]netip.Prefix, 0, len(hp))
+	for _, p := range hp {
+		out = append(out, p.Prefix)
 	}
 	return out, nil
 }
 
-// blocked are the ranges refused beyond what netip classifies, each with
-// what it is.
-var blocked = []struct {
-	p   netip.Prefix
-	why string
-}{
-	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT"},
-	{netip.MustParsePrefix("0.0.0.0/8"), `"this network"`},
-	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
-	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
-	{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
-	{netip.MustParsePrefix("2002::/16"), "6to4"},
-	{netip.MustParsePrefix("fec0::/10"), "site-local"},
-}
-
 // forbidden says why a may not be dialled, or "".
-func forbidden(a netip.Addr, own []netip.Addr) string {
+func forbidden(a netip.Addr, own []netip.Prefix) string {
 	switch {
 	case !a.IsValid() || a.IsUnspecified():
 		return "unspecified"
@@ -147,14 +133,15 @@ func forbidden(a netip.Addr, own []netip.Addr) string {
 	case !a.IsGlobalUnicast():
 		return "non-unicast"
 	}
-	for _, b := range blocked {
-		if b.p.Contains(a) {
-			return b.why
-		}
+	if why := netblock.Why(a); why != "" {
+		return why
 	}
 	for _, o := range own {
-		if o == a {
+		switch {
+		case o.Addr().Unmap() == a:
 			return "the hub host's own"
+		case o.Masked().Contains(a):
+			return "on the hub host's network " + o.Masked().String()
 		}
 	}
 	return ""

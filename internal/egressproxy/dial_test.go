@@ -16,7 +16,7 @@ import (
 // is sent: resolving and dialing are replaced by recorders.
 func TestPublicDialerRefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()
-	own := netip.MustParseAddr("203.0.113.7") // "the hub's host"
+	own := netip.MustParsePrefix("203.0.113.7/24") // "the hub's host" on its LAN
 	for _, tc := range []struct {
 		resolves []string
 		want     string // "": dialled (the first public address)
@@ -39,6 +39,10 @@ func TestPublicDialerRefusesPrivateAddresses(t *testing.T) {
 		{[]string{"64:ff9b::a00:1"}, "NAT64"},
 		{[]string{"2002:a00:1::1"}, "6to4"},
 		{[]string{"203.0.113.7"}, "the hub host's own"},
+		{[]string{"203.0.113.99"}, "on the hub host's network 203.0.113.0/24"}, // a LAN neighbour
+		{[]string{"192.0.0.9"}, "IETF protocol"},
+		{[]string{"198.18.3.4"}, "benchmarking"},
+		{[]string{"fec0::1"}, "site-local"},
 		// A name with a private and a public address: only the public one
 		// is dialled.
 		{[]string{"10.0.0.1", "198.51.100.9"}, ""},
@@ -61,7 +65,7 @@ func TestPublicDialerRefusesPrivateAddresses(t *testing.T) {
 				a, _ := net.Pipe()
 				return a, nil
 			},
-			HostAddrs: func() ([]netip.Addr, error) { return []netip.Addr{own}, nil },
+			HostPrefixes: func() ([]netip.Prefix, error) { return []netip.Prefix{own}, nil },
 		}
 		c, err := d.Dial(t.Context(), "api.example.com", 443)
 		if tc.want == "" {
@@ -97,7 +101,7 @@ func TestPublicDialerLiteralsAndLookupErrors(t *testing.T) {
 			t.Error("dialled")
 			return nil, errors.New("no")
 		},
-		HostAddrs: func() ([]netip.Addr, error) { return nil, nil },
+		HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil },
 	}
 	if _, err := d.Dial(t.Context(), "169.254.169.254", 80); !errors.Is(err, ErrForbiddenAddress) ||
 		err.Error() != "169.254.169.254 is an address sandboxes may not reach (link-local)" {

@@ -2,11 +2,17 @@
 // internet yes, private networks and the host no.
 //
 // Ensure makes (or reuses, after checking its settings) a dedicated Docker
-// bridge network with a fixed Linux bridge name and inter-container traffic
+// bridge network with a Linux bridge named after the network (BridgeFor:
+// agentd-sb0 for the default network, agsb-<hash> for others, so two hubs
+// with two networks on one engine have two bridges and two tables; an
+// existing network keeps the bridge it was made with) and inter-container traffic
 // off, not `internal` (public egress must work), and installs the hub's own
 // nftables rules for that bridge, then reads them back. Check reads them back
 // again; the hub calls it at start and refuses to run sandboxes when Ensure
-// or Check fails (fail closed). `network none` remains the offline choice.
+// or Check fails (fail closed). A Guard re-checks on every tick of the hub's
+// reaper (Verify: also against on-link networks the host joined since),
+// refuses calls to network sandboxes while the rules are missing, and
+// re-installs them. `network none` remains the offline choice.
 //
 // Why our own nftables table and not Docker's DOCKER-USER chain:
 // DOCKER-USER hangs off the filter FORWARD chain, so it sees only traffic the
@@ -42,12 +48,15 @@
 //     embedded resolver forwards queries from the container's own namespace,
 //     so a resolver in a private range (a VPC's, a home router) is blocked
 //     unless it is listed;
-//   - IPv4 destinations dropped: DefaultBlocked (RFC 1918, link-local with
-//     the metadata address, CGNAT, loopback, 0/8, multicast, reserved),
-//     Options.ExtraBlocked, the network's own subnet when no blocked range
-//     covers it, and every IPv4 address the host holds at Ensure time that no
-//     blocked range covers; 172.16.0.0/12 holds Docker's subnets, so other
-//     sandboxes and the gateway are blocked too;
+//   - IPv4 destinations dropped: DefaultBlocked (internal/netblock's list,
+//     which the egress proxy refuses too: RFC 1918, link-local with the
+//     metadata address, CGNAT, loopback, 0/8, 192.0.0.0/24, 198.18.0.0/15,
+//     multicast, reserved), Options.ExtraBlocked, the network's own subnet
+//     when no blocked range covers it, and every on-link network of every
+//     host interface (each address with its mask: a LAN that is not RFC
+//     1918, and so its neighbours) that no blocked range covers; 172.16.0.0/12
+//     holds Docker's subnets, so other sandboxes and the gateway are blocked
+//     too;
 //   - and `fib daddr type local` drops whatever the kernel would deliver to
 //     the host itself, so an address the host gains after Ensure is blocked
 //     as well.

@@ -19,6 +19,17 @@ const (
 	optMasquerade = "com.docker.network.bridge.enable_ip_masquerade"
 )
 
+// existingBridge returns the bridge name of the network called name, ""
+// when there is no such network, it names no bridge, or the engine does
+// not say.
+func existingBridge(ctx context.Context, cli *client.Client, name string) string {
+	res, err := cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if err != nil {
+		return ""
+	}
+	return res.Network.Options[optBridgeName]
+}
+
 // ensureNetwork creates the network, or checks the one of that name, and
 // returns its ID and gateway.
 func ensureNetwork(ctx context.Context, cli *client.Client, o Options) (string, netip.Addr, error) {

@@ -3,12 +3,15 @@ package egress
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
@@ -17,9 +20,25 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	DefaultNetworkName = "agentd-sandbox"
-	DefaultBridgeName  = "agentd-sb0"
-	DefaultSubnet      = "172.30.240.0/24"
+	// DefaultBridgeName is the bridge of DefaultNetworkName; other
+	// networks get BridgeFor's.
+	DefaultBridgeName = "agentd-sb0"
+	DefaultSubnet     = "172.30.240.0/24"
 )
+
+// BridgeFor is the Linux bridge of a sandbox network: DefaultBridgeName for
+// DefaultNetworkName (as every hub so far made it), and "agsb-" with ten hex
+// digits of the name's SHA-256 for any other, so that two hubs on one engine
+// with different networks get two bridges and two nft tables (agentd_<bridge>)
+// and never replace each other's rules. Linux bridge names have at most 15
+// bytes.
+func BridgeFor(network string) string {
+	if network == DefaultNetworkName {
+		return DefaultBridgeName
+	}
+	sum := sha256.Sum256([]byte(network))
+	return "agsb-" + hex.EncodeToString(sum[:5])
+}
 
 // LabelNetwork marks the Docker network Ensure created ("1").
 const LabelNetwork = "ai.devdepot.agentd.sandbox.network"
@@ -51,7 +70,8 @@ type Options struct {
 	NetworkName string
 	// BridgeName is the Linux bridge device of that network, which the
 	// rules match by name: letters, digits, '-' and '_', at most 15 bytes.
-	// Default DefaultBridgeName.
+	// Default: the bridge of the existing network of that name, else
+	// BridgeFor(NetworkName).
 	BridgeName string
 	// Subnet is the network's IPv4 subnet, /8 to /30; change it when it
 	// clashes with a network the host already has. Default DefaultSubnet.
@@ -85,7 +105,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.NetworkName = DefaultNetworkName
 	}
 	if o.BridgeName == "" {
-		o.BridgeName = DefaultBridgeName
+		o.BridgeName = BridgeFor(o.NetworkName)
 	}
 	if !o.Subnet.IsValid() {
 		o.Subnet = netip.MustParsePrefix(DefaultSubnet)
@@ -130,7 +150,10 @@ type Network struct {
 
 	dockerHost string
 	nft        nft
-	rules      ruleset
+	in         ruleInput // what the rules were built from, host prefixes aside
+
+	mu    sync.Mutex
+	rules ruleset // the rules installed last
 }
 
 // Ensure creates the sandbox network, or reuses it when its settings match,
@@ -139,6 +162,7 @@ type Network struct {
 // container on it ever runs without them. An error means sandboxes must not
 // run with network access.
 func Ensure(ctx context.Context, opts Options) (*Network, error) {
+	bridgeGiven := opts.BridgeName != ""
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -147,32 +171,33 @@ func Ensure(ctx context.Context, opts Options) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoNFT, err)
 	}
-	host, err := hostAddrs()
-	if err != nil {
-		return nil, err
-	}
 	n := &Network{
 		Name:       o.NetworkName,
-		Bridge:     o.BridgeName,
 		Subnet:     o.Subnet,
 		dockerHost: o.DockerHost,
 		nft:        nft{path: path},
-		rules: buildRules(ruleInput{
-			bridge:   o.BridgeName,
-			subnet:   o.Subnet,
-			extra:    o.ExtraBlocked,
-			allowDNS: o.AllowDNS,
-			host:     host,
-		}),
-	}
-	if _, err := n.nft.run(ctx, n.rules.script(), "-f", "-"); err != nil {
-		return nil, fmt.Errorf("install egress rules: %w", err)
 	}
 	cli, err := n.client()
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
+	if !bridgeGiven {
+		// A network made before bridges were named after networks keeps
+		// its bridge: the rules follow the bridge it really has.
+		// An engine that does not answer is reported by ensureNetwork,
+		// after nft has had its say.
+		if b := existingBridge(ctx, cli, o.NetworkName); b != "" && b != o.BridgeName && bridgeNameRE.MatchString(b) {
+			o.Logger.Named("egress").Info("the sandbox network keeps the bridge it was made with",
+				zap.String("network", o.NetworkName), zap.String("bridge", b), zap.String("new_networks_get", o.BridgeName))
+			o.BridgeName = b
+		}
+	}
+	n.Bridge = o.BridgeName
+	n.in = ruleInput{bridge: o.BridgeName, subnet: o.Subnet, extra: o.ExtraBlocked, allowDNS: o.AllowDNS}
+	if err := n.install(ctx); err != nil {
+		return nil, err
+	}
 	if n.ID, n.Gateway, err = ensureNetwork(ctx, cli, o); err != nil {
 		return nil, err
 	}
@@ -188,24 +213,80 @@ func Ensure(ctx context.Context, opts Options) (*Network, error) {
 	return n, nil
 }
 
+// want builds the rules for the host as it is now (its on-link networks
+// change when an interface comes or goes).
+func (n *Network) want() (ruleset, error) {
+	host, err := hostPrefixes()
+	if err != nil {
+		return ruleset{}, err
+	}
+	in := n.in
+	in.host = host
+	return buildRules(in), nil
+}
+
+// install replaces the table with the rules for the host as it is now.
+func (n *Network) install(ctx context.Context) error {
+	rs, err := n.want()
+	if err != nil {
+		return err
+	}
+	if _, err := n.nft.run(ctx, rs.script(), "-f", "-"); err != nil {
+		return fmt.Errorf("install egress rules: %w", err)
+	}
+	n.mu.Lock()
+	n.rules = rs
+	n.mu.Unlock()
+	return nil
+}
+
+// Verify is Check against the rules the host needs now: besides rules
+// missing or altered since Ensure (the table flushed or deleted), it
+// reports an on-link network the host joined since, which no rule drops
+// yet. Reinstall fixes both.
+func (n *Network) Verify(ctx context.Context) error {
+	rs, err := n.want()
+	if err != nil {
+		return err
+	}
+	return n.check(ctx, rs)
+}
+
+// Reinstall installs the rules again (for the host as it is now) and reads
+// them back.
+func (n *Network) Reinstall(ctx context.Context) error {
+	if err := n.install(ctx); err != nil {
+		return err
+	}
+	return n.Check(ctx)
+}
+
 // Check reads the rules back and returns an error, wrapping
 // ErrRulesAltered, that names every rule missing, changed, added or
 // reordered since Ensure. The hub calls it at start (and may call it
 // periodically) and refuses sandboxes while it fails.
 func (n *Network) Check(ctx context.Context) error {
-	out, err := n.nft.run(ctx, "", "list", "table", "inet", n.rules.table)
+	n.mu.Lock()
+	rs := n.rules
+	n.mu.Unlock()
+	return n.check(ctx, rs)
+}
+
+// check reads the table back and compares it with rs.
+func (n *Network) check(ctx context.Context, rs ruleset) error {
+	out, err := n.nft.run(ctx, "", "list", "table", "inet", rs.table)
 	if errors.Is(err, errNoSuchObject) {
-		return fmt.Errorf("%w: table inet %s does not exist; %s", ErrRulesAltered, n.rules.table, fix)
+		return fmt.Errorf("%w: table inet %s does not exist; %s", ErrRulesAltered, rs.table, fix)
 	}
 	if err != nil {
 		return fmt.Errorf("read egress rules: %w", err)
 	}
 	got, err := parseListing(out)
 	if err != nil {
-		return fmt.Errorf("%w: table inet %s: %v; %s", ErrRulesAltered, n.rules.table, err, fix)
+		return fmt.Errorf("%w: table inet %s: %v; %s", ErrRulesAltered, rs.table, err, fix)
 	}
-	if p := n.rules.problems(got); len(p) > 0 {
-		return fmt.Errorf("%w: table inet %s: %s; %s", ErrRulesAltered, n.rules.table, strings.Join(p, "; "), fix)
+	if p := rs.problems(got); len(p) > 0 {
+		return fmt.Errorf("%w: table inet %s: %s; %s", ErrRulesAltered, rs.table, strings.Join(p, "; "), fix)
 	}
 	return nil
 }
@@ -215,7 +296,7 @@ func (n *Network) Check(ctx context.Context) error {
 // private addresses: remove them first. Removing what is gone is not an
 // error.
 func (n *Network) Remove(ctx context.Context) error {
-	if _, err := n.nft.run(ctx, removeScript(n.rules.table), "-f", "-"); err != nil {
+	if _, err := n.nft.run(ctx, removeScript(tableName(n.Bridge)), "-f", "-"); err != nil {
 		return fmt.Errorf("remove egress rules: %w", err)
 	}
 	return nil

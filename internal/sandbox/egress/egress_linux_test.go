@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,38 +16,54 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/client"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
-// uncoveredHostAddrs lists the host's IPv4 addresses that none of blocked
-// holds, sorted, computed here independently of the package.
-func uncoveredHostAddrs(t *testing.T, blocked []string) []string {
+// uncoveredHostNets lists the host's IPv4 on-link networks (each address
+// with its interface's mask) that none of blocked or a wider one of them
+// holds, widest first, computed here independently of the package.
+func uncoveredHostNets(t *testing.T, blocked []string) []string {
 	t.Helper()
 	ifaddrs, err := net.InterfaceAddrs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []netip.Addr
-outer:
+	var nets []netip.Prefix
 	for _, a := range ifaddrs {
-		ip, ok := netip.AddrFromSlice(a.(*net.IPNet).IP)
-		if !ok || !ip.Unmap().Is4() {
+		ipn := a.(*net.IPNet)
+		ip4 := ipn.IP.To4()
+		if ip4 == nil {
 			continue
 		}
-		ip = ip.Unmap()
+		ones, _ := ipn.Mask.Size()
+		if ones > 32 {
+			ones -= 96
+		}
+		nets = append(nets, netip.PrefixFrom(netip.AddrFrom4([4]byte(ip4)), ones).Masked())
+	}
+	slices.SortFunc(nets, func(a, b netip.Prefix) int {
+		if a.Bits() != b.Bits() {
+			return a.Bits() - b.Bits()
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	var s []string
+outer:
+	for _, p := range nets {
 		for _, b := range blocked {
-			if netip.MustParsePrefix(b).Contains(ip) {
+			q := netip.MustParsePrefix(b)
+			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
 				continue outer
 			}
 		}
-		if !slices.Contains(out, ip) {
-			out = append(out, ip)
+		blocked = append(blocked, p.String())
+		if p.IsSingleIP() {
+			s = append(s, p.Addr().String())
+		} else {
+			s = append(s, p.String())
 		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	var s []string
-	for _, a := range out {
-		s = append(s, a.String())
 	}
 	return s
 }
@@ -77,7 +95,8 @@ func TestEnsureIdempotent(t *testing.T) {
 
 	// Exactly one copy of each rule, as nft lists them.
 	blocked := []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-		"100.64.0.0/10", "127.0.0.0/8", "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", "203.0.113.0/24"}
+		"100.64.0.0/10", "127.0.0.0/8", "0.0.0.0/8", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+		"203.0.113.0/24"}
 	var want strings.Builder
 	want.WriteString(`table inet agentd_agentd-etr0 {
 	chain prerouting {
@@ -94,7 +113,7 @@ func TestEnsureIdempotent(t *testing.T) {
 	for _, b := range blocked {
 		fmt.Fprintf(&want, "\t\tip daddr %s drop\n", b)
 	}
-	for _, a := range uncoveredHostAddrs(t, blocked) {
+	for _, a := range uncoveredHostNets(t, slices.Clone(blocked)) {
 		fmt.Fprintf(&want, "\t\tip daddr %s drop\n", a)
 	}
 	want.WriteString("\t\tfib daddr type local drop\n\t}\n}\n")
@@ -172,8 +191,10 @@ func TestSandboxEgress(t *testing.T) {
 	newNetns(t)
 	ns := serve(t, listenInNetns(t))
 	private := netip.AddrPortFrom(nsPrivate.Addr(), ns.port)
+	lan := netip.AddrPortFrom(nsLAN.Addr(), ns.port)
 	public := netip.AddrPortFrom(nsPublic.Addr(), ns.port)
 	hostReaches(t, private, ns)
+	hostReaches(t, lan, ns)
 	hostReaches(t, public, ns)
 
 	n, err := Ensure(t.Context(), opts)
@@ -216,8 +237,14 @@ func TestSandboxEgress(t *testing.T) {
 	late := serve(t, lln)
 	lateHost := netip.AddrPortFrom(hostLate.Addr(), late.port)
 
-	reached("with rules, public-range address of the namespace", public, ns)
+	// Read back: the host's LAN is dropped as a network, not only the
+	// host's address on it.
+	if listing := run(t, "nft", "list", "chain", "inet", tableName(opts.BridgeName), chainEgress); !strings.Contains(listing, "ip daddr "+hostLAN.Masked().String()+" drop") {
+		t.Errorf("no drop of the host's on-link network %s:\n%s", hostLAN.Masked(), listing)
+	}
+	reached("with rules, public-range address of the namespace (routed via the LAN)", public, ns)
 	blocked("with rules, private address of the namespace", private, ns)
+	blocked("with rules, a neighbour on the host's non-RFC 1918 LAN", lan, ns)
 	blocked("with rules, the gateway (a host address)", gateway, gw)
 	blocked("with rules, a public-range host address added after Ensure", lateHost, late)
 
@@ -225,6 +252,7 @@ func TestSandboxEgress(t *testing.T) {
 		t.Fatalf("Remove: %v", err)
 	}
 	reached("control without rules, private address", private, ns)
+	reached("control without rules, LAN neighbour", lan, ns)
 	reached("control without rules, gateway", gateway, gw)
 	reached("control without rules, host address added after Ensure", lateHost, late)
 
@@ -248,6 +276,52 @@ func TestSandboxEgress(t *testing.T) {
 		t.Errorf("Check after Ensure: %v", err)
 	}
 	blocked("rules restored, private address", private, ns)
+
+	// The table is flushed behind the hub's back: the hole is real until
+	// the guard's next tick notices, refuses, and re-installs.
+	core, logs := observer.New(zap.InfoLevel)
+	g := NewGuard(n, zap.New(core))
+	g.Tick(t.Context())
+	if err := g.Err(); err != nil || logs.Len() != 0 {
+		t.Fatalf("tick with the rules in place: Err %v, logged %v", err, logs.All())
+	}
+	run(t, "nft", "flush", "table", "inet", tableName(opts.BridgeName))
+	reached("table flushed, private address", private, ns)
+	g.Tick(t.Context())
+	if err := g.Err(); err != nil {
+		t.Errorf("after re-install: Err %v", err)
+	}
+	if got := logs.FilterMessageSnippet("SANDBOX EGRESS RULES MISSING").FilterField(zap.String("network", opts.NetworkName)).Len(); got != 1 {
+		t.Errorf("the tick after the flush logged %v, want one error naming the network", logs.All())
+	}
+	if err := n.Check(t.Context()); err != nil {
+		t.Errorf("Check after the guard's re-install: %v", err)
+	}
+	blocked("flushed, then re-installed by the guard's tick, private address", private, ns)
+	blocked("flushed, then re-installed by the guard's tick, LAN neighbour", lan, ns)
+
+	// When the re-install fails too, calls stay refused and say why; the
+	// next tick that can re-install serves them again.
+	failing := filepath.Join(t.TempDir(), "nft")
+	script := "#!/bin/sh\ncase \"$1\" in -f) echo 'Error: Operation not permitted' >&2; exit 1;; esac\nexec nft \"$@\"\n"
+	if err := os.WriteFile(failing, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real := n.nft
+	n.nft = nft{path: failing}
+	run(t, "nft", "delete", "table", "inet", tableName(opts.BridgeName))
+	g.Tick(t.Context())
+	err = g.Err()
+	want := "the hub's egress rules for sandbox network " + opts.NetworkName + " are missing or altered (table inet " + tableName(opts.BridgeName) + " flushed?)"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "refused until they are restored") || !errors.Is(err, ErrPermission) {
+		t.Errorf("re-install not permitted: Err = %v, want it to say %q and wrap ErrPermission", err, want)
+	}
+	n.nft = real
+	g.Tick(t.Context())
+	if err := g.Err(); err != nil {
+		t.Errorf("the tick after nft works again: Err %v", err)
+	}
+	blocked("restored on a later tick, private address", private, ns)
 }
 
 // deleteRule deletes one rule of the egress chain by its handle, as an
@@ -260,4 +334,72 @@ func deleteRule(t *testing.T, table, rule string) {
 		t.Fatalf("rule %q not in:\n%s", rule, out)
 	}
 	run(t, "nft", "delete", "rule", "inet", table, chainEgress, "handle", m[1])
+}
+
+// TestTwoNetworks: two hubs with two networks on one engine get two bridges
+// and two tables, and neither replaces the other's rules (before, both used
+// agentd-sb0 and one table). A network made earlier with another bridge
+// keeps it, and its rules follow it.
+func TestTwoNetworks(t *testing.T) {
+	cli := requireEnv(t)
+	a := Options{NetworkName: "agentd-egress-test-a", Subnet: netip.MustParsePrefix("172.30.252.0/24"), Logger: zaptest.NewLogger(t)}
+	b := Options{NetworkName: "agentd-egress-test-b", Subnet: netip.MustParsePrefix("172.30.253.0/24"), Logger: zaptest.NewLogger(t)}
+	old := Options{NetworkName: "agentd-egress-test-old", BridgeName: "agentd-eto0", Subnet: netip.MustParsePrefix("172.30.254.0/24"), Logger: zaptest.NewLogger(t)}
+	for _, o := range []Options{a, b, old} {
+		if o.BridgeName == "" {
+			o.BridgeName = BridgeFor(o.NetworkName)
+		}
+		clean(t, cli, o)
+		t.Cleanup(func() { clean(t, cli, o) })
+	}
+	na, err := Ensure(t.Context(), a)
+	if err != nil {
+		t.Fatalf("Ensure a: %v", err)
+	}
+	nb, err := Ensure(t.Context(), b)
+	if err != nil {
+		t.Fatalf("Ensure b: %v", err)
+	}
+	if na.Bridge == nb.Bridge || na.Bridge != BridgeFor(a.NetworkName) || nb.Bridge != BridgeFor(b.NetworkName) {
+		t.Errorf("bridges %q and %q, want BridgeFor of each name, different", na.Bridge, nb.Bridge)
+	}
+	for _, n := range []*Network{na, nb} {
+		if err := n.Check(t.Context()); err != nil {
+			t.Errorf("%s after both Ensures: %v", n.Name, err)
+		}
+		res, err := cli.NetworkInspect(t.Context(), n.Name, client.NetworkInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Network.Options[optBridgeName]; got != n.Bridge {
+			t.Errorf("network %s has bridge %q, want %q", n.Name, got, n.Bridge)
+		}
+		listing := run(t, "nft", "list", "chain", "inet", tableName(n.Bridge), chainHook)
+		if !strings.Contains(listing, fmt.Sprintf("iifname %q jump egress", n.Bridge)) {
+			t.Errorf("table of %s does not match its bridge:\n%s", n.Name, listing)
+		}
+	}
+	// Removing one hub's rules leaves the other's.
+	if err := na.Remove(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := nb.Check(t.Context()); err != nil {
+		t.Errorf("b after a's rules were removed: %v", err)
+	}
+
+	// A network that exists with the bridge it was made with keeps it.
+	if _, err := Ensure(t.Context(), old); err != nil {
+		t.Fatalf("Ensure old: %v", err)
+	}
+	old.BridgeName = ""
+	n, err := Ensure(t.Context(), old)
+	if err != nil {
+		t.Fatalf("Ensure old without a bridge name: %v", err)
+	}
+	if n.Bridge != "agentd-eto0" {
+		t.Errorf("existing network's bridge = %q, want agentd-eto0 (kept)", n.Bridge)
+	}
+	if err := n.Check(t.Context()); err != nil {
+		t.Errorf("old: %v", err)
+	}
 }

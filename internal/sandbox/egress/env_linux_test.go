@@ -153,17 +153,23 @@ func buildImage(t *testing.T, cli *client.Client) {
 	})
 }
 
-// Addresses of the test's own network namespace: one in a private range
-// (must be blocked), one in a documentation range the rules treat as public
-// (must pass). The host end of the veth holds .1 of each, so the host
-// routes both to the namespace and nowhere else.
+// Addresses of the test's own network namespace. The host's end of the
+// veth holds 10.250.77.1/24 and 203.0.113.1/24: two on-link networks, one
+// private and one a LAN that is not RFC 1918 (TEST-NET-3), whose neighbour
+// in the namespace (.2 of each) no sandbox may reach. The namespace also
+// holds nsPublic, which the host reaches through a route via the LAN
+// neighbour (not on-link): an address the rules treat as public, which
+// sandboxes must reach. So the host routes all three to the namespace and
+// nowhere else.
 var (
 	nsPrivate   = netip.MustParsePrefix("10.250.77.2/24")
-	nsPublic    = netip.MustParsePrefix("198.51.100.2/24")
+	nsLAN       = netip.MustParsePrefix("203.0.113.2/24")
+	nsPublic    = netip.MustParsePrefix("198.51.100.2/32")
 	hostPrivate = netip.MustParsePrefix("10.250.77.1/24")
-	hostPublic  = netip.MustParsePrefix("198.51.100.1/24")
-	// hostLate is added to the host's end after Ensure.
-	hostLate = netip.MustParsePrefix("198.51.100.3/24")
+	hostLAN     = netip.MustParsePrefix("203.0.113.1/24")
+	// hostLate is added to the host's end after Ensure (a single address:
+	// no new on-link network).
+	hostLate = netip.MustParsePrefix("192.0.2.3/32")
 )
 
 const (
@@ -173,7 +179,7 @@ const (
 )
 
 // newNetns makes the namespace and its veth pair, and checks that the host
-// routes both of the namespace's addresses to the veth before any traffic
+// routes each of the namespace's addresses to the veth before any traffic
 // is sent there.
 func newNetns(t *testing.T) {
 	t.Helper()
@@ -186,13 +192,15 @@ func newNetns(t *testing.T) {
 	run(t, "ip", "netns", "add", nsName)
 	run(t, "ip", "link", "add", vethH, "type", "veth", "peer", "name", vethN, "netns", nsName)
 	run(t, "ip", "addr", "add", hostPrivate.String(), "dev", vethH)
-	run(t, "ip", "addr", "add", hostPublic.String(), "dev", vethH)
+	run(t, "ip", "addr", "add", hostLAN.String(), "dev", vethH)
 	run(t, "ip", "link", "set", vethH, "up")
 	run(t, "ip", "-n", nsName, "addr", "add", nsPrivate.String(), "dev", vethN)
+	run(t, "ip", "-n", nsName, "addr", "add", nsLAN.String(), "dev", vethN)
 	run(t, "ip", "-n", nsName, "addr", "add", nsPublic.String(), "dev", vethN)
 	run(t, "ip", "-n", nsName, "link", "set", vethN, "up")
 	run(t, "ip", "-n", nsName, "link", "set", "lo", "up")
-	for _, p := range []netip.Prefix{nsPrivate, nsPublic} {
+	run(t, "ip", "route", "add", nsPublic.String(), "via", nsLAN.Addr().String(), "dev", vethH)
+	for _, p := range []netip.Prefix{nsPrivate, nsLAN, nsPublic} {
 		if out := run(t, "ip", "-o", "route", "get", p.Addr().String()); !strings.Contains(out, "dev "+vethH+" ") {
 			t.Fatalf("the host does not route %s to %s, refusing to send traffic there: %s", p.Addr(), vethH, out)
 		}

@@ -2,29 +2,20 @@ package egress
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/devdepot-ai/agentd/internal/netblock"
 )
 
-// DefaultBlocked returns the IPv4 destinations no sandbox may reach: private
-// (RFC 1918), link-local (with the cloud metadata address), carrier-grade
-// NAT, loopback, "this network", multicast and reserved. A fresh slice on
+// DefaultBlocked returns the IPv4 destinations no sandbox may reach: the
+// IPv4 part of internal/netblock's list, which the egress proxy refuses
+// too (private RFC 1918, link-local with the cloud metadata address,
+// carrier-grade NAT, loopback, "this network", IETF protocol 192.0.0.0/24,
+// benchmarking 198.18.0.0/15, multicast and reserved). A fresh slice on
 // every call.
-func DefaultBlocked() []netip.Prefix {
-	return []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"),
-		netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"),
-		netip.MustParsePrefix("169.254.0.0/16"),
-		netip.MustParsePrefix("100.64.0.0/10"),
-		netip.MustParsePrefix("127.0.0.0/8"),
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("224.0.0.0/4"),
-		netip.MustParsePrefix("240.0.0.0/4"),
-	}
-}
+func DefaultBlocked() []netip.Prefix { return netblock.IPv4() }
 
 // Names of the two chains in the table: the base chain on the prerouting
 // hook, and the chain it jumps to for packets from the bridge.
@@ -54,7 +45,7 @@ type ruleInput struct {
 	subnet   netip.Prefix
 	extra    []netip.Prefix
 	allowDNS []netip.Addr
-	host     []netip.Addr // every address the host holds (any family)
+	host     []netip.Prefix // every address the host holds, with its on-link prefix length (any family)
 }
 
 // buildRules computes the ruleset for in; see the package comment for the
@@ -79,20 +70,37 @@ func buildRules(in ruleInput) ruleset {
 	if !covered(blocked, in.subnet) {
 		blocked = append(blocked, in.subnet.Masked())
 	}
-	var host []netip.Addr
-	for _, a := range in.host {
-		a = a.Unmap()
-		if a.Is4() && !covered(blocked, netip.PrefixFrom(a, 32)) {
-			host = append(host, a)
+	// The host's on-link networks (a LAN that is not RFC 1918: the
+	// neighbours), each once, and not where a blocked range or a wider
+	// on-link network holds it.
+	var host []netip.Prefix
+	for _, p := range in.host {
+		a := p.Addr().Unmap()
+		if !a.Is4() {
+			continue
+		}
+		bits := p.Bits()
+		if p.Addr().Is4In6() {
+			bits -= 96
+		}
+		if bits < 0 || bits > 32 {
+			bits = 32
+		}
+		host = append(host, netip.PrefixFrom(a, bits).Masked())
+	}
+	slices.SortFunc(host, func(a, b netip.Prefix) int {
+		if c := a.Bits() - b.Bits(); c != 0 {
+			return c
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	for _, p := range slices.Compact(host) {
+		if !covered(blocked, p) {
+			blocked = append(blocked, p)
 		}
 	}
-	slices.SortFunc(host, netip.Addr.Compare)
-	host = slices.Compact(host)
 	for _, p := range blocked {
 		egress = append(egress, "ip daddr "+prefixString(p)+" drop")
-	}
-	for _, a := range host {
-		egress = append(egress, "ip daddr "+a.String()+" drop")
 	}
 	egress = append(egress, "fib daddr type local drop")
 	return ruleset{
@@ -244,21 +252,16 @@ func multisetDiff(want, have []string) (missing, unexpected []string) {
 	return missing, unexpected
 }
 
-// hostAddrs returns every address on the host's interfaces.
-func hostAddrs() ([]netip.Addr, error) {
-	addrs, err := net.InterfaceAddrs()
+// hostPrefixes returns every address on the host's interfaces with its
+// on-link prefix length.
+func hostPrefixes() ([]netip.Prefix, error) {
+	hp, err := netblock.HostPrefixes()
 	if err != nil {
 		return nil, fmt.Errorf("list host addresses: %w", err)
 	}
-	var out []netip.Addr
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
-			out = append(out, ip.Unmap())
-		}
+	out := make([]netip.Prefix, 0, len(hp))
+	for _, p := range hp {
+		out = append(out, p.Prefix)
 	}
 	return out, nil
 }

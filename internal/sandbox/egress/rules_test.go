@@ -17,6 +17,14 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
+func prefixes(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
 func TestBuildRules(t *testing.T) {
 	t.Parallel()
 	rs := buildRules(ruleInput{
@@ -24,8 +32,12 @@ func TestBuildRules(t *testing.T) {
 		subnet:   netip.MustParsePrefix("172.30.240.0/24"),
 		extra:    []netip.Prefix{netip.MustParsePrefix("203.0.113.7/24"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 		allowDNS: addrs("10.255.255.53"),
-		// 172.17.0.1 and 127.0.0.1 are covered; 192.0.2.2 is not (twice: deduplicated); IPv6 is all dropped.
-		host: addrs("127.0.0.1", "192.0.2.2", "172.17.0.1", "::1", "fe80::1", "192.0.2.2", "::ffff:198.51.100.9"),
+		// 172.17.0.1/16 and 127.0.0.1/8 are covered; 192.0.2.2/32 is not
+		// (twice: deduplicated); 198.51.100.9/24 is an on-link network
+		// that is not RFC 1918 (a LAN), and holds 198.51.100.10/32; IPv6
+		// is all dropped.
+		host: prefixes("127.0.0.1/8", "192.0.2.2/32", "172.17.0.1/16", "::1/128", "fe80::1/64", "192.0.2.2/32",
+			"198.51.100.10/32", "198.51.100.9/24"),
 	})
 	want := map[string][]string{
 		"prerouting": {
@@ -44,11 +56,13 @@ func TestBuildRules(t *testing.T) {
 			"ip daddr 100.64.0.0/10 drop",
 			"ip daddr 127.0.0.0/8 drop",
 			"ip daddr 0.0.0.0/8 drop",
+			"ip daddr 192.0.0.0/24 drop",
+			"ip daddr 198.18.0.0/15 drop",
 			"ip daddr 224.0.0.0/4 drop",
 			"ip daddr 240.0.0.0/4 drop",
 			"ip daddr 203.0.113.0/24 drop",
+			"ip daddr 198.51.100.0/24 drop",
 			"ip daddr 192.0.2.2 drop",
-			"ip daddr 198.51.100.9 drop",
 			"fib daddr type local drop",
 		},
 	}
@@ -164,8 +178,16 @@ func TestOptionsWithDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.NetworkName != DefaultNetworkName || o.BridgeName != DefaultBridgeName || o.Subnet.String() != DefaultSubnet || o.NFT != "nft" || o.Logger == nil {
+	if o.NetworkName != DefaultNetworkName || o.BridgeName != "agentd-sb0" || o.Subnet.String() != DefaultSubnet || o.NFT != "nft" || o.Logger == nil {
 		t.Errorf("defaults: %+v", o)
+	}
+	// Another network gets a bridge (and so a table) of its own.
+	o, err = Options{NetworkName: "agentd-sandbox-b"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.BridgeName != BridgeFor("agentd-sandbox-b") || o.BridgeName == DefaultBridgeName || !bridgeNameRE.MatchString(o.BridgeName) {
+		t.Errorf("bridge of agentd-sandbox-b = %q", o.BridgeName)
 	}
 	for name, bad := range map[string]Options{
 		"bridge too long": {BridgeName: "a-bridge-name-too-long"},
@@ -177,6 +199,29 @@ func TestOptionsWithDefaults(t *testing.T) {
 	} {
 		if _, err := bad.withDefaults(); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%s: err = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+}
+
+// BridgeFor: the default network keeps its bridge; any other name gets a
+// valid Linux interface name of its own, the same every time.
+func TestBridgeFor(t *testing.T) {
+	t.Parallel()
+	if got := BridgeFor(DefaultNetworkName); got != "agentd-sb0" {
+		t.Errorf("BridgeFor(default) = %q, want agentd-sb0", got)
+	}
+	seen := map[string]string{}
+	for _, name := range []string{"agentd-sandbox-2", "hub-b", "hub-c", strings.Repeat("x", 200)} {
+		b := BridgeFor(name)
+		if !bridgeNameRE.MatchString(b) || !strings.HasPrefix(b, "agsb-") || len(b) != 15 {
+			t.Errorf("BridgeFor(%q) = %q: want agsb- and 10 hex digits", name, b)
+		}
+		if other, ok := seen[b]; ok {
+			t.Errorf("BridgeFor(%q) = BridgeFor(%q) = %q", name, other, b)
+		}
+		seen[b] = name
+		if BridgeFor(name) != b {
+			t.Errorf("BridgeFor(%q) not stable", name)
 		}
 	}
 }
