@@ -169,11 +169,14 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	o.ImageCheck.MaxCompressedBytes = f.maxImage
 	// Fail closed: without the egress rules no sandbox gets a network;
 	// environments that need one are refused, and say why.
-	if _, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
+	// Each reaper tick re-checks them (the guard), refuses calls to
+	// network sandboxes while they are missing, and re-installs them.
+	if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
 		AllowDNS: hostResolvers(), Logger: log}); err != nil {
 		log.Error("sandboxes get no network: the egress rules could not be installed; environments with network public are refused", zap.Error(err))
 	} else {
 		o.PublicNetwork = f.network
+		o.Egress = egress.NewGuard(n, log)
 	}
 	if _, err := drv.Image(ctx, sandbox.BaseImage); err != nil {
 		log.Warn("the built-in sandbox's image is not on the engine: build it with 'make sandbox-base'", zap.String("image", sandbox.BaseImage), zap.Error(err))

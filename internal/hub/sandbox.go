@@ -74,6 +74,10 @@ type SandboxOptions struct {
 	// notice that a newer one than the image's exists. Nil: no notice (as
 	// offline: the image in place is used either way).
 	Releases ReleaseResolver
+	// Egress re-checks PublicNetwork's egress rules on every reaper tick;
+	// while its Err is set, calls to sandboxes on that network are refused
+	// (see sandbox_egress.go). Nil: no re-check.
+	Egress EgressGuard
 }
 
 func (o *SandboxOptions) defaults() {
@@ -244,6 +248,9 @@ func (m *sandboxes) network(env envSpec) (string, error) {
 	if m.o.PublicNetwork == "" {
 		return "", status.Errorf(codes.FailedPrecondition,
 			"environment %s needs the public network, which this hub has not set up (its egress rules could not be installed; see the hub's log), and it never runs elsewhere", env.name)
+	}
+	if err := m.egressRefusal(); err != nil {
+		return "", err
 	}
 	return m.o.PublicNetwork, nil
 }
@@ -836,6 +843,7 @@ func (m *sandboxes) run(ctx context.Context) {
 			} else {
 				m.sweep(ctx)
 			}
+			m.checkEgress(ctx)
 			m.reap(ctx)
 		}
 	}

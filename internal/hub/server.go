@@ -584,6 +584,9 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {
+		if err := s.sandboxes.egressRefusalFor(ctx, id); err != nil {
+			return Route{}, err
+		}
 		r.Done = s.sandboxes.enter(ctx, id)
 	}
 	return r, nil

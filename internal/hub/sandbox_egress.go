@@ -1,0 +1,60 @@
+package hub
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// EgressGuard re-checks the sandbox network's egress rules (package
+// egress's Guard): Tick on every reaper tick checks them and re-installs
+// them when they are missing; Err is nil while they are in place, else why
+// calls to sandboxes on that network are refused.
+type EgressGuard interface {
+	Tick(ctx context.Context)
+	Err() error
+}
+
+// checkEgress runs the guard's tick (the reaper calls it).
+func (m *sandboxes) checkEgress(ctx context.Context) {
+	if m.o.Egress != nil {
+		m.o.Egress.Tick(ctx)
+	}
+}
+
+// egressRefusal is the FAILED_PRECONDITION a call to a network sandbox
+// gets while the egress rules are missing, or nil.
+func (m *sandboxes) egressRefusal() error {
+	if m.o.Egress == nil {
+		return nil
+	}
+	if err := m.o.Egress.Err(); err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return nil
+}
+
+// egressRefusalFor is egressRefusal for a call to sandbox id, which only
+// sandboxes with network access get (one on network none is served). It
+// costs nothing while the rules are in place.
+func (m *sandboxes) egressRefusalFor(ctx context.Context, id string) error {
+	err := m.egressRefusal()
+	if err == nil {
+		return nil
+	}
+	sb, serr := m.s.store.Sandbox(ctx, id)
+	if serr != nil {
+		return err // unknown: refuse rather than guess
+	}
+	if sb.Environment == BuiltinEnvironment {
+		if m.o.BuiltinNetwork == "none" {
+			return nil
+		}
+		return err
+	}
+	if e, eerr := m.s.store.Environment(ctx, sb.OrgID, sb.Environment); eerr == nil && e.Network == "none" {
+		return nil
+	}
+	return err
+}
