@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker/seccomp"
 )
 
 // The sandbox user's numeric ids; sandbox.ContainerUser is "uid:gid".
@@ -336,7 +337,7 @@ func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 		Init:           &withInit,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + seccomp.Profile()},
 		Resources: container.Resources{
 			PidsLimit:  &pids,
 			Memory:     s.Limits.MemoryBytes,

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker/seccomp"
 )
 
 const (
@@ -309,7 +310,7 @@ func checkHardening(t *testing.T, d *Driver, id string, s sandbox.Spec) {
 			"org.example.test": "driver", // the image's
 			sandbox.LabelWarm:  "",       // the image's, but a hub label
 		},
-		Init: true, ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
+		Init: true, ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges", "seccomp=" + seccomp.Profile()},
 		PidsLimit: 64, Memory: 64 << 20, MemorySwap: 64 << 20, NanoCPUs: 5e8,
 		Tmpfs: map[string]string{
 			"/tmp":        "rw,exec,nosuid,nodev,size=16777216,mode=1777",
