@@ -67,6 +67,11 @@ func validate(s sandbox.Spec) error {
 	if s.Network == "" {
 		errs = append(errs, errors.New("no network (\"none\" or a network name)"))
 	}
+	if userNetwork(s.Network) {
+		if _, err := hostResolvConf(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, p := range []struct{ name, dir string }{
 		{"agentd host dir", s.AgentdHostDir},
 		{"hub socket host dir", s.HubSocketHostDir},
@@ -329,6 +334,11 @@ func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 	} {
 		if b.host != "" {
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.host, Target: b.target, ReadOnly: true})
+		}
+	}
+	if userNetwork(s.Network) {
+		if rc, err := hostResolvConf(); err == nil { // else Create refuses (validate)
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: rc, Target: "/etc/resolv.conf", ReadOnly: true})
 		}
 	}
 	pids := s.Limits.Pids

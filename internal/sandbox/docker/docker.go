@@ -112,6 +112,15 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return d.fail("start container "+id, err)
 	}
+	// A sandbox on a network must not see its neighbours' names (dns.go):
+	// one whose namespace cannot be closed to the embedded DNS is stopped.
+	if res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && userNetwork(string(res.Container.HostConfig.NetworkMode)) {
+		if err := d.hideNames(ctx, id); err != nil {
+			secs := 0
+			_, _ = d.cli.ContainerStop(context.WithoutCancel(ctx), id, client.ContainerStopOptions{Timeout: &secs})
+			return fmt.Errorf("start container %s: closing the engine's container-name DNS to it: %w", id, err)
+		}
+	}
 	return nil
 }
 
