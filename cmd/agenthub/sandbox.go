@@ -51,7 +51,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.dockerHost, "docker-host", "", "Docker engine for sandboxes (default: $DOCKER_HOST, else the local socket)")
 	fs.StringVar(&f.agentd, "agentd", "", "static agentd binary mounted into sandboxes (default: agentd next to agenthub, else on PATH)")
 	fs.StringVar(&f.dir, "sandbox-dir", "", "directory for the sandboxes' socket and agentd (default: 'sandboxes' beside --db; with a postgres:// --db, in ~/.local/share/agenthub)")
-	fs.StringVar(&f.network, "sandbox-network", egress.DefaultNetworkName, "Docker network of sandboxes with network access (the hub makes it and installs its egress rules)")
+	fs.StringVar(&f.network, "sandbox-network", egress.DefaultNetworkName, "Docker network of sandboxes with network access (the hub makes it, with a bridge agsb-<hash> named after it, and installs and re-checks its egress rules; two hubs on one engine need two names)")
 	fs.StringVar(&f.subnet, "sandbox-subnet", "", "IPv4 subnet of that network (default "+egress.DefaultSubnet+"; change it if it clashes)")
 	fs.StringArrayVar(&f.allow, "allow-registry", nil, "also allow custom images from this registry host (repeatable; '*.example.com' for subdomains)")
 	fs.IntVar(&f.warmBuiltin, "warm-builtin", 2, "started-ahead sandboxes per org for the built-in environment")

@@ -103,6 +103,12 @@ func (d *Driver) hideNames(ctx context.Context, id string) error {
 	if pid <= 0 {
 		return fmt.Errorf("the container has no process (state %s)", res.Container.State.Status)
 	}
+	// The pid is the engine host's: on another host (a remote engine) it
+	// may name an unrelated local process, whose namespace is not ours to
+	// change. The container's cgroup names its id.
+	if cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err != nil || !strings.Contains(string(cg), res.Container.ID) {
+		return fmt.Errorf("process %d is not the container's on this host (is the engine remote? sandboxes with a network need the engine on the hub's host)", pid)
+	}
 	cmd := exec.CommandContext(ctx, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--", "nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(noDNSTable)
 	if out, err := cmd.CombinedOutput(); err != nil {
