@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/imageref"
 )
@@ -251,12 +249,8 @@ func (p *Profile) validateStrategy() error {
 
 // validImageRef accepts a reference with an explicit registry host.
 func validImageRef(ref string) error {
-	parsed, err := name.ParseReference(ref)
-	if err != nil {
-		return fmt.Errorf("image %q: %w", ref, err)
-	}
-	if err := imageref.CheckRepository(parsed.Context().RepositoryStr()); err != nil {
-		return fmt.Errorf("image %q: %w", ref, err)
+	if err := imageref.CheckReference(ref); err != nil {
+		return fmt.Errorf("image: %w", err)
 	}
 	if host, _, ok := strings.Cut(ref, "/"); !ok || (!strings.ContainsAny(host, ".:") && host != "localhost") {
 		return fmt.Errorf("image %q: name the registry host (docker.io/…, ghcr.io/…)", ref)

@@ -19,6 +19,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -175,6 +176,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if img := strings.TrimSpace(req.GetImage()); img != "" {
 		if len(img) > 512 {
 			return nil, status.Error(codes.InvalidArgument, "image reference longer than 512 characters")
+		}
+		if err := imageref.CheckReference(img); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "--image: %v", err)
 		}
 		ref, hint = img, "docker pull "+img
 	} else if ref == "" {

@@ -108,3 +108,18 @@ func TestSandboxEgressGuardRefuses(t *testing.T) {
 		t.Errorf("rules back, by id: %v (%s)", err, info.GetTunnel().GetMachineId())
 	}
 }
+
+// agent run --image with a repository path that is not one ("..") is
+// refused before the engine is asked (it was passed to the engine as is).
+func TestAgentRunImagePathRefused(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	run := h.agentctl()
+	code, out, errs := run("agent", "run", "codex", "--image", "ghcr.io/../../etc/passwd:1", "--", "true")
+	if code == 0 || !strings.Contains(errs, `repository path component ".."`) {
+		t.Errorf("agent run --image ghcr.io/../../etc/passwd:1 = %d %q %q; want refused naming the '..' component", code, out, errs)
+	}
+	sbs, err := h.Store.ListSandboxes(t.Context(), "")
+	if err != nil || len(sbs) != 0 {
+		t.Errorf("sandboxes after the refusal: %v %v", sbs, err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 )
 
@@ -53,7 +55,7 @@ func CheckRegistryPattern(p string) error {
 		return fmt.Errorf("%w: empty registry", ErrInvalid)
 	case strings.ContainsAny(p, "/@ ") || strings.Contains(host, "*"):
 		return fmt.Errorf("%w: registry %q: want a host (registry.example.com, registry.example.com:5000) or *.example.com", ErrInvalid, p)
-	case h == "" || h != strings.ToLower(h):
+	case h == "" || h != strings.ToLower(h) || !hostRE.MatchString(host):
 		return fmt.Errorf("%w: registry %q: want a lowercase host name", ErrInvalid, p)
 	}
 	if err := allowlist.CheckNotPublicSuffix(h, wildcard); err != nil {
@@ -61,3 +63,25 @@ func CheckRegistryPattern(p string) error {
 	}
 	return nil
 }
+
+// CheckReference checks a reference as the engine is asked for it (agent
+// run --image names a local image, so the registry and tag may be
+// implicit): it must parse, and its repository path must pass
+// CheckRepository.
+func CheckReference(ref string) error {
+	parsed, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("%w %q: %v", ErrInvalid, ref, err)
+	}
+	if reg := parsed.Context().RegistryStr(); !hostRE.MatchString(reg) {
+		return fmt.Errorf("%w %q: registry %q is not a host name", ErrInvalid, ref, reg)
+	}
+	if err := CheckRepository(parsed.Context().RepositoryStr()); err != nil {
+		return fmt.Errorf("%q: %w", ref, err)
+	}
+	return nil
+}
+
+// hostRE is a registry host as the distribution grammar has it: labels of
+// letters, digits and inner hyphens, an optional port.
+var hostRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?$`)

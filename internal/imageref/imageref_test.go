@@ -59,10 +59,35 @@ func TestCheckRegistryPattern(t *testing.T) {
 		{"ghcr.io/acme", false},
 		{"*.*.example.com", false},
 		{"Registry.Example.com", false},
+		{"..", false},
+		{"a..b", false},
+		{"-x.example.com", false},
 	} {
 		err := CheckRegistryPattern(tt.p)
 		if (err == nil) != tt.ok {
 			t.Errorf("CheckRegistryPattern(%q) = %v, want ok=%v", tt.p, err, tt.ok)
+		}
+	}
+}
+
+func TestCheckReference(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		ref string
+		ok  bool
+	}{
+		{"ghcr.io/acme/sandbox:v1", true},
+		{"agentd/runner-managed:codex-latest", true}, // a local image: registry implicit
+		{"ubuntu", true},
+		{"ghcr.io/../../etc/passwd:1", false},
+		{"../x:1", false},
+		{"acme/./x", false},
+		{"ACME/x", false},
+		{"", false},
+	} {
+		err := CheckReference(tt.ref)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckReference(%q) = %v, want ok=%v", tt.ref, err, tt.ok)
 		}
 	}
 }
