@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ type sandboxFlags struct {
 	secretDir   string
 	secretCmd   string
 	releases    string
+	cpus        float64
+	orgMax      int
+	tokenMax    int
+	wsMax       string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -58,6 +63,9 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
+	fs.Float64Var(&f.cpus, "sandbox-cpus", 0, "CPU limit of each sandbox, as docker run --cpus (default 2, but at most the host's CPUs minus one; 0.5 on a 1-CPU host)")
+	fs.IntVar(&f.orgMax, "org-max-sandboxes", hub.DefaultOrgMaxSandboxes, "most sandboxes one org may have at once, agent runs included, warm ones not (0: no limit)")
+	fs.IntVar(&f.tokenMax, "token-max-sandboxes", hub.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
 	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
 }
@@ -115,6 +123,15 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if f.idleTTL < time.Minute {
 		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
 	}
+	if f.orgMax < 0 || f.tokenMax < 0 {
+		return hub.SandboxOptions{}, none, usageError{errors.New("--org-max-sandboxes and --token-max-sandboxes: want 0 (no limit) or more")}
+	}
+	hostCPUs := runtime.NumCPU()
+	if f.cpus != 0 {
+		if err := hub.CheckSandboxCPUs(f.cpus, hostCPUs); err != nil {
+			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-cpus %w", err)}
+		}
+	}
 	var subnet netip.Prefix
 	if f.subnet != "" {
 		p, err := netip.ParsePrefix(f.subnet)
@@ -150,7 +167,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	o := hub.SandboxOptions{
 		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
+		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
 	}
+	o.Limits.CPUs = f.cpus
 	if isPostgres(db) {
 		// A replica: its own hub ID on its containers and rows, kept
 		// beside its socket so that a restart finds its sandboxes again.

@@ -212,7 +212,8 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		notices = append(notices, n)
 	}
 	hubLimits := m.o.Limits
-	limits := sandbox.Limits{CPUs: p.Limits.CPUs, MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
+	// The profile's CPUs are a default: never more than the host spares.
+	limits := sandbox.Limits{CPUs: min(p.Limits.CPUs, spareCPUs(m.o.HostCPUs)), MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
 		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes}
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
