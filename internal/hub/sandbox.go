@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,17 +152,17 @@ type sandboxes struct {
 	log *zap.Logger
 
 	mu       sync.Mutex
-	starting map[string]*startOp   // org/env/conversation → creation in flight
-	active   map[string]int        // sandbox id → calls in flight
-	used     map[string]time.Time  // sandbox id → last call (stored at most once a minute)
-	stored   map[string]time.Time  // sandbox id → last stored use
-	filling  map[string]int        // org/env → warm sandboxes being made
+	starting map[string]*startOp  // org/env/conversation → creation in flight
+	active   map[string]int       // sandbox id → calls in flight
+	used     map[string]time.Time // sandbox id → last call (stored at most once a minute)
+	stored   map[string]time.Time // sandbox id → last stored use
+	filling  map[string]int       // org/env → warm sandboxes being made
 	// quota is held while a sandbox is counted against the caps and
 	// recorded (admit), so that concurrent calls cannot both pass.
-	quota sync.Mutex
-	baseInv  map[string]*inventory // base image → its inventory
-	jobs     map[string]context.CancelFunc
-	egress   map[string]egressGrant // sandbox id → its allow list, once asked
+	quota   sync.Mutex
+	baseInv map[string]*inventory // base image → its inventory
+	jobs    map[string]context.CancelFunc
+	egress  map[string]egressGrant // sandbox id → its allow list, once asked
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).
