@@ -82,6 +82,9 @@ type Limits struct {
 	Pids        int64
 	TmpBytes    int64 // size of the /tmp tmpfs
 	HomeBytes   int64 // size of the HOME tmpfs
+	// WorkspaceBytes bounds the /workspace volume (writes past it fail
+	// with ENOSPC); 0: unbounded, the engine's disk.
+	WorkspaceBytes int64
 }
 
 // State is a container's state as the engine reports it.
