@@ -214,7 +214,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	hubLimits := m.o.Limits
 	// The profile's CPUs are a default: never more than the host spares.
 	limits := sandbox.Limits{CPUs: min(p.Limits.CPUs, spareCPUs(m.o.HostCPUs)), MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
-		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes}
+		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes, WorkspaceBytes: hubLimits.WorkspaceBytes}
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/units"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
 // Defaults of what one org or token may run at once.
@@ -131,4 +133,40 @@ func (m *sandboxes) record(ctx context.Context, org store.Org, sb store.Sandbox,
 		return store.Sandbox{}, status.Errorf(codes.Unavailable, "record sandbox: %v", err)
 	}
 	return out, nil
+}
+
+// Bounds of an environment's own workspace size.
+const (
+	minWorkspaceMax = 64 << 20
+	maxWorkspaceMax = 1 << 40
+)
+
+// checkWorkspaceMax refuses an environment's workspace size the hub cannot
+// carry out (too small for a filesystem, absurd, or a hub whose
+// workspaces are unbounded), and returns it (0: the hub's).
+func (m *sandboxes) checkWorkspaceMax(n int64) (int64, error) {
+	switch {
+	case n == 0:
+		return 0, nil
+	case n < minWorkspaceMax || n > maxWorkspaceMax:
+		return 0, status.Errorf(codes.InvalidArgument, "workspace size %s: want %s to %s",
+			units.Bytes(n), units.Bytes(minWorkspaceMax), units.Bytes(maxWorkspaceMax))
+	case m.o.Limits.WorkspaceBytes == 0:
+		return 0, status.Error(codes.FailedPrecondition,
+			"this hub's workspaces are unbounded (agenthub serve --sandbox-workspace-max 0): it cannot bound one environment's")
+	}
+	return n, nil
+}
+
+// describeWorkspace says in p what bounds an environment's /workspace
+// (its own size, or the hub's).
+func (m *sandboxes) describeWorkspace(p *hubv1.Environment, own int64) {
+	if m == nil || m.o.Limits.WorkspaceBytes == 0 {
+		return
+	}
+	p.WorkspaceMaxBytes = m.o.Limits.WorkspaceBytes
+	if own > 0 {
+		p.WorkspaceMaxBytes = own
+	}
+	p.WorkspaceBound = m.o.WorkspaceBound
 }

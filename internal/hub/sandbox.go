@@ -49,6 +49,9 @@ type SandboxOptions struct {
 	// DefaultSandboxCPUs of the host's, 2 GiB, 512 pids, /tmp 1 GiB,
 	// HOME 1 GiB).
 	Limits sandbox.Limits
+	// WorkspaceBound says what bounds Limits.WorkspaceBytes, for env
+	// show ("ext4 on loop"); the driver must carry the limit out.
+	WorkspaceBound string
 	// HostCPUs is the host's CPU count the CPU default derives from.
 	// Default runtime.NumCPU().
 	HostCPUs int
@@ -138,6 +141,8 @@ type envSpec struct {
 	limits *sandbox.Limits
 	ttl    time.Duration
 	home   string // HOME in the workspace ("": the sandbox's tmpfs)
+	// workspaceMax is the environment's own /workspace size (0: the hub's).
+	workspaceMax int64
 	// allow, with network "none", is the only way out: the egress proxy
 	// to these destinations (empty: no proxy).
 	allow allowlist.List
@@ -251,7 +256,7 @@ func (m *sandboxes) resolve(ctx context.Context, org store.Org, name string) (en
 		}
 		return envSpec{}, status.Errorf(codes.FailedPrecondition, "environment %s is %s: %s", name, e.State, why)
 	}
-	return envSpec{name: name, image: e.Pinned, network: e.Network}, nil
+	return envSpec{name: name, image: e.Pinned, network: e.Network, workspaceMax: e.WorkspaceMax}, nil
 }
 
 // network returns the Docker network for an environment's network choice.
@@ -465,6 +470,9 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	}
 	if env.limits != nil {
 		spec.Limits = *env.limits
+	}
+	if env.workspaceMax > 0 {
+		spec.Limits.WorkspaceBytes = env.workspaceMax
 	}
 	spec.Home = env.home
 	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)

@@ -328,6 +328,9 @@ type Environment struct {
 	Generation int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// WorkspaceMax bounds its sandboxes' /workspace, in bytes; 0: the
+	// hub's default (agenthub serve --sandbox-workspace-max).
+	WorkspaceMax int64
 }
 
 // ActivityLog stores the operations machines report, per org, with bounded
