@@ -161,7 +161,11 @@ func (m *sandboxes) checkWorkspaceMax(n int64) (int64, error) {
 // describeWorkspace says in p what bounds an environment's /workspace
 // (its own size, or the hub's).
 func (m *sandboxes) describeWorkspace(p *hubv1.Environment, own int64) {
-	if m == nil || m.o.Limits.WorkspaceBytes == 0 {
+	if m == nil {
+		return
+	}
+	if m.o.Limits.WorkspaceBytes == 0 {
+		p.WorkspaceBound = "none"
 		return
 	}
 	p.WorkspaceMaxBytes = m.o.Limits.WorkspaceBytes

@@ -358,8 +358,8 @@ type Environment struct {
 	Updated *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated,proto3" json:"updated,omitempty"`
 	// The most its sandboxes' /workspace holds, in bytes (0: unbounded).
 	WorkspaceMaxBytes int64 `protobuf:"varint,13,opt,name=workspace_max_bytes,json=workspaceMaxBytes,proto3" json:"workspace_max_bytes,omitempty"`
-	// What bounds /workspace, e.g. "ext4 on loop" (empty: nothing; it is
-	// the engine's disk).
+	// What bounds /workspace, e.g. "ext4 on loop"; "none": nothing, it is
+	// the engine's disk (empty: not a sandbox, or sandboxes are off).
 	WorkspaceBound string `protobuf:"bytes,14,opt,name=workspace_bound,json=workspaceBound,proto3" json:"workspace_bound,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
