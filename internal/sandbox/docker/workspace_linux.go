@@ -79,7 +79,7 @@ func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map
 	if err != nil {
 		return fmt.Errorf("create volume %s: %w", vol, err)
 	}
-	if err := mkfs(ctx, img); err != nil {
+	if err := mkfs(ctx, img, size); err != nil {
 		return fmt.Errorf("create volume %s: %w", vol, err)
 	}
 	if _, err := attach(img, dev); err != nil {
@@ -91,10 +91,14 @@ func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map
 // mkfs makes the ext4 filesystem: no blocks reserved for root (the
 // sandbox user gets all of it), its root the sandbox user's, and no
 // lost+found (a non-empty volume gets no copy-up of the image's
-// /workspace).
-func mkfs(ctx context.Context, img string) error {
-	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0",
-		"-E", fmt.Sprintf("root_owner=%d:%d,nodiscard", uid, gid), img).CombinedOutput()
+// /workspace). A journal of 16 MiB at most: mkfs's default for 10 GiB,
+// 64 MiB, is host disk every empty workspace would take.
+func mkfs(ctx context.Context, img string, size int64) error {
+	args := []string{"-q", "-F", "-m", "0", "-E", fmt.Sprintf("root_owner=%d:%d,nodiscard", uid, gid)}
+	if size >= 1<<30 {
+		args = append(args, "-J", "size=16")
+	}
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", append(args, img)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mkfs.ext4 (e2fsprogs): %w: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // boundedEngine is a driver on the local engine whose workspaces are
@@ -166,5 +168,28 @@ func TestWorkspaceBoundRefused(t *testing.T) {
 	}
 	if _, err := d.cli.VolumeInspect(t.Context(), volumeName(s.Name), client.VolumeInspectOptions{}); err == nil {
 		t.Errorf("volume %s left behind", volumeName(s.Name))
+	}
+}
+
+// An empty workspace of the default size takes little of the host's disk
+// (the image is sparse, its journal small), and a volume's removal
+// releases it.
+func TestWorkspaceSparse(t *testing.T) {
+	d := boundedEngine(t)
+	vol := volumeName(uniqueName(t))
+	if err := d.createBoundedVolume(t.Context(), vol, map[string]string{sandbox.LabelManaged: "1"}, 10<<30); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.removeVolume(cleanupCtx(t), vol) })
+	img, dev := d.workspaceFiles(vol)
+	if got := allocated(t, img); got > 32<<20 {
+		t.Errorf("an empty 10 GiB workspace takes %d bytes of the host's disk; want at most 32 MiB", got)
+	}
+	loop := loopOf(img, dev)
+	if err := d.RemoveVolume(t.Context(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(img) || fileExists(dev) || (loop != "" && backing(loop) == img) {
+		t.Errorf("after RemoveVolume: image %v, link %v, %s holds it: %v", fileExists(img), fileExists(dev), loop, backing(loop) == img)
 	}
 }
