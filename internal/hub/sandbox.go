@@ -208,6 +208,9 @@ func engineStatus(err error, what string) error {
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 	}
+	if errors.Is(err, sandbox.ErrExhausted) {
+		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
+	}
 	return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
 }
 

@@ -22,6 +22,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the engine cannot be reached (down, socket missing).
 	ErrUnavailable = errors.New("container engine unavailable")
+	// ErrExhausted: the host has no room for another sandbox (no free
+	// loop device for its workspace, say).
+	ErrExhausted = errors.New("the host's sandbox resources are exhausted")
 )
 
 // Labels every sandbox container and volume carries, so that a restarted

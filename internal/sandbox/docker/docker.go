@@ -44,6 +44,8 @@ type Driver struct {
 	host  string
 	log   *zap.Logger
 	wsDir string // Options.WorkspaceDir, absolute
+	// loopControl is the loop control device (tests: one that is not).
+	loopControl string
 
 	mu      sync.Mutex
 	wsOwned map[string]bool // image id → its /workspace is uid 1000's (no helper needed)
@@ -86,7 +88,7 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("workspace dir: %w", err)
 		}
 	}
-	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, wsOwned: map[string]bool{}}, nil
+	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, loopControl: "/dev/loop-control", wsOwned: map[string]bool{}}, nil
 }
 
 // Close releases the driver's idle connections to the engine.

@@ -15,6 +15,8 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // A bounded workspace is an ext4 filesystem in a sparse file, on a loop
@@ -39,7 +41,7 @@ const (
 )
 
 // ErrNoLoopDevice: the host has no loop device to give a workspace.
-var ErrNoLoopDevice = errors.New("no free loop device")
+var ErrNoLoopDevice = fmt.Errorf("no free loop device: %w", sandbox.ErrExhausted)
 
 // workspaceFiles are a volume's image and device symlink.
 func (d *Driver) workspaceFiles(vol string) (img, dev string) {
@@ -82,7 +84,7 @@ func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map
 	if err := mkfs(ctx, img, size); err != nil {
 		return fmt.Errorf("create volume %s: %w", vol, err)
 	}
-	if _, err := attach(img, dev); err != nil {
+	if _, err := attachVia(d.loopControl, img, dev); err != nil {
 		return fmt.Errorf("create volume %s: %w", vol, err)
 	}
 	return d.createVolume(ctx, vol, labels, map[string]string{"type": "ext4", "device": dev, "o": "nodev,nosuid"})
@@ -112,12 +114,17 @@ func mkfs(ctx context.Context, img string, size int64) error {
 // attach gives img a free loop device and points dev at it; it returns
 // the device's path.
 func attach(img, dev string) (string, error) {
+	return attachVia("/dev/loop-control", img, dev)
+}
+
+// attachVia is attach with the loop control device at loopControl.
+func attachVia(loopControl, img, dev string) (string, error) {
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	ctl, err := os.OpenFile(loopControl, os.O_RDWR, 0)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoLoopDevice, err)
 	}

@@ -193,3 +193,25 @@ func TestWorkspaceSparse(t *testing.T) {
 		t.Errorf("after RemoveVolume: image %v, link %v, %s holds it: %v", fileExists(img), fileExists(dev), loop, backing(loop) == img)
 	}
 }
+
+// With no loop device to be had, Create says so (ErrNoLoopDevice, which is
+// sandbox.ErrExhausted) and leaves nothing behind: no volume, no files.
+func TestWorkspaceNoLoopDevice(t *testing.T) {
+	d := boundedEngine(t)
+	d.loopControl = t.TempDir() + "/no-loop-control"
+	s := testSpec(t, uniqueName(t), "agentd-test/minimal:1", "exec sleep 300")
+	s.Limits.WorkspaceBytes = 32 << 20
+	id, err := d.Create(t.Context(), s)
+	if err == nil {
+		_ = d.Remove(cleanupCtx(t), id)
+	}
+	if !errors.Is(err, ErrNoLoopDevice) || !errors.Is(err, sandbox.ErrExhausted) {
+		t.Errorf("Create without loop devices: %v; want ErrNoLoopDevice (sandbox.ErrExhausted)", err)
+	}
+	if _, err := d.cli.VolumeInspect(t.Context(), volumeName(s.Name), client.VolumeInspectOptions{}); err == nil {
+		t.Errorf("volume %s left behind", volumeName(s.Name))
+	}
+	if left, _ := os.ReadDir(d.wsDir); len(left) != 0 {
+		t.Errorf("%d files left in the workspace dir", len(left))
+	}
+}

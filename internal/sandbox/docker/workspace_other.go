@@ -4,12 +4,13 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // ErrNoLoopDevice: the host has no loop device to give a workspace.
-var ErrNoLoopDevice = errors.New("no free loop device")
+var ErrNoLoopDevice = fmt.Errorf("no free loop device: %w", sandbox.ErrExhausted)
 
 // createBoundedVolume: bounded workspaces are loop devices, Linux only.
 func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map[string]string, size int64) error {
