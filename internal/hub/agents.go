@@ -171,6 +171,11 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if err != nil {
 		return nil, err
 	}
+	// An org or token at its cap is refused before any image or secret
+	// is fetched; create counts again as it records the sandbox.
+	if err := m.admit(ctx, org, c.token.ID); err != nil {
+		return nil, err
+	}
 	ref, hint := defaultImage(p)
 	if img := strings.TrimSpace(req.GetImage()); img != "" {
 		if len(img) > 512 {

@@ -79,6 +79,11 @@ func TestSandboxCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(second("d-2"), "--org-max-sandboxes 3")
+	// An agent run is a sandbox too: refused at once, before its image.
+	_, err = hubv1.NewAgentServiceClient(h.cc).RunAgent(h.ctx("", ""), &hubv1.RunAgentRequest{Profile: "codex"})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--org-max-sandboxes 3") {
+		t.Errorf("agent run at the org's cap: %v; want RESOURCE_EXHAUSTED naming --org-max-sandboxes", err)
+	}
 
 	// Removing one makes room; the warm sandbox the hub kept meanwhile was
 	// never counted.
