@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
+	"github.com/devdepot-ai/agentd/internal/units"
 )
 
 // sandboxFlags are agenthub serve's sandbox settings.
@@ -44,6 +46,10 @@ type sandboxFlags struct {
 	secretDir   string
 	secretCmd   string
 	releases    string
+	cpus        float64
+	orgMax      int
+	tokenMax    int
+	wsMax       string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -59,6 +65,10 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
+	fs.Float64Var(&f.cpus, "sandbox-cpus", 0, "CPU limit of each sandbox, as docker run --cpus (default 2, but at most the host's CPUs minus one; 0.5 on a 1-CPU host)")
+	fs.StringVar(&f.wsMax, "sandbox-workspace-max", "10GiB", "most each sandbox's /workspace holds (like 10GiB, 512MiB, 2G): an ext4 image per workspace on a loop device, in --sandbox-dir; needs root and the engine on this host; 0: unbounded (the engine's disk)")
+	fs.IntVar(&f.orgMax, "org-max-sandboxes", hub.DefaultOrgMaxSandboxes, "most sandboxes one org may have at once, agent runs included, warm ones not (0: no limit)")
+	fs.IntVar(&f.tokenMax, "token-max-sandboxes", hub.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
 	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
 }
@@ -121,6 +131,19 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--allow-registry: %w", err)}
 		}
 	}
+	if f.orgMax < 0 || f.tokenMax < 0 {
+		return hub.SandboxOptions{}, none, usageError{errors.New("--org-max-sandboxes and --token-max-sandboxes: want 0 (no limit) or more")}
+	}
+	wsMax, err := parseWorkspaceMax(f.wsMax)
+	if err != nil {
+		return hub.SandboxOptions{}, none, usageError{err}
+	}
+	hostCPUs := runtime.NumCPU()
+	if f.cpus != 0 {
+		if err := hub.CheckSandboxCPUs(f.cpus, hostCPUs); err != nil {
+			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-cpus %w", err)}
+		}
+	}
 	var subnet netip.Prefix
 	if f.subnet != "" {
 		p, err := netip.ParsePrefix(f.subnet)
@@ -129,7 +152,18 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		}
 		subnet = p
 	}
-	drv, err := docker.New(docker.Options{Host: f.dockerHost, Logger: log}) // the driver names itself "docker"
+	dir := f.dir
+	if dir == "" {
+		dir = filepath.Join(dataDir(db), "sandboxes")
+	}
+	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
+	if wsMax > 0 {
+		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
+			return hub.SandboxOptions{}, none, fmt.Errorf("--sandbox-workspace-max %s: %w; or give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded", f.wsMax, err)
+		}
+		dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
+	}
+	drv, err := docker.New(dopts)
 	if err != nil {
 		return hub.SandboxOptions{}, none, err
 	}
@@ -144,9 +178,12 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
 		return hub.SandboxOptions{}, none, nil
 	}
-	dir := f.dir
-	if dir == "" {
-		dir = filepath.Join(dataDir(db), "sandboxes")
+	if wsMax > 0 {
+		// Before any sandbox starts: workspaces whose volume went are
+		// released, those whose loop device went (a reboot) get one.
+		if err := drv.RecoverWorkspaces(ctx); err != nil {
+			log.Error("recovering the sandboxes' workspaces", zap.Error(err))
+		}
 	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
@@ -156,6 +193,13 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	o := hub.SandboxOptions{
 		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
+		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
+	}
+	o.Limits.CPUs = f.cpus
+	if wsMax > 0 {
+		o.Limits.WorkspaceBytes, o.WorkspaceBound = wsMax, "ext4 on loop"
+	} else {
+		log.Warn("sandbox workspaces are unbounded (--sandbox-workspace-max 0): one sandbox can fill the engine's disk")
 	}
 	if isPostgres(db) {
 		// A replica: its own hub ID on its containers and rows, kept
@@ -184,6 +228,39 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
 		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))
 	return o, func() { drv.Close() }, nil
+}
+
+// parseWorkspaceMax reads --sandbox-workspace-max: 0, or 64 MiB to 1 TiB.
+func parseWorkspaceMax(s string) (int64, error) {
+	n, err := units.ParseBytes(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--sandbox-workspace-max: %w", err)
+	case n != 0 && (n < 64<<20 || n > 1<<40):
+		return 0, fmt.Errorf("--sandbox-workspace-max %s: want 64MiB to 1024GiB, or 0 for unbounded", s)
+	}
+	return n, nil
+}
+
+// canBoundWorkspaces says why this hub cannot make bounded workspaces: it
+// attaches loop devices (root) and makes ext4 images (e2fsprogs) that the
+// engine mounts, so the engine runs on this host.
+func canBoundWorkspaces(dockerHost string) error {
+	if !strings.HasPrefix(dockerHost, "unix://") {
+		return fmt.Errorf("the Docker engine %s is not on this host (a unix socket)", dockerHost)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("bounded workspaces need agenthub to run as root (it attaches loop devices)")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return fmt.Errorf("no loop devices on this host: %w", err)
+	}
+	for _, bin := range []string{"mkfs.ext4", "debugfs"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("%s not found: install e2fsprogs", bin)
+		}
+	}
+	return nil
 }
 
 // loadHubID returns the sandbox hub ID stored in path, made (random) and

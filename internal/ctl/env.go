@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/devdepot-ai/agentd/internal/units"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -129,16 +130,22 @@ environment.`,
 }
 
 func (a *app) envCreateCmd(org *string) *cobra.Command {
-	var image, network string
+	var image, network, wsMax string
 	cmd := &cobra.Command{
-		Use:   "create NAME --image REF [--network none|public]",
+		Use:   "create NAME --image REF [--network none|public] [--workspace-max SIZE]",
 		Short: "Add a custom image environment; the hub validates it (follow with env wait)",
 		Long: `Add an environment that runs a custom image. The hub pulls it and runs its
 checks; the environment is VALIDATING until it ends READY (pinned by digest)
 or REJECTED. Nothing is printed on stdout; follow with 'agentctl env wait
-NAME'. The reference needs an explicit registry host.`,
+NAME'. The reference needs an explicit registry host.
+
+--workspace-max bounds what each sandbox's /workspace holds (writes past it
+fail with "No space left on device"); without it, the hub's
+--sandbox-workspace-max (10 GiB unless the hub says otherwise). env show says
+what bounds it.`,
 		Example: `  agentctl env create py --image ghcr.io/acme/sandbox:v1
   agentctl env create offline --image ghcr.io/acme/sandbox:v1 --network none
+  agentctl env create data --image ghcr.io/acme/sandbox:v1 --workspace-max 50GiB
   agentctl env create py --image ghcr.io/acme/sandbox:v1 && agentctl env wait py`,
 		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -148,14 +155,24 @@ NAME'. The reference needs an explicit registry host.`,
 			if network != "none" && network != "public" {
 				return usagef("--network %q: want none or public", network)
 			}
+			var ws int64
+			if wsMax != "" {
+				n, err := units.ParseBytes(wsMax)
+				if err != nil || n == 0 {
+					return usagef("--workspace-max %q: want a size like 512MiB, 10GiB or 2G", wsMax)
+				}
+				ws = n
+			}
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
-				resp, err := ec.CreateEnvironment(ctx, &hubv1.CreateEnvironmentRequest{Org: *org, Name: args[0], Image: image, Network: network})
+				resp, err := ec.CreateEnvironment(ctx, &hubv1.CreateEnvironmentRequest{Org: *org, Name: args[0], Image: image, Network: network,
+					WorkspaceMaxBytes: ws})
 				return a.envStarted(resp.GetEnvironment(), err, "validating "+args[0])
 			})
 		},
 	}
 	cmd.Flags().StringVar(&image, "image", "", "image reference with its registry host, e.g. ghcr.io/acme/sandbox:v1 (required)")
 	cmd.Flags().StringVar(&network, "network", "public", "the sandboxes' network: public (internet, no private networks) or none")
+	cmd.Flags().StringVar(&wsMax, "workspace-max", "", "most each sandbox's /workspace holds, like 512MiB or 10GiB (default: the hub's --sandbox-workspace-max)")
 	return cmd
 }
 
@@ -319,6 +336,26 @@ func (a *app) envRmCmd(org *string) *cobra.Command {
 	}
 }
 
+// workspaceBound says how much /workspace holds and what bounds it:
+// "10 GiB, ext4 on loop", or "unbounded (the engine's disk)".
+func workspaceBound(e *hubv1.Environment) string {
+	n := e.GetWorkspaceMaxBytes()
+	if n <= 0 {
+		return "unbounded: the engine's disk (agenthub serve --sandbox-workspace-max 0)"
+	}
+	size := units.Bytes(n)
+	switch {
+	case n%(1<<30) == 0:
+		size = fmt.Sprintf("%d GiB", n>>30)
+	case n%(1<<20) == 0:
+		size = fmt.Sprintf("%d MiB", n>>20)
+	}
+	if b := e.GetWorkspaceBound(); b != "" {
+		return size + ", " + b
+	}
+	return size
+}
+
 // writeEnv describes e for a person (env show).
 func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
@@ -341,6 +378,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	}
 	if e.GetNetwork() != "" {
 		row("network", e.GetNetwork())
+	}
+	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
+		row("workspace", workspaceBound(e))
 	}
 	row("updated", ago(e.GetUpdated().AsTime()))
 	if err := tw.Flush(); err != nil {

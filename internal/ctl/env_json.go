@@ -11,18 +11,22 @@ import (
 // outcomes as the words people and scripts use (ready, image, pass), not
 // the proto's enum names.
 type envDoc struct {
-	Name      string     `json:"name"`
-	Kind      string     `json:"kind"`  // builtin, image, machine
-	State     string     `json:"state"` // validating, ready, rejected
-	Default   bool       `json:"default"`
-	Image     string     `json:"image"`
-	Pinned    string     `json:"pinned"`
-	Reason    string     `json:"reason"`
-	Network   string     `json:"network"`
-	Report    []checkDoc `json:"report"`
-	Inventory invDoc     `json:"inventory"`
-	Created   *time.Time `json:"created,omitempty"`
-	Updated   *time.Time `json:"updated,omitempty"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`  // builtin, image, machine
+	State   string `json:"state"` // validating, ready, rejected
+	Default bool   `json:"default"`
+	Image   string `json:"image"`
+	Pinned  string `json:"pinned"`
+	Reason  string `json:"reason"`
+	Network string `json:"network"`
+	// WorkspaceMaxBytes bounds /workspace (0: unbounded); WorkspaceBound
+	// says what bounds it ("ext4 on loop").
+	WorkspaceMaxBytes int64      `json:"workspace_max_bytes"`
+	WorkspaceBound    string     `json:"workspace_bound"`
+	Report            []checkDoc `json:"report"`
+	Inventory         invDoc     `json:"inventory"`
+	Created           *time.Time `json:"created,omitempty"`
+	Updated           *time.Time `json:"updated,omitempty"`
 }
 
 type checkDoc struct {
@@ -41,6 +45,7 @@ type invDoc struct {
 func envDocOf(e *hubv1.Environment) envDoc {
 	d := envDoc{Name: e.GetName(), Kind: envKind(e.GetKind()), State: envState(e.GetState()), Default: e.GetDefault(),
 		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(),
+		WorkspaceMaxBytes: e.GetWorkspaceMaxBytes(), WorkspaceBound: e.GetWorkspaceBound(),
 		Report:    []checkDoc{},
 		Inventory: invDoc{Tools: e.GetInventory().GetTools(), PythonPackages: e.GetInventory().GetPythonPackages()}}
 	if d.Inventory.Tools == nil {

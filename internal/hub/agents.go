@@ -172,6 +172,11 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if err != nil {
 		return nil, err
 	}
+	// An org or token at its cap is refused before any image or secret
+	// is fetched; create counts again as it records the sandbox.
+	if err := m.admit(ctx, org, c.token.ID); err != nil {
+		return nil, err
+	}
 	ref, hint := defaultImage(p)
 	if img := strings.TrimSpace(req.GetImage()); img != "" {
 		if len(img) > 512 {
@@ -216,8 +221,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		notices = append(notices, n)
 	}
 	hubLimits := m.o.Limits
-	limits := sandbox.Limits{CPUs: p.Limits.CPUs, MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
-		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes}
+	// The profile's CPUs are a default: never more than the host spares.
+	limits := sandbox.Limits{CPUs: min(p.Limits.CPUs, spareCPUs(m.o.HostCPUs)), MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
+		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes, WorkspaceBytes: hubLimits.WorkspaceBytes}
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,

@@ -74,7 +74,7 @@ func checkStatusProto(s sandbox.CheckStatus) hubv1.CheckStatus {
 	return hubv1.CheckStatus_CHECK_STATUS_UNSPECIFIED
 }
 
-func environmentProto(e store.Environment, def string) *hubv1.Environment {
+func (v *environmentService) environmentProto(e store.Environment, def string) *hubv1.Environment {
 	p := &hubv1.Environment{Name: e.Name, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_IMAGE, State: envStateProto(e.State),
 		Image: e.Image, Pinned: e.Pinned, Reason: e.Reason, Network: e.Network, Default: e.Name == def,
 		Created: timestamppb.New(e.CreatedAt), Updated: timestamppb.New(e.UpdatedAt)}
@@ -91,6 +91,7 @@ func environmentProto(e store.Environment, def string) *hubv1.Environment {
 	if json.Unmarshal(e.Inventory, &inv) == nil && (inv.Tools != nil || inv.PythonPackages != nil) {
 		p.Inventory = &hubv1.Inventory{Tools: inv.Tools, PythonPackages: inv.PythonPackages}
 	}
+	v.s.sandboxes.describeWorkspace(p, e.WorkspaceMax)
 	return p
 }
 
@@ -110,6 +111,7 @@ func (v *environmentService) builtinProto(ctx context.Context, org store.Org, de
 		return p
 	}
 	p.Pinned = env.image
+	m.describeWorkspace(p, 0)
 	return p
 }
 
@@ -147,7 +149,7 @@ func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.Li
 		return nil, storeError(err, "environments")
 	}
 	for _, e := range es {
-		resp.Environments = append(resp.Environments, environmentProto(e, def))
+		resp.Environments = append(resp.Environments, v.environmentProto(e, def))
 	}
 	ms, err := v.s.store.ListMachines(ctx, org.ID)
 	if err != nil {
@@ -188,7 +190,7 @@ func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetE
 	if err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
-	return &hubv1.GetEnvironmentResponse{Environment: environmentProto(e, def)}, nil
+	return &hubv1.GetEnvironmentResponse{Environment: v.environmentProto(e, def)}, nil
 }
 
 func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.CreateEnvironmentRequest) (*hubv1.CreateEnvironmentResponse, error) {
@@ -220,14 +222,18 @@ func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.C
 	if network != "public" && network != "none" {
 		return nil, status.Errorf(codes.InvalidArgument, "network %q: want public (internet, no private networks) or none", truncateRunes(network, 40))
 	}
+	wsMax, err := m.checkWorkspaceMax(req.GetWorkspaceMaxBytes())
+	if err != nil {
+		return nil, err
+	}
 	e, err := v.s.store.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: name, Image: image, Network: network,
-		Reason: "validation queued", CreatedAt: v.s.opts.Now()})
+		Reason: "validation queued", CreatedAt: v.s.opts.Now(), WorkspaceMax: wsMax})
 	if err != nil {
 		return nil, storeError(err, "environment "+name)
 	}
 	m.startValidation(org, e)
 	def, _ := v.s.defaultEnv(ctx, org)
-	return &hubv1.CreateEnvironmentResponse{Environment: environmentProto(e, def)}, nil
+	return &hubv1.CreateEnvironmentResponse{Environment: v.environmentProto(e, def)}, nil
 }
 
 // restart starts an update or a revalidation.
@@ -252,7 +258,7 @@ func (v *environmentService) restart(ctx context.Context, orgName, name, kind st
 	}
 	m.startValidation(org, e)
 	def, _ := v.s.defaultEnv(ctx, org)
-	return environmentProto(e, def), nil
+	return v.environmentProto(e, def), nil
 }
 
 func (v *environmentService) UpdateEnvironment(ctx context.Context, req *hubv1.UpdateEnvironmentRequest) (*hubv1.UpdateEnvironmentResponse, error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -44,9 +45,23 @@ type SandboxOptions struct {
 	// BuiltinNetwork is the built-in environment's network, "public" or
 	// "none". Default "public".
 	BuiltinNetwork string
-	// Limits bound each sandbox. Zero fields get defaults (2 CPUs, 2 GiB,
-	// 512 pids, /tmp 1 GiB, HOME 1 GiB).
+	// Limits bound each sandbox. Zero fields get defaults (CPUs:
+	// DefaultSandboxCPUs of the host's, 2 GiB, 512 pids, /tmp 1 GiB,
+	// HOME 1 GiB).
 	Limits sandbox.Limits
+	// WorkspaceBound says what bounds Limits.WorkspaceBytes, for env
+	// show ("ext4 on loop"); the driver must carry the limit out.
+	WorkspaceBound string
+	// HostCPUs is the host's CPU count the CPU default derives from.
+	// Default runtime.NumCPU().
+	HostCPUs int
+	// OrgMaxSandboxes caps the sandboxes of one org (every replica's, the
+	// warm pool not counted until claimed, agent runs counted); 0: no cap.
+	// agenthub's default is DefaultOrgMaxSandboxes.
+	OrgMaxSandboxes int
+	// TokenMaxSandboxes caps the sandboxes one API token's calls made in
+	// its org; 0: no cap. agenthub's default is DefaultTokenMaxSandboxes.
+	TokenMaxSandboxes int
 	// IdleTTL is how long a sandbox lives without calls. Default 30 min.
 	IdleTTL time.Duration
 	// WarmBuiltin and WarmCustom are the warm-pool sizes per org and
@@ -87,9 +102,12 @@ func (o *SandboxOptions) defaults() {
 	if o.BuiltinNetwork == "" {
 		o.BuiltinNetwork = "public"
 	}
+	if o.HostCPUs <= 0 {
+		o.HostCPUs = runtime.NumCPU()
+	}
 	l := &o.Limits
 	if l.CPUs <= 0 {
-		l.CPUs = 2
+		l.CPUs = DefaultSandboxCPUs(o.HostCPUs)
 	}
 	if l.MemoryBytes <= 0 {
 		l.MemoryBytes = 2 << 30
@@ -127,6 +145,8 @@ type envSpec struct {
 	limits *sandbox.Limits
 	ttl    time.Duration
 	home   string // HOME in the workspace ("": the sandbox's tmpfs)
+	// workspaceMax is the environment's own /workspace size (0: the hub's).
+	workspaceMax int64
 	// allow, with network "none", is the only way out: the egress proxy
 	// to these destinations (empty: no proxy).
 	allow allowlist.List
@@ -141,14 +161,17 @@ type sandboxes struct {
 	log *zap.Logger
 
 	mu       sync.Mutex
-	starting map[string]*startOp   // org/env/conversation → creation in flight
-	active   map[string]int        // sandbox id → calls in flight
-	used     map[string]time.Time  // sandbox id → last call (stored at most once a minute)
-	stored   map[string]time.Time  // sandbox id → last stored use
-	filling  map[string]int        // org/env → warm sandboxes being made
-	baseInv  map[string]*inventory // base image → its inventory
-	jobs     map[string]context.CancelFunc
-	egress   map[string]egressGrant // sandbox id → its allow list, once asked
+	starting map[string]*startOp  // org/env/conversation → creation in flight
+	active   map[string]int       // sandbox id → calls in flight
+	used     map[string]time.Time // sandbox id → last call (stored at most once a minute)
+	stored   map[string]time.Time // sandbox id → last stored use
+	filling  map[string]int       // org/env → warm sandboxes being made
+	// quota is held while a sandbox is counted against the caps and
+	// recorded (admit), so that concurrent calls cannot both pass.
+	quota   sync.Mutex
+	baseInv map[string]*inventory // base image → its inventory
+	jobs    map[string]context.CancelFunc
+	egress  map[string]egressGrant // sandbox id → its allow list, once asked
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).
@@ -188,6 +211,9 @@ func (m *sandboxes) goFn(fn func(ctx context.Context)) {
 func engineStatus(err error, what string) error {
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
+	}
+	if errors.Is(err, sandbox.ErrExhausted) {
+		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
 	}
 	return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
 }
@@ -237,7 +263,7 @@ func (m *sandboxes) resolve(ctx context.Context, org store.Org, name string) (en
 		}
 		return envSpec{}, status.Errorf(codes.FailedPrecondition, "environment %s is %s: %s", name, e.State, why)
 	}
-	return envSpec{name: name, image: e.Pinned, network: e.Network}, nil
+	return envSpec{name: name, image: e.Pinned, network: e.Network, workspaceMax: e.WorkspaceMax}, nil
 }
 
 // network returns the Docker network for an environment's network choice.
@@ -380,7 +406,17 @@ func (m *sandboxes) refuse(org store.Org, env string, err error) {
 // start gives the conversation a warm sandbox, or makes one.
 func (m *sandboxes) start(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
 	defer m.fill(org, env)
+	token := callerToken(ctx)
+	m.quota.Lock()
+	if err := m.admit(ctx, org, token); err != nil {
+		m.quota.Unlock()
+		return "", err
+	}
 	sb, err := m.s.store.ClaimWarmSandbox(ctx, org.ID, env.name, m.o.HubID, conv, m.s.opts.Now())
+	if err == nil && token != "" {
+		err = m.s.store.SetSandboxToken(ctx, sb.ID, token)
+	}
+	m.quota.Unlock()
 	if err == nil {
 		if sb.Image == env.image && m.awaitOnline(ctx, sb) == nil {
 			return sb.ID, nil
@@ -412,18 +448,14 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		return store.Sandbox{}, status.Errorf(codes.Internal, "sandbox key: %v", err)
 	}
 	now := m.s.opts.Now()
-	if _, err := m.s.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: org.ID, Name: id, Hostname: id, OS: "linux", Arch: "amd64",
-		PublicKey: pub, CreatedAt: now}); err != nil {
-		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
+	sbRow := store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
+		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl)}
+	if !warm {
+		sbRow.Token = callerToken(ctx)
 	}
-	sb, err := m.s.store.CreateSandbox(ctx, store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
-		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl)})
+	sb, err := m.record(ctx, org, sbRow, pub)
 	if err != nil {
-		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, id, now)
-		if errors.Is(err, store.ErrConflict) {
-			return store.Sandbox{}, err
-		}
-		return store.Sandbox{}, status.Errorf(codes.Unavailable, "record sandbox: %v", err)
+		return store.Sandbox{}, err
 	}
 	spec := sandbox.Spec{
 		Name:  "agentd-" + id,
@@ -448,6 +480,9 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	}
 	if env.limits != nil {
 		spec.Limits = *env.limits
+	}
+	if env.workspaceMax > 0 {
+		spec.Limits.WorkspaceBytes = env.workspaceMax
 	}
 	spec.Home = env.home
 	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)

@@ -132,7 +132,7 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 	report = append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Pass, Title: "pull the image by digest"})
 
 	progress("starting a sandbox of the image")
-	env := envSpec{name: e.Name, image: digest, network: e.Network}
+	env := envSpec{name: e.Name, image: digest, network: e.Network, workspaceMax: e.WorkspaceMax}
 	sb, err := m.create(ctx, org, env, fmt.Sprintf("%s%d", validationConversation, e.Generation), false)
 	if err != nil {
 		return append(report, sandbox.Check{ID: "sandbox.start", Status: sandbox.Fail,

@@ -22,6 +22,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the engine cannot be reached (down, socket missing).
 	ErrUnavailable = errors.New("container engine unavailable")
+	// ErrExhausted: the host has no room for another sandbox (no free
+	// loop device for its workspace, say).
+	ErrExhausted = errors.New("the host's sandbox resources are exhausted")
 )
 
 // Labels every sandbox container and volume carries, so that a restarted
@@ -82,6 +85,9 @@ type Limits struct {
 	Pids        int64
 	TmpBytes    int64 // size of the /tmp tmpfs
 	HomeBytes   int64 // size of the HOME tmpfs
+	// WorkspaceBytes bounds the /workspace volume (writes past it fail
+	// with ENOSPC); 0: unbounded, the engine's disk.
+	WorkspaceBytes int64
 }
 
 // State is a container's state as the engine reports it.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-const environmentColumns = `org_id, name, image, network, state, pinned, reason, report, inventory, running, generation, created_at, updated_at`
+const environmentColumns = `org_id, name, image, network, state, pinned, reason, report, inventory, running, generation, created_at, updated_at, workspace_max`
 
 func scanEnvironment(r scanner) (Environment, error) {
 	var (
@@ -17,7 +17,7 @@ func scanEnvironment(r scanner) (Environment, error) {
 		created, updated  int64
 	)
 	err := r.Scan(&e.OrgID, &e.Name, &e.Image, &e.Network, &e.State, &e.Pinned, &e.Reason, &report, &inventory,
-		&e.Running, &e.Generation, &created, &updated)
+		&e.Running, &e.Generation, &created, &updated, &e.WorkspaceMax)
 	if err != nil {
 		return Environment{}, notFound(err)
 	}
@@ -55,6 +55,8 @@ func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 		return Environment{}, fmt.Errorf("create environment: %w: org, name and image are required", ErrInvalid)
 	case !validNetwork(e.Network):
 		return Environment{}, fmt.Errorf("create environment: %w: network %q", ErrInvalid, e.Network)
+	case e.WorkspaceMax < 0:
+		return Environment{}, fmt.Errorf("create environment: %w: workspace size %d", ErrInvalid, e.WorkspaceMax)
 	}
 	if err := needTime("creation time", e.CreatedAt); err != nil {
 		return Environment{}, fmt.Errorf("create environment: %w", err)
@@ -62,9 +64,9 @@ func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 	e.CreatedAt = fromMicros(micros(e.CreatedAt))
 	e.UpdatedAt = e.CreatedAt
 	e.State, e.Pinned, e.Report, e.Inventory, e.Running, e.Generation = EnvValidating, "", nil, nil, "create", 1
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (org_id, name, image, network, state, reason, running, generation, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (org_id, name, image, network, state, reason, running, generation, created_at, updated_at, workspace_max)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt), e.WorkspaceMax)
 	switch {
 	case s.d.isUnique(err):
 		return Environment{}, fmt.Errorf("create environment %s: %w: the name is taken", e.Name, ErrConflict)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
@@ -15,7 +15,7 @@ func scanSandbox(r scanner) (Sandbox, error) {
 		created, used int64
 		expires       int64
 	)
-	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
@@ -52,8 +52,8 @@ func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 	if sb.Warm {
 		warm = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires, sb.Token)
 	switch {
 	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
@@ -121,6 +121,16 @@ func (s *sqlStore) ClaimWarmSandbox(ctx context.Context, orgID, env, hub, conver
 // SetSandboxContainer records the sandbox's container.
 func (s *sqlStore) SetSandboxContainer(ctx context.Context, id, containerID string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET container_id = ? WHERE id = ?`, containerID, id)
+	if err := checkAffected(res, err); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetSandboxToken records the API token a claimed warm sandbox now
+// counts against.
+func (s *sqlStore) SetSandboxToken(ctx context.Context, id, token string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET token_id = ? WHERE id = ?`, token, id)
 	if err := checkAffected(res, err); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}

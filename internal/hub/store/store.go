@@ -209,6 +209,9 @@ type Sandboxes interface {
 	ClaimWarmSandbox(ctx context.Context, orgID, env, hub, conversation string, at time.Time) (Sandbox, error)
 	// SetSandboxContainer records the container that runs the sandbox.
 	SetSandboxContainer(ctx context.Context, id, containerID string) error
+	// SetSandboxToken records the API token the sandbox counts against
+	// (a warm one, once claimed).
+	SetSandboxToken(ctx context.Context, id, token string) error
 	// TouchSandbox records that a call used the sandbox at `at`.
 	TouchSandbox(ctx context.Context, id string, at time.Time) error
 	// DeleteSandbox deletes the row; deleting a missing one is not an error.
@@ -298,6 +301,9 @@ type Sandbox struct {
 	// ExpiresAt is when the sandbox is removed, used or not (an agent run's
 	// TTL); zero: when idle, as conversations' sandboxes are.
 	ExpiresAt time.Time
+	// Token is the id of the API token whose call made (or claimed) it,
+	// for the per-token cap; "" for the hub's own (warm, validation).
+	Token string
 }
 
 // Environment states.
@@ -322,6 +328,9 @@ type Environment struct {
 	Generation int64
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// WorkspaceMax bounds its sandboxes' /workspace, in bytes; 0: the
+	// hub's default (agenthub serve --sandbox-workspace-max).
+	WorkspaceMax int64
 }
 
 // ActivityLog stores the operations machines report, per org, with bounded

@@ -126,7 +126,12 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 	}()
 
 	vol := volumeName(s.Name)
-	if err := d.createVolume(ctx, vol, s.Labels); err != nil {
+	if s.Limits.WorkspaceBytes > 0 {
+		err = d.createBoundedVolume(ctx, vol, s.Labels, s.Limits.WorkspaceBytes)
+	} else {
+		err = d.createVolume(ctx, vol, s.Labels, nil)
+	}
+	if err != nil {
 		return "", err
 	}
 	undo = append(undo, func(ctx context.Context) error { return d.removeVolume(ctx, vol) })
@@ -186,7 +191,9 @@ func labels(spec, image map[string]string) map[string]string {
 
 // createVolume creates a new named volume. The engine answers a create for
 // an existing name with that volume, which may not be ours: refuse it.
-func (d *Driver) createVolume(ctx context.Context, name string, volLabels map[string]string) error {
+// driverOpts are the local driver's options ("type", "device", "o"; nil:
+// a directory on the engine's disk).
+func (d *Driver) createVolume(ctx context.Context, name string, volLabels, driverOpts map[string]string) error {
 	_, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
 	switch {
 	case err == nil:
@@ -194,7 +201,7 @@ func (d *Driver) createVolume(ctx context.Context, name string, volLabels map[st
 	case !cerrdefs.IsNotFound(err):
 		return d.fail("inspect volume "+name, err)
 	}
-	if _, err := d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: volLabels}); err != nil {
+	if _, err := d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: volLabels, Driver: "local", DriverOpts: driverOpts}); err != nil {
 		return d.fail("create volume "+name, err)
 	}
 	return nil

@@ -49,6 +49,17 @@
 // sandbox look warm or another hub's); and run the image's healthcheck,
 // which Create turns off.
 //
+// A workspace with a size (Limits.WorkspaceBytes) is an ext4 image in the
+// driver's WorkspaceDir on a loop device the driver attaches, mounted by
+// the engine's local volume driver (type ext4, the device a symlink the
+// driver owns): writes past its size fail with ENOSPC inside, and the
+// host's disk holds at most the size. The local driver mounts with
+// mount(2), so its "o=loop" cannot do this, and a quota on the engine's
+// disk depends on its file system (xfs project quotas); a loop device works
+// on any backing store, but needs root and the engine on this host.
+// Removing the volume detaches the device and deletes the image;
+// RecoverWorkspaces does what a crash or a reboot left undone.
+//
 // Everything else in the spec is carried out as given, or not at all: an
 // engine warning at create (a limit it would discard, say) fails Create,
 // and Create removes whatever it made when it fails half way.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,14 +30,22 @@ type Options struct {
 	Host string
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
+	// WorkspaceDir is a host directory for bounded workspaces (Linux; the
+	// engine on this host): each is an ext4 image there on a loop device
+	// (see workspace_linux.go). Empty: a Spec with WorkspaceBytes is
+	// refused.
+	WorkspaceDir string
 }
 
 // Driver is a sandbox.Driver on one Docker engine. It is safe for
 // concurrent use; Close releases its connections.
 type Driver struct {
-	cli  *client.Client
-	host string
-	log  *zap.Logger
+	cli   *client.Client
+	host  string
+	log   *zap.Logger
+	wsDir string // Options.WorkspaceDir, absolute
+	// loopControl is the loop control device (tests: one that is not).
+	loopControl string
 
 	mu      sync.Mutex
 	wsOwned map[string]bool // image id → its /workspace is uid 1000's (no helper needed)
@@ -64,7 +74,21 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", opts.Host, err)
 	}
-	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsOwned: map[string]bool{}}, nil
+	ws := opts.WorkspaceDir
+	if ws != "" {
+		// Absolute and without symlinks: compared with the kernel's
+		// name of a loop device's backing file.
+		if err := os.MkdirAll(ws, 0o700); err != nil {
+			return nil, fmt.Errorf("workspace dir: %w", err)
+		}
+		if ws, err = filepath.Abs(ws); err == nil {
+			ws, err = filepath.EvalSymlinks(ws)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("workspace dir: %w", err)
+		}
+	}
+	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, loopControl: "/dev/loop-control", wsOwned: map[string]bool{}}, nil
 }
 
 // Close releases the driver's idle connections to the engine.
@@ -189,13 +213,14 @@ func (d *Driver) RemoveVolume(ctx context.Context, name string) error {
 	return d.removeVolume(ctx, name)
 }
 
-// removeVolume removes a volume; a missing volume is not an error.
+// removeVolume removes a volume, and then its bounded workspace's loop
+// device and files, if it has them; a missing volume is not an error.
 func (d *Driver) removeVolume(ctx context.Context, name string) error {
 	_, err := d.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return d.fail("remove volume "+name, err)
 	}
-	return nil
+	return d.releaseWorkspace(name)
 }
 
 // workspaceVolume is the name of the volume mounted at the workspace, or "".

@@ -27,7 +27,7 @@ const busyboxPath = "/bin/busybox"
 // applets are linked into the test images' /bin.
 var applets = []string{
 	"sh", "id", "touch", "sleep", "cat", "ls", "stat", "grep", "chmod",
-	"echo", "printf", "head", "tr", "false", "mkdir", "rm",
+	"echo", "printf", "head", "tr", "false", "mkdir", "rm", "dd", "df",
 }
 
 // engine returns a driver on the local engine, or skips the test when the

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConsoleLinks", testConsoleLinks},
 		{"ConsoleLinkRace", testConsoleLinkRace},
 		{"ListRoutes", testListRoutes},
+		{"Quotas", testQuotas},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -355,9 +355,14 @@ type Environment struct {
 	// When it was created.
 	Created *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created,proto3" json:"created,omitempty"`
 	// When the state last changed.
-	Updated       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated,proto3" json:"updated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Updated *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated,proto3" json:"updated,omitempty"`
+	// The most its sandboxes' /workspace holds, in bytes (0: unbounded).
+	WorkspaceMaxBytes int64 `protobuf:"varint,13,opt,name=workspace_max_bytes,json=workspaceMaxBytes,proto3" json:"workspace_max_bytes,omitempty"`
+	// What bounds /workspace, e.g. "ext4 on loop"; "none": nothing, it is
+	// the engine's disk (empty: not a sandbox, or sandboxes are off).
+	WorkspaceBound string `protobuf:"bytes,14,opt,name=workspace_bound,json=workspaceBound,proto3" json:"workspace_bound,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -472,6 +477,20 @@ func (x *Environment) GetUpdated() *timestamppb.Timestamp {
 		return x.Updated
 	}
 	return nil
+}
+
+func (x *Environment) GetWorkspaceMaxBytes() int64 {
+	if x != nil {
+		return x.WorkspaceMaxBytes
+	}
+	return 0
+}
+
+func (x *Environment) GetWorkspaceBound() string {
+	if x != nil {
+		return x.WorkspaceBound
+	}
+	return ""
 }
 
 // Sandbox is a container the hub runs for an environment.
@@ -805,9 +824,12 @@ type CreateEnvironmentRequest struct {
 	// ghcr.io/acme/sandbox:v1.
 	Image string `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
 	// "public" (default) or "none".
-	Network       string `protobuf:"bytes,4,opt,name=network,proto3" json:"network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Network string `protobuf:"bytes,4,opt,name=network,proto3" json:"network,omitempty"`
+	// The most its sandboxes' /workspace may hold, in bytes (0: the hub's
+	// --sandbox-workspace-max).
+	WorkspaceMaxBytes int64 `protobuf:"varint,5,opt,name=workspace_max_bytes,json=workspaceMaxBytes,proto3" json:"workspace_max_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateEnvironmentRequest) Reset() {
@@ -866,6 +888,13 @@ func (x *CreateEnvironmentRequest) GetNetwork() string {
 		return x.Network
 	}
 	return ""
+}
+
+func (x *CreateEnvironmentRequest) GetWorkspaceMaxBytes() int64 {
+	if x != nil {
+		return x.WorkspaceMaxBytes
+	}
+	return 0
 }
 
 // CreateEnvironmentResponse is the new environment (validating).
@@ -1507,7 +1536,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xd8\x03\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb1\x04\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -1521,7 +1550,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\anetwork\x18\n" +
 	" \x01(\tR\anetwork\x124\n" +
 	"\acreated\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
-	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\"\xde\x02\n" +
+	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12.\n" +
+	"\x13workspace_max_bytes\x18\r \x01(\x03R\x11workspaceMaxBytes\x12'\n" +
+	"\x0fworkspace_bound\x18\x0e \x01(\tR\x0eworkspaceBound\"\xde\x02\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1542,12 +1573,13 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
 	"\x16GetEnvironmentResponse\x12<\n" +
-	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"p\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"\xa0\x01\n" +
 	"\x18CreateEnvironmentRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
-	"\anetwork\x18\x04 \x01(\tR\anetwork\"Y\n" +
+	"\anetwork\x18\x04 \x01(\tR\anetwork\x12.\n" +
+	"\x13workspace_max_bytes\x18\x05 \x01(\x03R\x11workspaceMaxBytes\"Y\n" +
 	"\x19CreateEnvironmentResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"@\n" +
 	"\x18UpdateEnvironmentRequest\x12\x10\n" +

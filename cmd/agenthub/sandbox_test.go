@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zaptest"
+)
+
+// Sizes for --sandbox-workspace-max read as people write them; bad ones
+// are refused, saying what is wanted.
+func TestParseWorkspaceMax(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"10GiB", 10 << 30, ""},
+		{"512MiB", 512 << 20, ""},
+		{"2G", 2 << 30, ""},
+		{"0", 0, ""},
+		{"1M", 0, "want 64MiB to 1024GiB"},
+		{"2TiB", 0, "is not one of"},
+		{"-1G", 0, "want a whole number"},
+		{"ten", 0, "want a whole number"},
+		{"1.5G", 0, "is not one of"},
+	} {
+		got, err := parseWorkspaceMax(tc.in)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("parseWorkspaceMax(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("parseWorkspaceMax(%q) = %d, %v; want an error with %q", tc.in, got, err, tc.err)
+		}
+	}
+}
+
+// Bad quota flags stop agenthub serve before it touches the engine.
+func TestSandboxQuotaFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sandbox-cpus", "4096"}, "--sandbox-cpus 4096 CPUs: this host has"},
+		{[]string{"--sandbox-cpus", "-1"}, "want more than 0"},
+		{[]string{"--sandbox-workspace-max", "5M"}, "--sandbox-workspace-max 5M: want 64MiB"},
+		{[]string{"--org-max-sandboxes", "-1"}, "--org-max-sandboxes"},
+		{[]string{"--token-max-sandboxes", "-2"}, "--token-max-sandboxes"},
+		{[]string{"--sandbox-workspace-max", "1G", "--docker-host", "tcp://127.0.0.1:1"}, "is not on this host"},
+	} {
+		var f sandboxFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(append([]string{"--sandboxes", "on"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		_, closeFn, err := f.options(t.Context(), t.TempDir()+"/hub.db", zaptest.NewLogger(t))
+		closeFn()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

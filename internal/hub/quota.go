@@ -1,0 +1,176 @@
+package hub
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/units"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// Defaults of what one org or token may run at once.
+const (
+	// DefaultOrgMaxSandboxes is --org-max-sandboxes' default.
+	DefaultOrgMaxSandboxes = 20
+	// DefaultTokenMaxSandboxes is --token-max-sandboxes' default: half
+	// the org's, so that one token (one agent, one script) cannot take
+	// all of an org's sandboxes.
+	DefaultTokenMaxSandboxes = 10
+	// defaultSandboxCPUs is the CPU limit a sandbox gets where the host
+	// has enough CPUs to spare it.
+	defaultSandboxCPUs = 2.0
+)
+
+// DefaultSandboxCPUs is the CPU limit a sandbox gets on a host with
+// hostCPUs CPUs: 2, but never more than the host's CPUs minus one, so that
+// one busy sandbox leaves the hub (and the other sandboxes) a CPU. On a
+// host with a single CPU it is half of it.
+func DefaultSandboxCPUs(hostCPUs int) float64 {
+	return min(defaultSandboxCPUs, spareCPUs(hostCPUs))
+}
+
+// spareCPUs is the most CPUs a default gives one sandbox: the host's but
+// one, or half of a single CPU.
+func spareCPUs(hostCPUs int) float64 {
+	if hostCPUs <= 1 {
+		return 0.5
+	}
+	return float64(hostCPUs - 1)
+}
+
+// CheckSandboxCPUs refuses a CPU limit the host cannot give: more than its
+// CPUs, or none.
+func CheckSandboxCPUs(cpus float64, hostCPUs int) error {
+	switch {
+	case !(cpus > 0):
+		return fmt.Errorf("%g CPUs: want more than 0 (like 0.5 or 1)", cpus)
+	case cpus > float64(hostCPUs):
+		return fmt.Errorf("%g CPUs: this host has %d; give at most %d (the default, %g, leaves one to the hub)",
+			cpus, hostCPUs, hostCPUs, DefaultSandboxCPUs(hostCPUs))
+	}
+	return nil
+}
+
+// counted reports whether a sandbox counts against the org's and the
+// token's caps: every sandbox a call or a run asked for, not the warm pool
+// (until a conversation claims it) nor the hub's own validation sandboxes.
+func counted(sb store.Sandbox) bool {
+	return !sb.Warm && !strings.HasPrefix(sb.Conversation, validationConversation)
+}
+
+// admit refuses a new sandbox for the org (and the caller's token, when a
+// token asked) when it has as many as its cap, with RESOURCE_EXHAUSTED
+// naming the flag that sets it. It counts the store's sandboxes, every
+// replica's. The caller holds m.quota while it counts and records the new
+// sandbox, so that this replica's concurrent calls cannot both pass.
+func (m *sandboxes) admit(ctx context.Context, org store.Org, token string) error {
+	if m.o.OrgMaxSandboxes <= 0 && m.o.TokenMaxSandboxes <= 0 {
+		return nil
+	}
+	sbs, err := m.s.store.ListSandboxes(ctx, org.ID)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "count the org's sandboxes: %v", err)
+	}
+	var inOrg, ofToken int
+	for _, sb := range sbs {
+		if !counted(sb) {
+			continue
+		}
+		inOrg++
+		if token != "" && sb.Token == token {
+			ofToken++
+		}
+	}
+	if n := m.o.OrgMaxSandboxes; n > 0 && inOrg >= n {
+		return status.Errorf(codes.ResourceExhausted,
+			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); remove one with agentctl sandbox rm or raise the limit",
+			org.Name, inOrg, n)
+	}
+	if n := m.o.TokenMaxSandboxes; n > 0 && token != "" && ofToken >= n {
+		return status.Errorf(codes.ResourceExhausted,
+			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); remove one with agentctl sandbox rm or raise the limit",
+			ofToken, org.Name, n)
+	}
+	return nil
+}
+
+// callerToken is the id of the API token that made the call, "" for the
+// hub's own work (warm pool, validations, reconnecting replicas).
+func callerToken(ctx context.Context) string {
+	if c, ok := callerFrom(ctx); ok {
+		return c.token.ID
+	}
+	return ""
+}
+
+// record registers a new sandbox's machine identity and stores its row,
+// once admit lets it in (when it counts against the caps).
+func (m *sandboxes) record(ctx context.Context, org store.Org, sb store.Sandbox, pub ed25519.PublicKey) (store.Sandbox, error) {
+	if counted(sb) {
+		m.quota.Lock()
+		defer m.quota.Unlock() // until the row is in, or not
+		if err := m.admit(ctx, org, sb.Token); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	if _, err := m.s.store.CreateMachine(ctx, store.Machine{ID: sb.ID, OrgID: org.ID, Name: sb.ID, Hostname: sb.ID, OS: "linux", Arch: "amd64",
+		PublicKey: pub, CreatedAt: sb.CreatedAt}); err != nil {
+		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
+	}
+	out, err := m.s.store.CreateSandbox(ctx, sb)
+	if err != nil {
+		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, sb.ID, sb.CreatedAt)
+		if errors.Is(err, store.ErrConflict) {
+			return store.Sandbox{}, err
+		}
+		return store.Sandbox{}, status.Errorf(codes.Unavailable, "record sandbox: %v", err)
+	}
+	return out, nil
+}
+
+// Bounds of an environment's own workspace size.
+const (
+	minWorkspaceMax = 64 << 20
+	maxWorkspaceMax = 1 << 40
+)
+
+// checkWorkspaceMax refuses an environment's workspace size the hub cannot
+// carry out (too small for a filesystem, absurd, or a hub whose
+// workspaces are unbounded), and returns it (0: the hub's).
+func (m *sandboxes) checkWorkspaceMax(n int64) (int64, error) {
+	switch {
+	case n == 0:
+		return 0, nil
+	case n < minWorkspaceMax || n > maxWorkspaceMax:
+		return 0, status.Errorf(codes.InvalidArgument, "workspace size %s: want %s to %s",
+			units.Bytes(n), units.Bytes(minWorkspaceMax), units.Bytes(maxWorkspaceMax))
+	case m.o.Limits.WorkspaceBytes == 0:
+		return 0, status.Error(codes.FailedPrecondition,
+			"this hub's workspaces are unbounded (agenthub serve --sandbox-workspace-max 0): it cannot bound one environment's")
+	}
+	return n, nil
+}
+
+// describeWorkspace says in p what bounds an environment's /workspace
+// (its own size, or the hub's).
+func (m *sandboxes) describeWorkspace(p *hubv1.Environment, own int64) {
+	if m == nil {
+		return
+	}
+	if m.o.Limits.WorkspaceBytes == 0 {
+		p.WorkspaceBound = "none"
+		return
+	}
+	p.WorkspaceMaxBytes = m.o.Limits.WorkspaceBytes
+	if own > 0 {
+		p.WorkspaceMaxBytes = own
+	}
+	p.WorkspaceBound = m.o.WorkspaceBound
+}
