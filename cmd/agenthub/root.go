@@ -120,7 +120,7 @@ func initHub(ctx context.Context, st store.Store, org string) (string, error) {
 		return "", err
 	}
 	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "owner", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "owner", Role: store.RoleAdmin, Owner: true, Hash: hash, CreatedAt: time.Now()}); err != nil {
 		return "", err
 	}
 	return secret, nil

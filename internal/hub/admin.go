@@ -75,7 +75,7 @@ func orgProto(o store.Org) *hubv1.Org {
 func (a *adminService) CreateOrg(ctx context.Context, req *hubv1.CreateOrgRequest) (*hubv1.CreateOrgResponse, error) {
 	c, _ := callerFrom(ctx)
 	if !c.owner {
-		return nil, status.Error(codes.PermissionDenied, "creating orgs needs the hub owner's token (from agenthub init)")
+		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; creating orgs needs one (agenthub init's, or one made with 'agentctl admin token create --owner')", c.token.Name)
 	}
 	if !orgNameRE.MatchString(req.GetName()) {
 		return nil, status.Errorf(codes.InvalidArgument, "org name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.GetName())
@@ -112,7 +112,7 @@ func roleProto(r store.Role) hubv1.Role {
 }
 
 func tokenProto(t store.Token, org string) *hubv1.Token {
-	p := &hubv1.Token{Id: t.ID, Org: org, Name: t.Name, Role: roleProto(t.Role), Created: timestamppb.New(t.CreatedAt), Revoked: !t.RevokedAt.IsZero()}
+	p := &hubv1.Token{Id: t.ID, Org: org, Name: t.Name, Role: roleProto(t.Role), Created: timestamppb.New(t.CreatedAt), Revoked: !t.RevokedAt.IsZero(), Owner: isOwner(t)}
 	if !t.LastUsedAt.IsZero() {
 		p.LastUsed = timestamppb.New(t.LastUsedAt)
 	}
@@ -129,11 +129,21 @@ func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRe
 	}
 	role := store.RoleMember
 	switch req.GetRole() {
-	case hubv1.Role_ROLE_UNSPECIFIED, hubv1.Role_ROLE_MEMBER:
+	case hubv1.Role_ROLE_UNSPECIFIED:
+		if req.GetOwner() {
+			role = store.RoleAdmin // --owner implies admin
+		}
+	case hubv1.Role_ROLE_MEMBER:
+		if req.GetOwner() {
+			return nil, status.Error(codes.InvalidArgument, "an owner token is an admin token: drop --role member, or --owner")
+		}
 	case hubv1.Role_ROLE_ADMIN:
 		role = store.RoleAdmin
 	default:
-		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (the owner token comes from agenthub init)")
+		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (--owner for an owner token)")
+	}
+	if req.GetOwner() && !c.owner {
+		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; only an owner token may create another", c.token.Name)
 	}
 	name := req.GetName()
 	if name == "" {
@@ -143,7 +153,7 @@ func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRe
 		return nil, status.Errorf(codes.InvalidArgument, "token name %q: at most 64 printable characters", name)
 	}
 	secret, hash := store.NewToken()
-	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Hash: hash, CreatedAt: a.s.opts.Now()})
+	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Owner: req.GetOwner(), Hash: hash, CreatedAt: a.s.opts.Now()})
 	if err != nil {
 		return nil, storeError(err, "token "+name)
 	}
@@ -185,6 +195,18 @@ func (a *adminService) RevokeToken(ctx context.Context, req *hubv1.RevokeTokenRe
 	}
 	if err := needAdmin(c); err != nil {
 		return nil, err
+	}
+	if !c.owner {
+		// An admin may not take the hub from its owner.
+		ts, err := a.s.store.ListTokens(ctx, org.ID)
+		if err != nil {
+			return nil, storeError(err, "tokens")
+		}
+		for _, t := range ts {
+			if t.ID == req.GetId() && isOwner(t) {
+				return nil, status.Errorf(codes.PermissionDenied, "token %s is an owner token; only an owner token may revoke it", t.Name)
+			}
+		}
 	}
 	if err := a.s.store.RevokeToken(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
 		return nil, storeError(err, "token "+req.GetId())

@@ -126,6 +126,11 @@ type envSpec struct {
 	// allow, with network "none", is the only way out: the egress proxy
 	// to these destinations (empty: no proxy).
 	allow allowlist.List
+	// An agent run's: the id of the token that started it, and whether
+	// its resolved secrets go into it (then only admins and that token
+	// may call it: sandboxAccess).
+	startedBy string
+	secrets   bool
 }
 
 // sandboxes runs an org's sandboxes: get-or-create per (org, environment,
@@ -410,7 +415,8 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
 	}
 	sb, err := m.s.store.CreateSandbox(ctx, store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
-		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl)})
+		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl),
+		StartedBy: env.startedBy, HoldsSecrets: env.secrets})
 	if err != nil {
 		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, id, now)
 		if errors.Is(err, store.ErrConflict) {
