@@ -22,8 +22,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	"github.com/devdepot-ai/agentd/internal/wire"
-	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // TestSecretSandboxForAdminsOnly: an admin's agent run holds a resolved
