@@ -2,13 +2,17 @@ package hub_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -107,3 +111,31 @@ func mustList(t *testing.T, admin hubv1.AdminServiceClient, ctx context.Context,
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestConsoleOwnerIsAToken: the tokens page says which tokens are owners,
+// and an admin of the first org who is no owner gets no org selector and
+// cannot switch org.
+func TestConsoleOwnerIsAToken(t *testing.T) {
+	h := startHub(t)
+	ctx := t.Context()
+	if _, err := h.store.CreateOrg(ctx, "beta", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	aliceSecret, _ := h.newToken("alice", store.RoleAdmin)
+	owner := newBrowser(t, h.url)
+	owner.signIn(h.owner)
+	p := owner.get("/console/tokens")
+	if !strings.Contains(p.body, "<td>tester</td><td>admin, owner</td>") || !strings.Contains(p.body, "<td>alice</td><td>admin</td>") {
+		t.Errorf("the tokens page should mark tester (only) as owner:\n%s", p.body)
+	}
+	checkPage(t, "tokens with an owner", p)
+
+	alice := newBrowser(t, h.url)
+	alice.signIn(aliceSecret)
+	if p := alice.get("/console/machines"); strings.Contains(p.body, `id="org-select"`) {
+		t.Errorf("an admin of the first org who is no owner has the org selector:\n%s", p.body)
+	}
+	if p := alice.post("/console/org", url.Values{"org": {"beta"}}); p.code != http.StatusForbidden {
+		t.Errorf("an admin of the first org switching org: %d, want 403", p.code)
+	}
+}
