@@ -196,22 +196,46 @@ func (a *adminService) RevokeToken(ctx context.Context, req *hubv1.RevokeTokenRe
 	if err := needAdmin(c); err != nil {
 		return nil, err
 	}
-	if !c.owner {
-		// An admin may not take the hub from its owner.
-		ts, err := a.s.store.ListTokens(ctx, org.ID)
-		if err != nil {
-			return nil, storeError(err, "tokens")
-		}
-		for _, t := range ts {
-			if t.ID == req.GetId() && isOwner(t) {
-				return nil, status.Errorf(codes.PermissionDenied, "token %s is an owner token; only an owner token may revoke it", t.Name)
-			}
-		}
+	if err := a.mayRevoke(ctx, c, org, req.GetId()); err != nil {
+		return nil, err
 	}
 	if err := a.s.store.RevokeToken(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
 		return nil, storeError(err, "token "+req.GetId())
 	}
 	return &hubv1.RevokeTokenResponse{}, nil
+}
+
+// mayRevoke refuses revoking an owner token but by an owner (an admin may
+// not take the hub from its owner), and revoking the hub's last live owner
+// token (then nobody could create orgs again).
+func (a *adminService) mayRevoke(ctx context.Context, c *caller, org store.Org, id string) error {
+	ts, err := a.s.store.ListTokens(ctx, org.ID)
+	if err != nil {
+		return storeError(err, "tokens")
+	}
+	i := slices.IndexFunc(ts, func(t store.Token) bool { return t.ID == id })
+	if i < 0 || !isOwner(ts[i]) || !ts[i].RevokedAt.IsZero() {
+		return nil // the store says what is not there; revoking twice is fine
+	}
+	if !c.owner {
+		return status.Errorf(codes.PermissionDenied, "token %s is an owner token; only an owner token may revoke it", ts[i].Name)
+	}
+	orgs, err := a.s.store.ListOrgs(ctx)
+	if err != nil {
+		return storeError(err, "orgs")
+	}
+	for _, o := range orgs {
+		all, err := a.s.store.ListTokens(ctx, o.ID)
+		if err != nil {
+			return storeError(err, "tokens")
+		}
+		for _, t := range all {
+			if t.ID != id && isOwner(t) && t.RevokedAt.IsZero() {
+				return nil
+			}
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "token %s is the hub's last owner token; make another with 'agentctl admin token create --owner' first", ts[i].Name)
 }
 
 func (a *adminService) CreatePairingCode(ctx context.Context, req *hubv1.CreatePairingCodeRequest) (*hubv1.CreatePairingCodeResponse, error) {

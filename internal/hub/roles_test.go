@@ -99,6 +99,17 @@ func TestOwnerIsAToken(t *testing.T) {
 	if diff := cmp.Diff(got, map[string]bool{"tester": true, "alice": false, "root2": true}); diff != "" {
 		t.Errorf("owners in token lists (-got +want):\n%s", diff)
 	}
+	// The hub keeps an owner: the last live owner token cannot be revoked.
+	if _, err := admin.RevokeToken(as(h.owner), &hubv1.RevokeTokenRequest{Org: "beta", Id: root2.GetToken().GetId()}); err != nil {
+		t.Errorf("the owner revoking another owner token: %v", err)
+	}
+	_, err = admin.RevokeToken(as(h.owner), &hubv1.RevokeTokenRequest{Id: ownerID})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "last owner token") {
+		t.Errorf("revoking the last owner token: %v, want FailedPrecondition", err)
+	}
+	if _, err := admin.ListOrgs(as(h.owner), &hubv1.ListOrgsRequest{}); err != nil {
+		t.Errorf("the refused revocation revoked the owner's token: %v", err)
+	}
 }
 
 func mustList(t *testing.T, admin hubv1.AdminServiceClient, ctx context.Context, org string) []*hubv1.Token {
