@@ -120,6 +120,25 @@ func TestSecretSandboxForAdminsOnly(t *testing.T) {
 		}
 	}
 
+	// The rule is the store's: after a restart of the hub, with the
+	// sandbox back, the member is still refused and the starter served.
+	h.Stop()
+	h.Serve(h.Addr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, out, errs := starter(printSecret...)
+		if code == 0 && out == value+"\n"+value {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the starter after the restart: %d %q %q", code, out, errs)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the sandbox's reconnection, no ordering relied on
+	}
+	if code, out, errs := member(printSecret...); code == 0 || strings.Contains(out+errs, value) || !strings.Contains(errs, "holds secrets of an agent run") {
+		t.Errorf("member after the hub's restart: %d %q %q; want refused", code, out, errs)
+	}
+
 	// A conversation's sandbox holds no secrets: the member uses it.
 	if code, out, errs := member("--env", "builtin", "--conversation", "roles-c1", "exec", "--", "echo", "ok"); code != 0 || out != "ok\n" {
 		t.Errorf("member in a conversation's sandbox: %d %q %q", code, out, errs)
