@@ -1,20 +1,31 @@
 package store
 
 import (
+	"crypto/rand"
 	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
 )
 
-// TestSQLiteOwnerMigration: a store from before ownership was a token's
-// (every admin token of the first org acted as owner) keeps exactly one
-// owner after the upgrade: the first org's earliest live admin token,
-// which is the one agenthub init made.
-func TestSQLiteOwnerMigration(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
+// ownerStep is the migration that made ownership a token's: the stores
+// below are migrated to the step before it, filled as an older hub left
+// them, then upgraded.
+const ownerStep = 7
+
+// oldStore is a store migrated up to (not including) ownerStep.
+type oldStore struct {
+	s       *sqlStore
+	migrate func(ms []migration) error
+	all     []migration
+}
+
+func sqliteBefore(t *testing.T) oldStore {
 	db, err := sql.Open("sqlite", sqliteDSN(":memory:"))
 	if err != nil {
 		t.Fatal(err)
@@ -26,89 +37,114 @@ func TestSQLiteOwnerMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const before = 6 // the last step before tokens carried ownership
-	if err := s.migrate(ctx, ms[:before]); err != nil {
+	o := oldStore{s: s.sqlStore, migrate: func(ms []migration) error { return s.migrate(t.Context(), ms) }, all: ms}
+	if err := o.migrate(ms[:ownerStep-1]); err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+func postgresBefore(t *testing.T) oldStore {
+	cfg, err := pgx.ParseConfig(pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Postgres{sqlStore: newSQLStore(stdlib.OpenDB(*cfg), &pgDialect{}), cfg: cfg}
+	t.Cleanup(func() { s.Close() })
+	ms, err := loadMigrations("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := oldStore{s: s.sqlStore, migrate: func(ms []migration) error { return s.migrate(t.Context(), ms) }, all: ms}
+	if err := o.migrate(ms[:ownerStep-1]); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+type oldToken struct {
+	id, org, role string
+	at            time.Duration // after t0
+	revoked       bool
+}
+
+// upgradeOwners fills an old store with orgs and tokens, upgrades it, and
+// returns which tokens are owners after.
+func upgradeOwners(t *testing.T, o oldStore, tokens []oldToken) map[string]bool {
+	t.Helper()
+	ctx := t.Context()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	exec := func(q string, args ...any) {
 		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		if _, err := o.s.db.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+	// The first org is the oldest, whatever its id or name.
 	exec(`INSERT INTO orgs (id, name, created_at) VALUES ('org-b', 'acme', ?), ('org-a', 'default', ?)`, micros(t0.Add(time.Hour)), micros(t0))
-	tok := func(id, org, role string, at time.Duration, revoked bool) {
+	for _, tk := range tokens {
 		var rev any
-		if revoked {
-			rev = micros(t0.Add(at + time.Minute))
+		if tk.revoked {
+			rev = micros(t0.Add(tk.at + time.Minute))
 		}
-		exec(`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at, revoked_at) VALUES (?, ?, ?, ?, randomblob(32), ?, ?)`,
-			id, org, id, role, micros(t0.Add(at)), rev)
+		hash := make([]byte, 32)
+		rand.Read(hash)
+		exec(`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			tk.id, tk.org, tk.id, tk.role, hash, micros(t0.Add(tk.at)), rev)
 	}
-	tok("tok-member", "org-a", "member", 0, false)        // older, but a member
-	tok("tok-init", "org-a", "admin", time.Second, false) // agenthub init's
-	tok("tok-admin2", "org-a", "admin", time.Hour, false) // an admin made later: no longer owner
-	tok("tok-acme", "org-b", "admin", 0, false)           // another org's admin
-	if err := s.migrate(ctx, ms); err != nil {
+	if err := o.migrate(o.all); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
 	for _, org := range []string{"org-a", "org-b"} {
-		ts, err := s.ListTokens(ctx, org)
+		ts, err := o.s.ListTokens(ctx, org)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, t := range ts {
-			got[t.ID] = t.Owner
+		for _, tk := range ts {
+			got[tk.ID] = tk.Owner
 		}
 	}
-	want := map[string]bool{"tok-member": false, "tok-init": true, "tok-admin2": false, "tok-acme": false}
-	if diff := cmp.Diff(got, want); diff != "" {
-		t.Errorf("owners after the upgrade (-got +want):\n%s", diff)
-	}
+	return got
 }
 
-// TestSQLiteOwnerMigrationRevokedInit: with init's token revoked, the
-// earliest live admin token of the first org is the owner.
-func TestSQLiteOwnerMigrationRevokedInit(t *testing.T) {
+// TestOwnerMigration: a store from before ownership was a token's (every
+// admin token of the first org acted as owner) keeps exactly one owner
+// after the upgrade: the first org's earliest live admin token, which is
+// the one agenthub init made (or, that one revoked, the next).
+func TestOwnerMigration(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	db, err := sql.Open("sqlite", sqliteDSN(":memory:"))
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name   string
+		tokens []oldToken
+		want   map[string]bool
+	}{
+		{"init's token", []oldToken{
+			{"tok-member", "org-a", "member", 0, false},         // older, but a member
+			{"tok-init", "org-a", "admin", time.Second, false},  // agenthub init's
+			{"tok-admin2", "org-a", "admin", time.Hour, false},  // made later: no longer owner
+			{"tok-acme", "org-b", "admin", -time.Minute, false}, // another org's admin, older still
+		}, map[string]bool{"tok-member": false, "tok-init": true, "tok-admin2": false, "tok-acme": false}},
+		{"init's token revoked", []oldToken{
+			{"tok-init", "org-a", "admin", 0, true},
+			{"tok-next", "org-a", "admin", time.Hour, false},
+		}, map[string]bool{"tok-init": false, "tok-next": true}},
+		{"no admin left", []oldToken{
+			{"tok-init", "org-a", "admin", 0, true},
+			{"tok-m", "org-a", "member", time.Hour, false},
+		}, map[string]bool{"tok-init": false, "tok-m": false}},
 	}
-	db.SetMaxOpenConns(1)
-	s := &SQLite{newSQLStore(db, sqliteDialect{})}
-	t.Cleanup(func() { s.Close() })
-	ms, err := loadMigrations("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.migrate(ctx, ms[:6]); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`INSERT INTO orgs (id, name, created_at) VALUES ('org-a', 'default', 1)`,
-		`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at, revoked_at) VALUES ('tok-init', 'org-a', 'owner', 'admin', randomblob(32), 1, 2)`,
-		`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at) VALUES ('tok-next', 'org-a', 'owner', 'admin', randomblob(32), 3)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	for _, st := range []struct {
+		name string
+		open func(*testing.T) oldStore
+	}{{"sqlite", sqliteBefore}, {"postgres", postgresBefore}} {
+		for _, tc := range cases {
+			t.Run(st.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				if diff := cmp.Diff(upgradeOwners(t, st.open(t), tc.tokens), tc.want); diff != "" {
+					t.Errorf("owners after the upgrade (-got +want):\n%s", diff)
+				}
+			})
 		}
-	}
-	if err := s.migrate(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := s.ListTokens(ctx, "org-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{}
-	for _, t := range ts {
-		got[t.ID] = t.Owner
-	}
-	if diff := cmp.Diff(got, map[string]bool{"tok-init": false, "tok-next": true}); diff != "" {
-		t.Errorf("owners after the upgrade (-got +want):\n%s", diff)
 	}
 }
