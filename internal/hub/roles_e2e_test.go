@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -137,6 +139,18 @@ func TestSecretSandboxForAdminsOnly(t *testing.T) {
 	}
 	if code, out, errs := member(printSecret...); code == 0 || strings.Contains(out+errs, value) || !strings.Contains(errs, "holds secrets of an agent run") {
 		t.Errorf("member after the hub's restart: %d %q %q; want refused", code, out, errs)
+	}
+
+	// Another hub on the same store (a replica) refuses the member alike,
+	// before any forwarding: what decides is stored with the sandbox.
+	other := h.ReplicaWith(nil, func(o *hubtest.Options) { o.Sandboxes = hub.SandboxOptions{} })
+	otherCC, err := grpc.NewClient(other.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { otherCC.Close() })
+	if _, err := agentdv1.NewSystemServiceClient(otherCC).Info(ctx, &agentdv1.InfoRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("member Info on %s through another hub on the store: %v, want PermissionDenied", sb, err)
 	}
 
 	// A conversation's sandbox holds no secrets: the member uses it.
