@@ -149,4 +149,28 @@ func TestConsoleOwnerIsAToken(t *testing.T) {
 	if p := alice.post("/console/org", url.Values{"org": {"beta"}}); p.code != http.StatusForbidden {
 		t.Errorf("an admin of the first org switching org: %d, want 403", p.code)
 	}
+	// Only an owner is offered, and may make, an owner token.
+	if strings.Contains(alice.get("/console/tokens").body, `value="owner"`) {
+		t.Error("an admin who is no owner is offered owner tokens")
+	}
+	if p := alice.post("/console/tokens", url.Values{"name": {"sneaky"}, "role": {"owner"}}); p.code != http.StatusForbidden {
+		t.Errorf("an admin who is no owner making an owner token: %d, want 403\n%s", p.code, p.body)
+	}
+	if !strings.Contains(owner.get("/console/tokens").body, `value="owner"`) {
+		t.Error("the owner is not offered owner tokens")
+	}
+	if p := owner.post("/console/tokens", url.Values{"name": {"root2"}, "role": {"owner"}}); p.code != http.StatusOK || !strings.Contains(p.body, "(admin, owner) was created") {
+		t.Errorf("the owner making an owner token: %d\n%s", p.code, p.body)
+	}
+	owners := map[string]bool{}
+	ts, err := h.store.ListTokens(ctx, h.hub.Org.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range ts {
+		owners[tk.Name] = tk.Owner
+	}
+	if diff := cmp.Diff(owners, map[string]bool{"tester": true, "alice": false, "root2": true}); diff != "" {
+		t.Errorf("tokens after the console's creations (-got +want):\n%s", diff)
+	}
 }
