@@ -120,7 +120,7 @@ func initHub(ctx context.Context, st store.Store, org string) (string, error) {
 		return "", err
 	}
 	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "owner", Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: "owner", Role: store.RoleAdmin, Owner: true, Hash: hash, CreatedAt: time.Now()}); err != nil {
 		return "", err
 	}
 	return secret, nil
@@ -133,8 +133,10 @@ func newInitCmd() *cobra.Command {
 		Short: "Create the hub's store and first org; print the owner's API token once",
 		Long: `Create the store (SQLite; Postgres for --db postgres://…) and the first org,
 and print the hub owner's API token alone on stdout. It is shown only this
-once: keep it. The owner can create orgs and act in any of them
-(agentctl admin …, with AGENTD_TOKEN set).`,
+once: keep it. It is an owner token: it can create orgs and act in any of
+them (agentctl admin …, with AGENTD_TOKEN set), and make more owner tokens
+('agentctl admin token create --owner'). Ownership is the token's: other
+admin tokens of the first org manage that org only.`,
 		Example: `  export AGENTD_TOKEN=$(agenthub init --db /var/lib/agenthub/hub.db)`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

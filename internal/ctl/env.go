@@ -475,7 +475,9 @@ func (a *app) sandboxCmd() *cobra.Command {
 		Short:   "List and remove the sandboxes the hub runs for environments",
 		Long: `The hub runs a sandbox (a container with its own agentd) per environment and
 conversation. A sandbox id (sb-…) works wherever a machine id does:
-'agentctl --machine sb-… sh …'.`,
+'agentctl --machine sb-… sh …'. A sandbox that holds an agent run's secrets
+(agent run --secret) takes calls only from admin tokens and the token that
+started the run.`,
 		Example: `  agentctl sandbox ls --env py
   agentctl sandbox rm sb-1a2b3c`,
 		Args: cobra.NoArgs,
@@ -530,11 +532,12 @@ so what ran is known exactly even after its name moved to a newer build.`,
 	rm := &cobra.Command{
 		Use:   "rm ID... [--org O]",
 		Short: "Stop and remove sandboxes: their containers and workspaces",
-		Long: `Stop and remove each sandbox: its container and its workspace. Prints nothing
-(--json: one document per sandbox); a failure is reported for its id, the
-rest are still removed, and the exit code is 1.`,
+		Long: `Stop and remove each sandbox: its container and its workspace. Needs an admin
+token (a member's is refused). Prints nothing (--json: one document per
+sandbox); a failure is reported for its id, the rest are still removed, and
+the exit code is 1.`,
 		Example: `  agentctl sandbox rm sb-1a2b3c
-  agentctl sandbox rm sb-1a2b3c --org acme   # another org: the hub owner's token
+  agentctl sandbox rm sb-1a2b3c --org acme   # another org: an owner token
   agentctl --json sandbox ls | jq -r '.sandboxes[] | select(.online | not) | .id' | xargs agentctl sandbox rm`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {

@@ -174,14 +174,16 @@ func (a *app) adminCmd() *cobra.Command {
 	admin := &cobra.Command{
 		Use:   "admin",
 		Short: "Manage the hub: orgs, API tokens, pairing codes, revoking machines",
-		Long: `Manage the hub with an admin API token in $AGENTD_TOKEN. The owner token that
-'agenthub init' printed can also create orgs and act in any org: every command
-here but 'org' takes --org, as do 'agentctl machines', 'activity', 'env', 'sandbox ls'
-and 'sandbox rm'.`,
+		Long: `Manage the hub with an admin API token in $AGENTD_TOKEN. An owner token (the
+one 'agenthub init' printed, or one made with 'admin token create --owner') can
+also create orgs and act in any org: every command here but 'org' takes --org,
+as do 'agentctl machines', 'activity', 'env', 'sandbox ls' and 'sandbox rm'.
+Ownership is the token's: other admin tokens, in the first org too, manage
+their own org only. 'admin token ls' shows which tokens are owners.`,
 	}
 	org := &cobra.Command{Use: "org", Short: "Create and list orgs"}
 	org.AddCommand(&cobra.Command{
-		Use: "create NAME", Short: "Create an org (hub owner only); prints its id", Args: cobra.ExactArgs(1),
+		Use: "create NAME", Short: "Create an org (owner tokens only); prints its id", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				resp, err := hubv1.NewAdminServiceClient(c).CreateOrg(ctx, &hubv1.CreateOrgRequest{Name: args[0]})
@@ -196,7 +198,7 @@ and 'sandbox rm'.`,
 			})
 		},
 	}, &cobra.Command{
-		Use: "list", Short: "List orgs", Args: cobra.NoArgs,
+		Use: "list", Aliases: []string{"ls"}, Short: "List orgs (an owner token lists them all; any other token, its own)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				resp, err := hubv1.NewAdminServiceClient(c).ListOrgs(ctx, &hubv1.ListOrgsRequest{})
@@ -216,23 +218,37 @@ and 'sandbox rm'.`,
 
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke API tokens"}
 	var tokOrg, tokRole, tokName string
+	var tokOwner bool
 	create := &cobra.Command{
-		Use:   "create [--org O] [--role admin|member] [--name NAME]",
+		Use:   "create [--org O] [--role admin|member] [--owner] [--name NAME]",
 		Short: "Create an API token; prints the secret alone, once",
+		Long: `Create an API token and print its secret alone on stdout, once (only its
+hash is kept). A member token uses the org's machines, sandboxes and
+activity; an admin token also manages tokens, pairing codes, environments
+and sandboxes, runs agents, and alone may call a sandbox that holds an agent
+run's secrets. --owner makes an owner token (an admin token that also creates
+orgs and acts in every org with --org): only an owner token may make one.`,
 		Example: `  agentctl admin token create --name chat-backend
-  agentctl admin token create --org acme --role admin --name alice`,
+  agentctl admin token create --org acme --role admin --name alice
+  agentctl admin token create --owner --name second-owner`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			role := hubv1.Role_ROLE_MEMBER
 			switch tokRole {
 			case "member":
+				if tokOwner {
+					if cmd.Flags().Changed("role") {
+						return usagef("--owner makes an admin token: drop --role member")
+					}
+					role = hubv1.Role_ROLE_ADMIN
+				}
 			case "admin":
 				role = hubv1.Role_ROLE_ADMIN
 			default:
 				return usagef("--role %q: want admin or member", tokRole)
 			}
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
-				resp, err := hubv1.NewAdminServiceClient(c).CreateToken(ctx, &hubv1.CreateTokenRequest{Org: tokOrg, Name: tokName, Role: role})
+				resp, err := hubv1.NewAdminServiceClient(c).CreateToken(ctx, &hubv1.CreateTokenRequest{Org: tokOrg, Name: tokName, Role: role, Owner: tokOwner})
 				if err != nil {
 					return err
 				}
@@ -247,9 +263,10 @@ and 'sandbox rm'.`,
 	create.Flags().StringVar(&tokOrg, "org", "", "org (default: your token's)")
 	create.Flags().StringVar(&tokRole, "role", "member", "admin or member")
 	create.Flags().StringVar(&tokName, "name", "", "who uses it; recorded as the actor in activity")
+	create.Flags().BoolVar(&tokOwner, "owner", false, "an owner token: admin, plus creating orgs and acting in any org (needs an owner token)")
 	var listOrg string
 	list := &cobra.Command{
-		Use: "list", Short: "List the org's tokens (never their secrets)", Args: cobra.NoArgs,
+		Use: "list", Aliases: []string{"ls"}, Short: "List the org's tokens (never their secrets); OWNER marks owner tokens", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.hubCall(cmd, func(ctx context.Context, c *conn) error {
 				resp, err := hubv1.NewAdminServiceClient(c).ListTokens(ctx, &hubv1.ListTokensRequest{Org: listOrg})
@@ -260,9 +277,9 @@ and 'sandbox rm'.`,
 					return a.printJSON(resp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tROLE\tLAST USED\tREVOKED")
+				fmt.Fprintln(tw, "ID\tNAME\tROLE\tOWNER\tLAST USED\tREVOKED")
 				for _, t := range resp.GetTokens() {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", t.GetId(), t.GetName(), strings.ToLower(strings.TrimPrefix(t.GetRole().String(), "ROLE_")), ago(t.GetLastUsed().AsTime()), t.GetRevoked())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%v\n", t.GetId(), t.GetName(), strings.ToLower(strings.TrimPrefix(t.GetRole().String(), "ROLE_")), t.GetOwner(), ago(t.GetLastUsed().AsTime()), t.GetRevoked())
 				}
 				return tw.Flush()
 			})

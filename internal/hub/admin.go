@@ -75,7 +75,7 @@ func orgProto(o store.Org) *hubv1.Org {
 func (a *adminService) CreateOrg(ctx context.Context, req *hubv1.CreateOrgRequest) (*hubv1.CreateOrgResponse, error) {
 	c, _ := callerFrom(ctx)
 	if !c.owner {
-		return nil, status.Error(codes.PermissionDenied, "creating orgs needs the hub owner's token (from agenthub init)")
+		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; creating orgs needs one (agenthub init's, or one made with 'agentctl admin token create --owner')", c.token.Name)
 	}
 	if !orgNameRE.MatchString(req.GetName()) {
 		return nil, status.Errorf(codes.InvalidArgument, "org name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.GetName())
@@ -112,7 +112,7 @@ func roleProto(r store.Role) hubv1.Role {
 }
 
 func tokenProto(t store.Token, org string) *hubv1.Token {
-	p := &hubv1.Token{Id: t.ID, Org: org, Name: t.Name, Role: roleProto(t.Role), Created: timestamppb.New(t.CreatedAt), Revoked: !t.RevokedAt.IsZero()}
+	p := &hubv1.Token{Id: t.ID, Org: org, Name: t.Name, Role: roleProto(t.Role), Created: timestamppb.New(t.CreatedAt), Revoked: !t.RevokedAt.IsZero(), Owner: isOwner(t)}
 	if !t.LastUsedAt.IsZero() {
 		p.LastUsed = timestamppb.New(t.LastUsedAt)
 	}
@@ -129,11 +129,21 @@ func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRe
 	}
 	role := store.RoleMember
 	switch req.GetRole() {
-	case hubv1.Role_ROLE_UNSPECIFIED, hubv1.Role_ROLE_MEMBER:
+	case hubv1.Role_ROLE_UNSPECIFIED:
+		if req.GetOwner() {
+			role = store.RoleAdmin // --owner implies admin
+		}
+	case hubv1.Role_ROLE_MEMBER:
+		if req.GetOwner() {
+			return nil, status.Error(codes.InvalidArgument, "an owner token is an admin token: drop --role member, or --owner")
+		}
 	case hubv1.Role_ROLE_ADMIN:
 		role = store.RoleAdmin
 	default:
-		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (the owner token comes from agenthub init)")
+		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (--owner for an owner token)")
+	}
+	if req.GetOwner() && !c.owner {
+		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; only an owner token may create another", c.token.Name)
 	}
 	name := req.GetName()
 	if name == "" {
@@ -143,7 +153,7 @@ func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRe
 		return nil, status.Errorf(codes.InvalidArgument, "token name %q: at most 64 printable characters", name)
 	}
 	secret, hash := store.NewToken()
-	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Hash: hash, CreatedAt: a.s.opts.Now()})
+	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Owner: req.GetOwner(), Hash: hash, CreatedAt: a.s.opts.Now()})
 	if err != nil {
 		return nil, storeError(err, "token "+name)
 	}
@@ -186,10 +196,46 @@ func (a *adminService) RevokeToken(ctx context.Context, req *hubv1.RevokeTokenRe
 	if err := needAdmin(c); err != nil {
 		return nil, err
 	}
+	if err := a.mayRevoke(ctx, c, org, req.GetId()); err != nil {
+		return nil, err
+	}
 	if err := a.s.store.RevokeToken(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
 		return nil, storeError(err, "token "+req.GetId())
 	}
 	return &hubv1.RevokeTokenResponse{}, nil
+}
+
+// mayRevoke refuses revoking an owner token but by an owner (an admin may
+// not take the hub from its owner), and revoking the hub's last live owner
+// token (then nobody could create orgs again).
+func (a *adminService) mayRevoke(ctx context.Context, c *caller, org store.Org, id string) error {
+	ts, err := a.s.store.ListTokens(ctx, org.ID)
+	if err != nil {
+		return storeError(err, "tokens")
+	}
+	i := slices.IndexFunc(ts, func(t store.Token) bool { return t.ID == id })
+	if i < 0 || !isOwner(ts[i]) || !ts[i].RevokedAt.IsZero() {
+		return nil // the store says what is not there; revoking twice is fine
+	}
+	if !c.owner {
+		return status.Errorf(codes.PermissionDenied, "token %s is an owner token; only an owner token may revoke it", ts[i].Name)
+	}
+	orgs, err := a.s.store.ListOrgs(ctx)
+	if err != nil {
+		return storeError(err, "orgs")
+	}
+	for _, o := range orgs {
+		all, err := a.s.store.ListTokens(ctx, o.ID)
+		if err != nil {
+			return storeError(err, "tokens")
+		}
+		for _, t := range all {
+			if t.ID != id && isOwner(t) && t.RevokedAt.IsZero() {
+				return nil
+			}
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "token %s is the hub's last owner token; make another with 'agentctl admin token create --owner' first", ts[i].Name)
 }
 
 func (a *adminService) CreatePairingCode(ctx context.Context, req *hubv1.CreatePairingCodeRequest) (*hubv1.CreatePairingCodeResponse, error) {

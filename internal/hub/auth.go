@@ -21,7 +21,7 @@ import (
 type caller struct {
 	token store.Token
 	org   store.Org
-	owner bool // an admin token of the hub's first org (made by agenthub init)
+	owner bool // an owner token (agenthub init's, or made with --owner), or the owner's console link
 }
 
 type callerKey struct{}
@@ -70,18 +70,18 @@ func (a *authenticator) authenticate(ctx context.Context) (*caller, error) {
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "org lookup: %v", err)
 	}
-	c := &caller{token: tok, org: org}
-	if tok.Role == store.RoleAdmin {
-		first, err := a.firstOrgID(ctx)
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "org lookup: %v", err)
-		}
-		c.owner = first == org.ID
-	}
+	c := &caller{token: tok, org: org, owner: isOwner(tok)}
 	a.touch(ctx, tok.ID)
 	return c, nil
 }
 
+// isOwner reports whether a token acts for the hub's owner: ownership is
+// the token's (agenthub init's, or one made with 'admin token create
+// --owner'), never its org's, and only an admin token has it.
+func isOwner(t store.Token) bool { return t.Owner && t.Role == store.RoleAdmin }
+
+// firstOrgID is the hub's first org: where 'agenthub console-link' signs
+// the owner in.
 func (a *authenticator) firstOrgID(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	id := a.firstOrg

@@ -84,14 +84,7 @@ func (b *consoleBackend) As(ctx context.Context, sess store.ConsoleSession) (con
 		if err != nil {
 			return nil, console.Identity{}, err
 		}
-		c = &caller{token: tok, org: org}
-		if tok.Role == store.RoleAdmin {
-			first, err := b.s.auth.firstOrgID(ctx)
-			if err != nil {
-				return nil, console.Identity{}, err
-			}
-			c.owner = first == org.ID
-		}
+		c = &caller{token: tok, org: org, owner: isOwner(tok)}
 		b.s.auth.touch(ctx, tok.ID)
 	}
 	if err := b.actIn(ctx, c, sess.ActingOrgID); err != nil {

@@ -374,8 +374,11 @@ func (v *environmentService) startTimeout() time.Duration {
 }
 
 func (v *environmentService) RemoveSandbox(ctx context.Context, req *hubv1.RemoveSandboxRequest) (*hubv1.RemoveSandboxResponse, error) {
-	_, org, err := v.a.org(ctx, req.GetOrg())
+	c, org, err := v.a.org(ctx, req.GetOrg())
 	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
 		return nil, err
 	}
 	m, err := v.sandboxes()

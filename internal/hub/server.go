@@ -565,6 +565,9 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if !m.RevokedAt.IsZero() {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
+	if err := s.sandboxAccess(ctx, c, id); err != nil {
+		return Route{}, err
+	}
 	cc, ok := s.registry.Get(id)
 	out := metadata.Pairs(wire.MDActor, c.token.Name)
 	if conv := firstMD(md, wire.MDConversation); conv != "" {

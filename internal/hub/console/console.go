@@ -34,7 +34,7 @@ type Identity struct {
 	Name  string // the token's name (the actor in activity)
 	Org   string // org name
 	Admin bool   // may change things
-	Owner bool   // an admin of the hub's first org (Org: the one it switched to)
+	Owner bool   // an owner token, or the owner's console link (Org: the one it switched to)
 }
 
 // Backend is what the console needs of the hub: its service

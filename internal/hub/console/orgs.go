@@ -34,7 +34,7 @@ func (c *Console) orgNames(s *session) []string {
 // Anyone but the hub owner is refused and nothing changes.
 func (c *Console) switchOrg(w http.ResponseWriter, r *http.Request, s *session) {
 	if !s.who.Owner {
-		c.fail(w, r, s, status.Error(codes.PermissionDenied, "only the hub owner (an admin of the hub's first org) can switch org"))
+		c.fail(w, r, s, status.Error(codes.PermissionDenied, "only the hub's owner (an owner token, or agenthub console-link) can switch org"))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)

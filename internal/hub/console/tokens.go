@@ -37,11 +37,14 @@ func (c *Console) tokensWith(w http.ResponseWriter, r *http.Request, s *session,
 // createToken makes a token and shows its secret in this response only.
 func (c *Console) createToken(w http.ResponseWriter, r *http.Request, s *session) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	role := hubv1.Role_ROLE_MEMBER
-	if r.PostFormValue("role") == "admin" {
+	role, owner := hubv1.Role_ROLE_MEMBER, false
+	switch r.PostFormValue("role") {
+	case "admin":
 		role = hubv1.Role_ROLE_ADMIN
+	case "owner": // the hub refuses it but from an owner
+		role, owner = hubv1.Role_ROLE_ADMIN, true
 	}
-	resp, err := c.opts.Backend.Admin().CreateToken(s.ctx, &hubv1.CreateTokenRequest{Name: strings.TrimSpace(r.PostFormValue("name")), Role: role})
+	resp, err := c.opts.Backend.Admin().CreateToken(s.ctx, &hubv1.CreateTokenRequest{Name: strings.TrimSpace(r.PostFormValue("name")), Role: role, Owner: owner})
 	if err != nil {
 		code, msg := httpStatus(err)
 		if code == http.StatusBadRequest || code == http.StatusConflict {

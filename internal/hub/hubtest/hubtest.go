@@ -60,8 +60,8 @@ type Hub struct {
 	stop func()
 }
 
-// Start makes the store, the org and its token, and serves a hub on a
-// free loopback port.
+// Start makes the store, the org and its token (an owner token, as
+// agenthub init makes), and serves a hub on a free loopback port.
 func Start(tb testing.TB, opts Options) *Hub {
 	tb.Helper()
 	if opts.Org == "" {
@@ -88,7 +88,7 @@ func Start(tb testing.TB, opts Options) *Hub {
 		tb.Fatal(err)
 	}
 	secret, hash := store.NewToken()
-	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: opts.Actor, Role: store.RoleAdmin, Hash: hash, CreatedAt: time.Now()}); err != nil {
+	if _, err := st.CreateToken(ctx, store.Token{OrgID: o.ID, Name: opts.Actor, Role: store.RoleAdmin, Owner: true, Hash: hash, CreatedAt: time.Now()}); err != nil {
 		tb.Fatal(err)
 	}
 	h := &Hub{Store: st, Org: o, Token: secret, tb: tb, opts: opts}

@@ -298,3 +298,11 @@ func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([
 	}
 	return out, rows.Err()
 }
+
+// boolInt is a bool as the 0/1 INTEGER columns store it.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

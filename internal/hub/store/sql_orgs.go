@@ -78,6 +78,8 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) (Token, error) {
 		return Token{}, fmt.Errorf("create token: %w: role %q (want admin or member)", ErrInvalid, t.Role)
 	case t.Hash == TokenHash{}:
 		return Token{}, fmt.Errorf("create token: %w: no hash", ErrInvalid)
+	case t.Owner && t.Role != RoleAdmin:
+		return Token{}, fmt.Errorf("create token: %w: an owner token is an admin token", ErrInvalid)
 	}
 	if err := needTime("creation time", t.CreatedAt); err != nil {
 		return Token{}, fmt.Errorf("create token: %w", err)
@@ -86,8 +88,8 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) (Token, error) {
 	t.CreatedAt = fromMicros(micros(t.CreatedAt))
 	t.LastUsedAt, t.RevokedAt = time.Time{}, time.Time{}
 	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO api_tokens (id, org_id, name, role, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		t.ID, t.OrgID, t.Name, string(t.Role), t.Hash[:], micros(t.CreatedAt))
+		`INSERT INTO api_tokens (id, org_id, name, role, owner, sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.OrgID, t.Name, string(t.Role), boolInt(t.Owner), t.Hash[:], micros(t.CreatedAt))
 	switch {
 	case s.d.isUnique(err):
 		return Token{}, fmt.Errorf("create token: the org has a live token named %q: %w", t.Name, ErrConflict)
@@ -99,20 +101,22 @@ func (s *sqlStore) CreateToken(ctx context.Context, t Token) (Token, error) {
 	return t, nil
 }
 
-const tokenColumns = `id, org_id, name, role, sha256, created_at, last_used_at, revoked_at`
+const tokenColumns = `id, org_id, name, role, owner, sha256, created_at, last_used_at, revoked_at`
 
 func scanToken(r scanner) (Token, error) {
 	var (
 		t                Token
 		role             string
+		owner            int
 		hash             []byte
 		created          int64
 		lastUsed, revoke sql.NullInt64
 	)
-	if err := r.Scan(&t.ID, &t.OrgID, &t.Name, &role, &hash, &created, &lastUsed, &revoke); err != nil {
+	if err := r.Scan(&t.ID, &t.OrgID, &t.Name, &role, &owner, &hash, &created, &lastUsed, &revoke); err != nil {
 		return Token{}, notFound(err)
 	}
 	t.Role = Role(role)
+	t.Owner = owner == 1
 	copy(t.Hash[:], hash)
 	t.CreatedAt = fromMicros(created)
 	t.LastUsedAt, t.RevokedAt = fromNullMicros(lastUsed), fromNullMicros(revoke)

@@ -304,6 +304,12 @@ type Sandbox struct {
 	// Token is the id of the API token whose call made (or claimed) it,
 	// for the per-token cap; "" for the hub's own (warm, validation).
 	Token string
+	// StartedBy is the id of the token that started an agent run's
+	// sandbox; "" for conversations' sandboxes.
+	StartedBy string
+	// HoldsSecrets: resolved secrets were (or are being) delivered into
+	// it; only admins and StartedBy may call it.
+	HoldsSecrets bool
 }
 
 // Environment states.
@@ -380,8 +386,11 @@ type Token struct {
 	OrgID string
 	// Name says who uses the token ("ci", "chat-backend"); it is the actor
 	// recorded in activity. Unique among the org's live tokens.
-	Name       string
-	Role       Role
+	Name string
+	Role Role
+	// Owner: the token acts for the hub's owner, in every org (creates
+	// orgs, names any org with --org). Only an admin token is an owner.
+	Owner      bool
 	Hash       TokenHash
 	CreatedAt  time.Time
 	LastUsedAt time.Time // zero: never used

@@ -187,6 +187,7 @@ func testTokens(t *testing.T, s store.Store) {
 		{"bad role", second(s.CreateToken(ctx, store.Token{OrgID: acme.ID, Name: "x", Role: "root", Hash: otherHash, CreatedAt: T0})), store.ErrInvalid},
 		{"no name", second(s.CreateToken(ctx, store.Token{OrgID: acme.ID, Role: store.RoleMember, Hash: otherHash, CreatedAt: T0})), store.ErrInvalid},
 		{"no hash", second(s.CreateToken(ctx, store.Token{OrgID: acme.ID, Name: "x", Role: store.RoleMember, CreatedAt: T0})), store.ErrInvalid},
+		{"member owner", second(s.CreateToken(ctx, store.Token{OrgID: acme.ID, Name: "x", Role: store.RoleMember, Owner: true, Hash: otherHash, CreatedAt: T0})), store.ErrInvalid},
 		{"unknown org", second(s.CreateToken(ctx, store.Token{OrgID: "org-nope", Name: "x", Role: store.RoleMember, Hash: otherHash, CreatedAt: T0})), store.ErrNotFound},
 		{"unknown hash", second(s.TokenByHash(ctx, otherHash)), store.ErrNotFound},
 		{"touch unknown", s.TouchToken(ctx, "tok-nope", T0), store.ErrNotFound},
@@ -214,6 +215,16 @@ func testTokens(t *testing.T, s store.Store) {
 	}
 	if diff := cmp.Diff(must(s.ListTokens(ctx, globex.ID))(t), []store.Token{gtok}); diff != "" {
 		t.Errorf("ListTokens(globex) (-got +want):\n%s", diff)
+	}
+
+	// Ownership is the token's, kept as stored.
+	_, oh := store.NewToken()
+	owner := must(s.CreateToken(ctx, store.Token{OrgID: globex.ID, Name: "root", Role: store.RoleAdmin, Owner: true, Hash: oh, CreatedAt: T0.Add(time.Hour)}))(t)
+	if !owner.Owner || !must(s.TokenByHash(ctx, oh))(t).Owner {
+		t.Errorf("an owner token reads back as %+v, want Owner", must(s.TokenByHash(ctx, oh))(t))
+	}
+	if diff := cmp.Diff(must(s.ListTokens(ctx, globex.ID))(t), []store.Token{gtok, owner}); diff != "" {
+		t.Errorf("ListTokens(globex) with an owner (-got +want):\n%s", diff)
 	}
 }
 

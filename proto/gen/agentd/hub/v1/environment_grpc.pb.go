@@ -59,7 +59,8 @@ type EnvironmentServiceClient interface {
 	DeleteEnvironment(ctx context.Context, in *DeleteEnvironmentRequest, opts ...grpc.CallOption) (*DeleteEnvironmentResponse, error)
 	// ListSandboxes lists the org's sandboxes.
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
-	// RemoveSandbox stops and removes a sandbox: its container and workspace.
+	// RemoveSandbox stops and removes a sandbox: its container and workspace
+	// (admins only).
 	RemoveSandbox(ctx context.Context, in *RemoveSandboxRequest, opts ...grpc.CallOption) (*RemoveSandboxResponse, error)
 }
 
@@ -190,7 +191,8 @@ type EnvironmentServiceServer interface {
 	DeleteEnvironment(context.Context, *DeleteEnvironmentRequest) (*DeleteEnvironmentResponse, error)
 	// ListSandboxes lists the org's sandboxes.
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
-	// RemoveSandbox stops and removes a sandbox: its container and workspace.
+	// RemoveSandbox stops and removes a sandbox: its container and workspace
+	// (admins only).
 	RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }

@@ -391,7 +391,10 @@ type Token struct {
 	// When it was last used.
 	LastUsed *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used,json=lastUsed,proto3" json:"last_used,omitempty"`
 	// True once revoked.
-	Revoked       bool `protobuf:"varint,7,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Revoked bool `protobuf:"varint,7,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// An owner token: acts for the hub's owner in every org (creates orgs,
+	// names any org). agenthub init's token is one; always an admin token.
+	Owner         bool `protobuf:"varint,8,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +478,13 @@ func (x *Token) GetRevoked() bool {
 	return false
 }
 
+func (x *Token) GetOwner() bool {
+	if x != nil {
+		return x.Owner
+	}
+	return false
+}
+
 // CreateTokenRequest describes the new token.
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -483,7 +493,10 @@ type CreateTokenRequest struct {
 	// Name recorded as the actor (e.g. "chat-backend", "alice").
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Role (unspecified: member).
-	Role          Role `protobuf:"varint,3,opt,name=role,proto3,enum=agentd.hub.v1.Role" json:"role,omitempty"`
+	Role Role `protobuf:"varint,3,opt,name=role,proto3,enum=agentd.hub.v1.Role" json:"role,omitempty"`
+	// Make an owner token (implies the admin role). Only an owner token may
+	// make one.
+	Owner         bool `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +550,13 @@ func (x *CreateTokenRequest) GetRole() Role {
 		return x.Role
 	}
 	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *CreateTokenRequest) GetOwner() bool {
+	if x != nil {
+		return x.Owner
+	}
+	return false
 }
 
 // CreateTokenResponse holds the token and, once, its secret.
@@ -1396,7 +1416,7 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x03org\x18\x01 \x01(\v2\x12.agentd.hub.v1.OrgR\x03org\"\x11\n" +
 	"\x0fListOrgsRequest\":\n" +
 	"\x10ListOrgsResponse\x12&\n" +
-	"\x04orgs\x18\x01 \x03(\v2\x12.agentd.hub.v1.OrgR\x04orgs\"\xef\x01\n" +
+	"\x04orgs\x18\x01 \x03(\v2\x12.agentd.hub.v1.OrgR\x04orgs\"\x85\x02\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x12\n" +
@@ -1404,11 +1424,13 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x04role\x18\x04 \x01(\x0e2\x13.agentd.hub.v1.RoleR\x04role\x124\n" +
 	"\acreated\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x127\n" +
 	"\tlast_used\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x18\n" +
-	"\arevoked\x18\a \x01(\bR\arevoked\"c\n" +
+	"\arevoked\x18\a \x01(\bR\arevoked\x12\x14\n" +
+	"\x05owner\x18\b \x01(\bR\x05owner\"y\n" +
 	"\x12CreateTokenRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x13.agentd.hub.v1.RoleR\x04role\"Y\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x13.agentd.hub.v1.RoleR\x04role\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\bR\x05owner\"Y\n" +
 	"\x13CreateTokenResponse\x12*\n" +
 	"\x05token\x18\x01 \x01(\v2\x14.agentd.hub.v1.TokenR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"%\n" +

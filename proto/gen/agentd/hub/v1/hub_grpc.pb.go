@@ -35,9 +35,10 @@ const (
 //
 // AdminService manages a hub's organisations, API tokens, pairing codes and
 // machines. Every call needs an API token ("authorization: Bearer TOKEN");
-// a token acts in its own org unless it is the hub owner's.
+// a token acts in its own org unless it is an owner token (agenthub init's,
+// or one created with owner set), which acts in any org.
 type AdminServiceClient interface {
-	// CreateOrg creates an organisation (hub owner only).
+	// CreateOrg creates an organisation (owner tokens only).
 	CreateOrg(ctx context.Context, in *CreateOrgRequest, opts ...grpc.CallOption) (*CreateOrgResponse, error)
 	// ListOrgs lists the organisations the caller can see.
 	ListOrgs(ctx context.Context, in *ListOrgsRequest, opts ...grpc.CallOption) (*ListOrgsResponse, error)
@@ -45,7 +46,8 @@ type AdminServiceClient interface {
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	// ListTokens lists an org's tokens (never their secrets).
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
-	// RevokeToken revokes a token at once.
+	// RevokeToken revokes a token at once. An owner token is revoked only by
+	// an owner token, and never the hub's last live one.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 	// CreatePairingCode creates a single-use code that pairs one machine to an org.
 	CreatePairingCode(ctx context.Context, in *CreatePairingCodeRequest, opts ...grpc.CallOption) (*CreatePairingCodeResponse, error)
@@ -149,9 +151,10 @@ func (c *adminServiceClient) RevokeMachine(ctx context.Context, in *RevokeMachin
 //
 // AdminService manages a hub's organisations, API tokens, pairing codes and
 // machines. Every call needs an API token ("authorization: Bearer TOKEN");
-// a token acts in its own org unless it is the hub owner's.
+// a token acts in its own org unless it is an owner token (agenthub init's,
+// or one created with owner set), which acts in any org.
 type AdminServiceServer interface {
-	// CreateOrg creates an organisation (hub owner only).
+	// CreateOrg creates an organisation (owner tokens only).
 	CreateOrg(context.Context, *CreateOrgRequest) (*CreateOrgResponse, error)
 	// ListOrgs lists the organisations the caller can see.
 	ListOrgs(context.Context, *ListOrgsRequest) (*ListOrgsResponse, error)
@@ -159,7 +162,8 @@ type AdminServiceServer interface {
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	// ListTokens lists an org's tokens (never their secrets).
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
-	// RevokeToken revokes a token at once.
+	// RevokeToken revokes a token at once. An owner token is revoked only by
+	// an owner token, and never the hub's last live one.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	// CreatePairingCode creates a single-use code that pairs one machine to an org.
 	CreatePairingCode(context.Context, *CreatePairingCodeRequest) (*CreatePairingCodeResponse, error)
