@@ -134,7 +134,7 @@ class Target:
         is then 124. The command does not depend on this call: it keeps running
         if the connection drops (the stream reattaches by itself) or if you stop
         iterating (:meth:`Process.kill` stops it)."""
-        req = c.start_request(list(argv), timeout=timeout, cwd=cwd, env=env, stdin=stdin, tag=tag, grace=grace)
+        req = c.start_request(_argv(argv), timeout=timeout, cwd=cwd, env=env, stdin=stdin, tag=tag, grace=grace)
         return self._start(req)
 
     def sh(
@@ -271,6 +271,8 @@ class Process:
         self.id: str = first.event.started.id
         #: The OS process id of its leader.
         self.pid: int = first.event.started.pid
+        #: How many times the stream was reattached after a dropped connection.
+        self.reattached = 0
         self._iter: Iterator[process_pb2.StartResponse] = stream
         self._call = stream
         self._events = self._follow()
@@ -316,6 +318,7 @@ class Process:
                     call = self._target._procs.Attach(req, metadata=self._target._md)
                     self._call = call
                     stream = call
+                    self.reattached += 1
         finally:
             cancel = getattr(self._call, "cancel", None)
             if cancel is not None:
@@ -556,3 +559,9 @@ class Snapshots:
     def delete(self, snapshot_id: str) -> int:
         """Deletes a snapshot; returns the bytes freed."""
         return _call(lambda: self._s.Delete(snapshot_pb2.DeleteRequest(id=snapshot_id), metadata=self._md)).freed_bytes
+
+
+def _argv(argv: Sequence[str]) -> List[str]:
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv is a list of strings, e.g. ['ls', '-la']; for a command line use sh()")
+    return list(argv)

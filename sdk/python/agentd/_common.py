@@ -405,7 +405,7 @@ def start_request(
     grace: Optional[Seconds] = None,
 ) -> process_pb2.StartRequest:
     """Builds a StartRequest, refusing bad input before any call."""
-    if isinstance(argv, (str, bytes)):
+    if isinstance(argv, (str, bytes)):  # a str is a Sequence[str] to mypy
         raise TypeError("argv is a list of strings, e.g. ['ls', '-la']; for a command line use sh()")
     req = process_pb2.StartRequest(cwd=cwd, tag=tag)
     if argv is not None:
