@@ -98,7 +98,11 @@ func TestPythonSDK(t *testing.T) {
 	if h.sandboxes {
 		env = append(env, "AGENTD_TEST_SANDBOX=1")
 	}
-	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", filepath.Join(sdkDir(t), "tests"), "-t", sdkDir(t))
+	args := []string{"-m", "unittest", "discover", "-v", "-s", filepath.Join(sdkDir(t), "tests"), "-t", sdkDir(t)}
+	if k := os.Getenv("AGENTD_TEST_PYTHON_K"); k != "" {
+		args = append(args, "-k", k) // only the tests matching k (python3 -m unittest -k)
+	}
+	cmd := exec.Command(python, args...)
 	cmd.Env = env
 	cmd.Dir = sdkDir(t)
 	out, err := cmd.CombinedOutput()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 import unittest
 import uuid
 from typing import List
@@ -275,21 +277,37 @@ class ReattachTest(unittest.TestCase):
         self.addCleanup(self.hub.close)
 
     def test_reattach_after_hub_killed(self) -> None:
-        box = self.hub.machine(_env.MACHINE)
+        self.reattach(self.hub.machine(_env.MACHINE))
+
+    def test_reattach_in_sandbox_after_hub_killed(self) -> None:
+        if not _env.SANDBOX:
+            self.skipTest(_env.NO_SANDBOX)
+        box = self.hub.sandbox(env="builtin", conversation=_env.conversation())
+        box.exec(["true"]).wait()  # the sandbox is up before the clock starts
+        self.reattach(box)
+
+    def reattach(self, box: agentd.Target) -> None:
         n = 80
         proc = box.sh(f"for i in $(seq 1 {n}); do echo line$i; echo e$i >&2; sleep 0.1; done; exit 5")
         out, err = b"", b""
         killed = False
+        killed_at, resumed_at = 0.0, 0.0
         for ev in proc:
+            if killed and not resumed_at:
+                resumed_at = time.monotonic()
             if isinstance(ev, agentd.Output):
                 if ev.stream == "stderr":
                     err += ev.data
                 else:
                     out += ev.data
                 if not killed and out.count(b"\n") >= 5:
+                    t0 = time.monotonic()
                     _env.kill_hub()
+                    killed_at = time.monotonic()
                     killed = True
         self.assertTrue(killed)
+        print(f"\n  hub killed and restarted in {killed_at - t0:.2f}s; output resumed {resumed_at - killed_at:.2f}s later",
+              file=sys.stderr)
         self.assertGreaterEqual(proc.reattached, 1, "the stream was cut and reattached")
         self.assertEqual(out.decode(), "".join(f"line{i}\n" for i in range(1, n + 1)))
         self.assertEqual(err.decode(), "".join(f"e{i}\n" for i in range(1, n + 1)))
