@@ -219,9 +219,26 @@ class Target:
             raise c.from_rpc(e) from None
         return run
 
+    async def python_sessions(self) -> List[python_pb2.PythonSession]:
+        """The target's Python sessions."""
+        resp = await _call(self._python.ListSessions(python_pb2.ListSessionsRequest(), metadata=self._md))
+        return list(resp.sessions)
+
+    async def python_reset(self, session: str) -> None:
+        """Restarts a session's interpreter (its globals are gone)."""
+        await _call(self._python.ResetSession(python_pb2.ResetSessionRequest(session=session), metadata=self._md))
+
+    async def python_close(self, session: str) -> None:
+        """Ends a session."""
+        await _call(self._python.CloseSession(python_pb2.CloseSessionRequest(session=session), metadata=self._md))
+
     async def info(self) -> system_pb2.InfoResponse:
         """Version, mode (machine or sandbox), OS, user, workspace, resources."""
         return await _call(self._system.Info(system_pb2.InfoRequest(), metadata=self._md))
+
+    async def inventory(self) -> system_pb2.InventoryResponse:
+        """Command-line tools on PATH and Python packages."""
+        return await _call(self._system.Inventory(system_pb2.InventoryRequest(), metadata=self._md))
 
 
 class Process:
@@ -391,6 +408,14 @@ class Files:
         """A file's type, size, mode, modification time, owner."""
         return (await _call(self._s.Stat(files_pb2.StatRequest(path=path), metadata=self._md))).info
 
+    async def exists(self, path: str) -> bool:
+        """Whether path exists."""
+        try:
+            await self.stat(path)
+        except c.NotFound:
+            return False
+        return True
+
     async def mkdir(self, path: str, *, parents: bool = True, mode: int = 0) -> None:
         """Makes a directory (and its parents)."""
         await _call(self._s.MakeDir(files_pb2.MakeDirRequest(path=path, parents=parents, mode=mode), metadata=self._md))
@@ -442,6 +467,20 @@ class Snapshots:
     async def list(self) -> List[snapshot_pb2.Snapshot]:
         """The daemon's snapshots."""
         return list((await _call(self._s.List(snapshot_pb2.SnapshotServiceListRequest(), metadata=self._md))).snapshots)
+
+    async def get(self, snapshot_id: str) -> snapshot_pb2.GetResponse:
+        """A snapshot and its manifest."""
+        return await _call(self._s.Get(snapshot_pb2.GetRequest(id=snapshot_id), metadata=self._md))
+
+    async def export(self, snapshot_id: str) -> bytes:
+        """The snapshot as a tar archive."""
+        parts: List[bytes] = []
+        try:
+            async for r in self._s.Export(snapshot_pb2.ExportRequest(id=snapshot_id), metadata=self._md):
+                parts.append(r.data)
+        except grpc.RpcError as e:
+            raise c.from_rpc(e) from None
+        return b"".join(parts)
 
     async def diff(self, from_id: str, to_id: str = "") -> List[snapshot_pb2.DiffEntry]:
         """Paths that differ (``to_id`` empty: the live tree)."""
