@@ -25,7 +25,7 @@ BINARIES := agentd agentctl agenthub
 BUILD_TAGS := grpcnotrace
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub bench-sandbox demo demo-local clean
-.PHONY: dist dist-tools package-test cross sandbox-base
+.PHONY: dist dist-tools package-test cross sandbox-base sdk-python-gen sdk-python-check test-python
 
 all: build
 
@@ -62,6 +62,28 @@ proto: ## regenerate proto/gen from proto/
 
 proto-check: proto ## fail when the committed generated code is not current
 	@git diff --exit-code --stat -- proto/gen && test -z "$$(git status --porcelain -- proto/gen)" || { echo "proto/gen is stale: run make proto and commit"; exit 1; }
+
+# The Python SDK (sdk/python) runs on Debian's packages: python3-grpcio,
+# python3-protobuf; its stubs come from Debian's protoc and
+# grpc_python_plugin (protobuf-compiler, protobuf-compiler-grpc), which match
+# those runtimes. Debian's interpreter is named explicitly: a python3 earlier
+# on PATH (pyenv) may lack grpc.
+PYTHON ?= /usr/bin/python3
+PROTOC ?= /usr/bin/protoc
+GRPC_PYTHON_PLUGIN ?= /usr/bin/grpc_python_plugin
+SDK_PY_GEN := sdk/python/agentd/v1
+
+sdk-python-gen: ## regenerate the Python SDK's stubs (sdk/python/agentd/v1) with Debian's protoc and grpc_python_plugin
+	rm -rf $(SDK_PY_GEN) && mkdir -p $(SDK_PY_GEN)
+	$(PROTOC) -I proto --python_out=sdk/python --pyi_out=sdk/python --grpc_python_out=sdk/python \
+		--plugin=protoc-gen-grpc_python=$(GRPC_PYTHON_PLUGIN) proto/agentd/v1/*.proto
+	printf '"""Generated gRPC stubs of the agentd.v1 proto package (make sdk-python-gen; do not edit)."""\n' > $(SDK_PY_GEN)/__init__.py
+
+sdk-python-check: sdk-python-gen ## fail when the committed Python stubs are not current
+	@git diff --exit-code --stat -- $(SDK_PY_GEN) && test -z "$$(git status --porcelain -- $(SDK_PY_GEN))" || { echo "$(SDK_PY_GEN) is stale: run make sdk-python-gen and commit"; exit 1; }
+
+test-python: ## the Python SDK's tests (Debian's python3) against a real hub, agentd and builtin sandbox, plus mypy --strict
+	$(GO) test -race -count=1 -timeout 10m -v ./sdk/python/sdktest/
 
 bench: build ## benchmarks: Go benchmarks plus side-by-side comparisons (see docs/performance.md)
 	bash scripts/bench.sh
