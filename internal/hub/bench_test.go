@@ -87,7 +87,12 @@ func (h *benchHub) conn() *grpc.ClientConn {
 
 // tunnels is the hub's agenthub_tunnels gauge (-1 when it cannot be read).
 func (h *benchHub) tunnels(c *http.Client) int {
-	resp, err := c.Get(h.url + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token) // the owner's
+	resp, err := c.Do(req)
 	if err != nil {
 		return -1
 	}
