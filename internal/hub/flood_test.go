@@ -44,6 +44,8 @@ func agenthubBin(t *testing.T) string {
 type hubProc struct {
 	cmd   *exec.Cmd
 	url   string // http://127.0.0.1:PORT
+	// metricsURL is --metrics-listen's http://ADDR/metrics, if given.
+	metricsURL string
 	addr  string
 	token string // the owner's
 	done  chan struct{}
@@ -103,6 +105,9 @@ func startHubProc(t *testing.T, nofile int, args ...string) *hubProc {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			var l struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving metrics" {
+				p.metricsURL = l.URL // before "serving"
+			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "serving" && l.URL != "" {
 				urls <- l.URL
 				break
