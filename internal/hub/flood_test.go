@@ -42,15 +42,15 @@ func agenthubBin(t *testing.T) string {
 
 // hubProc is an agenthub serve process of the test.
 type hubProc struct {
-	cmd   *exec.Cmd
-	url   string // http://127.0.0.1:PORT
+	cmd *exec.Cmd
+	url string // http://127.0.0.1:PORT
 	// metricsURL is --metrics-listen's http://ADDR/metrics, if given.
 	metricsURL string
-	addr  string
-	token string // the owner's
-	done  chan struct{}
-	err   error
-	log   *syncBuffer
+	addr       string
+	token      string // the owner's
+	done       chan struct{}
+	err        error
+	log        *syncBuffer
 }
 
 // startHubProc runs agenthub init and serve (sandboxes off, loopback, a
