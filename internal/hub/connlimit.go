@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -12,6 +13,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // Every open connection holds a file descriptor; a hub out of them cannot
@@ -212,4 +219,30 @@ const (
 // at perKey (negative: no cap).
 func (s *Server) limitConns(lis net.Listener, perKey int, key func(net.Conn) (string, bool)) net.Listener {
 	return &limitListener{Listener: lis, limits: s.conns, key: key, perKey: max(perKey, 0), refused: func() { s.connsRefused.Add(1) }}
+}
+
+// refuseWithoutToken refuses, as its headers arrive, a call that carries
+// no well-formed API token (health checks need none). The authenticator
+// checks the token itself later; for a unary call that is only once the
+// request message has come, and a client without a token could otherwise
+// hold any number of calls open with their headers. This check reads no
+// store: it runs on the connection's reader.
+func refuseWithoutToken(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if public(info.FullMethodName) {
+		return ctx, nil
+	}
+	var raw string
+	for _, v := range info.Header.Get(wire.MDAuthorization) {
+		if t, ok := strings.CutPrefix(v, wire.BearerPrefix); ok {
+			raw = strings.TrimSpace(t)
+			break
+		}
+	}
+	if raw == "" {
+		return ctx, status.Error(codes.Unauthenticated, "no API token: pass one as 'authorization: Bearer TOKEN' (agentctl reads $AGENTD_TOKEN)")
+	}
+	if _, err := store.ParseToken(raw); err != nil {
+		return ctx, status.Error(codes.Unauthenticated, "that is not an agenthub API token (they start with agt_)")
+	}
+	return ctx, nil
 }
