@@ -61,7 +61,8 @@ type benchHub struct {
 
 func newBenchHub(tb testing.TB, log *zap.Logger) *benchHub {
 	tb.Helper()
-	hb := hubtest.Start(tb, hubtest.Options{Org: "bench", Actor: "bench", Logger: log})
+	// Every daemon of a benchmark dials from 127.0.0.1: no per-client cap.
+	hb := hubtest.Start(tb, hubtest.Options{Org: "bench", Actor: "bench", Logger: log, MaxConnsPerClient: -1})
 	h := &benchHub{tb: tb, hub: hb, store: hb.Store, org: hb.Org, token: hb.Token}
 	h.sync()
 	return h
