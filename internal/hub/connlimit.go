@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net"
 	"net/netip"
@@ -14,10 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
@@ -221,28 +222,59 @@ func (s *Server) limitConns(lis net.Listener, perKey int, key func(net.Conn) (st
 	return &limitListener{Listener: lis, limits: s.conns, key: key, perKey: max(perKey, 0), refused: func() { s.connsRefused.Add(1) }}
 }
 
-// refuseWithoutToken refuses, as its headers arrive, a call that carries
-// no well-formed API token (health checks need none). The authenticator
-// checks the token itself later; for a unary call that is only once the
-// request message has come, and a client without a token could otherwise
-// hold any number of calls open with their headers. This check reads no
-// store: it runs on the connection's reader.
-func refuseWithoutToken(ctx context.Context, info *tap.Info) (context.Context, error) {
+// tokenGate refuses, as its headers arrive, a call whose API token is
+// missing or not one the hub knows (health checks need none). The
+// authenticator checks every call again in full; for a unary call that is
+// only once the request message has come, and without the gate a client
+// with no valid token could hold any number of calls open with their
+// headers. The gate runs on the connection's reader, so a token it has
+// admitted recently is admitted again from memory: the store is read only
+// for a token not seen in the last tokenGateTTL (a revoked one is still
+// refused by the authenticator).
+type tokenGate struct {
+	auth *authenticator
+	now  func() time.Time
+
+	mu   sync.Mutex
+	seen map[[sha256.Size]byte]time.Time // hash of the authorization values -> admitted until
+}
+
+func newTokenGate(auth *authenticator, now func() time.Time) *tokenGate {
+	return &tokenGate{auth: auth, now: now, seen: map[[sha256.Size]byte]time.Time{}}
+}
+
+// tokenGateTTL is how long an admitted token passes the gate without a
+// store read; tokenGateMax bounds how many are remembered.
+const (
+	tokenGateTTL = 30 * time.Second
+	tokenGateMax = 10000
+)
+
+func (g *tokenGate) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if public(info.FullMethodName) {
 		return ctx, nil
 	}
-	var raw string
-	for _, v := range info.Header.Get(wire.MDAuthorization) {
-		if t, ok := strings.CutPrefix(v, wire.BearerPrefix); ok {
-			raw = strings.TrimSpace(t)
-			break
+	key := sha256.Sum256([]byte(strings.Join(info.Header.Get(wire.MDAuthorization), "\x00")))
+	now := g.now()
+	g.mu.Lock()
+	until, ok := g.seen[key]
+	g.mu.Unlock()
+	if ok && now.Before(until) {
+		return ctx, nil
+	}
+	actx, cancel := context.WithTimeout(metadata.NewIncomingContext(ctx, info.Header), 10*time.Second)
+	defer cancel()
+	if _, err := g.auth.authenticate(actx); err != nil {
+		if status.Code(err) == codes.Unauthenticated {
+			return ctx, err
 		}
+		return ctx, nil // the store failing: the authenticator answers for it
 	}
-	if raw == "" {
-		return ctx, status.Error(codes.Unauthenticated, "no API token: pass one as 'authorization: Bearer TOKEN' (agentctl reads $AGENTD_TOKEN)")
+	g.mu.Lock()
+	if len(g.seen) >= tokenGateMax {
+		clear(g.seen)
 	}
-	if _, err := store.ParseToken(raw); err != nil {
-		return ctx, status.Error(codes.Unauthenticated, "that is not an agenthub API token (they start with agt_)")
-	}
+	g.seen[key] = now.Add(tokenGateTTL)
+	g.mu.Unlock()
 	return ctx, nil
 }

@@ -19,13 +19,13 @@ import (
 )
 
 // rawCall is a hostile gRPC client: it opens an HTTP/2 connection to addr
-// and sends the headers of a call to an authenticated method, with no
-// token and padBytes of metadata in 16 KiB values, ignoring the limit the
+// and sends the headers of a call to an authenticated method, with token
+// ("": none) and padBytes of metadata in 16 KiB values, ignoring the limit the
 // server advertised; no body, no end of stream: the call stays open. It
 // then pings and returns what came back first: "ping" (the server
 // read the headers and waits for the call's body), "rst" (the stream
 // refused), "goaway"/"eof" (the connection), or "status N" (an answer).
-func rawCall(addr string, padBytes int) (string, net.Conn, error) {
+func rawCall(addr, token string, padBytes int) (string, net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return "", nil, err
@@ -48,6 +48,9 @@ func rawCall(addr string, padBytes int) (string, net.Conn, error) {
 		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"},
 	} {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if token != "" {
+		_ = enc.WriteField(hpack.HeaderField{Name: "authorization", Value: "Bearer " + token})
 	}
 	val := strings.Repeat("x", 16<<10)
 	for i := 0; i*len(val) < padBytes; i++ {
@@ -122,21 +125,27 @@ func TestHugeMetadataRefusedBeforeAuth(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
 	for _, tc := range []struct {
-		pad  int
-		want []string
+		token string
+		pad   int
+		want  []string
 	}{
 		{pad: 1 << 20, want: []string{"rst", "goaway", "eof"}},
-		// Below the limit: refused UNAUTHENTICATED at once, without
-		// waiting for the call's body (before: held open until it came).
+		{token: h.owner, pad: 1 << 20, want: []string{"rst", "goaway", "eof"}},
+		// Below the limit, without a token or with one the hub does not
+		// know: refused UNAUTHENTICATED at once, without waiting for the
+		// call's body (before: held open until it came).
 		{pad: 32 << 10, want: []string{"status 200 grpc-status 16"}},
+		{token: "agt_" + strings.Repeat("A", 43), pad: 32 << 10, want: []string{"status 200 grpc-status 16"}},
+		// With the owner's token the call is taken and waits for its body.
+		{token: h.owner, pad: 32 << 10, want: []string{"ping"}},
 	} {
-		got, c, err := rawCall(h.addr, tc.pad)
+		got, c, err := rawCall(h.addr, tc.token, tc.pad)
 		if err != nil {
 			t.Fatalf("%d bytes of metadata: %v", tc.pad, err)
 		}
 		c.Close()
 		if !slices.Contains(tc.want, got) {
-			t.Errorf("%d bytes of metadata: the hub answered %q, want one of %q", tc.pad, got, tc.want)
+			t.Errorf("%d bytes of metadata, token %.8q: the hub answered %q, want one of %q", tc.pad, tc.token, got, tc.want)
 		}
 	}
 }
@@ -174,7 +183,7 @@ func TestUnauthenticatedHeadersMemoryBounded(t *testing.T) {
 	got := make([]string, clients)
 	for i := range clients {
 		wg.Go(func() {
-			r, c, err := rawCall(p.addr, pad)
+			r, c, err := rawCall(p.addr, "", pad)
 			if err != nil {
 				t.Errorf("client %d: %v", i, err)
 				return

@@ -198,7 +198,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: idleConnTimeout}),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.ConnectionTimeout(classifyTimeout),
-		grpc.InTapHandle(refuseWithoutToken),
+		grpc.InTapHandle(newTokenGate(s.auth, opts.Now).tap),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
