@@ -128,6 +128,16 @@ func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
+// CloseWrite half-closes the connection, as its own does (the egress
+// proxy and net/http half-close before they close).
+func (c *limitedConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return cw.CloseWrite()
+}
+
 // tcpClientKey is the key a TCP connection is counted under, and whether
 // it is capped (not a trusted proxy's).
 func tcpClientKey(c net.Conn, trusted []netip.Prefix) (string, bool) {
