@@ -32,7 +32,8 @@ import (
 //     sandboxes' unix socket by the peer's cgroup, i.e. its container
 //     (SO_PEERCRED gives the pid of the process that connected; every
 //     process of one container shares its cgroup, and a sandbox cannot
-//     move itself out of it);
+//     move itself out of it; a hub in a pid namespace of its own, which
+//     cannot see its sandboxes' processes, counts them in the total only);
 //   - in total, below the process's RLIMIT_NOFILE, so that a flood from
 //     many clients still leaves descriptors for the hub's own work.
 
@@ -154,34 +155,42 @@ func tcpClientKey(c net.Conn, trusted []netip.Prefix) (string, bool) {
 	return a.String(), !inAny(a, trusted)
 }
 
-// unknownPeer is the key of unix connections whose peer cannot be told
-// (gone before it was asked, or in a pid namespace the hub cannot see):
-// they share one cap.
+// unknownPeer is the key of unix connections whose peer is gone before
+// it could be asked (a process that connects and exits, handing the
+// connection on): they share one cap.
 const unknownPeer = "peer:unknown"
 
+// unseenPeer is the key of unix connections whose peer is in a pid
+// namespace the hub cannot see (a hub in a container of its own): every
+// sandbox would look alike, so these are counted in the total only.
+const unseenPeer = "peer:unseen"
+
 // unixPeerKey is the cgroup of the process at the other end of a unix
-// connection: its container's, for a sandbox.
-func unixPeerKey(c net.Conn) string {
+// connection (its container's, for a sandbox), and whether it is capped.
+func unixPeerKey(c net.Conn) (string, bool) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return unknownPeer
+		return unknownPeer, true
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return unknownPeer
+		return unknownPeer, true
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := rc.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || cerr != nil || cred.Pid <= 0 {
-		return unknownPeer
+	}); err != nil || cerr != nil {
+		return unknownPeer, true
+	}
+	if cred.Pid == 0 {
+		return unseenPeer, false
 	}
 	cg, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/cgroup")
 	if err != nil || len(cg) == 0 {
-		return unknownPeer
+		return unknownPeer, true
 	}
-	return "cgroup:" + strings.TrimSpace(string(cg))
+	return "cgroup:" + strings.TrimSpace(string(cg)), true
 }
 
 // limitListener counts the connections it accepts by key; those over the

@@ -291,7 +291,7 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	s.sbListener = lis
 	s.sbHTTP = &http.Server{Handler: s.sandboxHandler(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
 		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
-	limited := s.limitConns(lis, s.opts.MaxConnsPerSandbox, func(c net.Conn) (string, bool) { return unixPeerKey(c), true })
+	limited := s.limitConns(lis, s.opts.MaxConnsPerSandbox, unixPeerKey)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
