@@ -208,6 +208,14 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 			case !la.IsLoopback():
 				return usageError{fmt.Errorf("--listen %s is reachable from other machines: give --tls-cert and --tls-key, or listen on 127.0.0.1", addr)}
 			}
+			if maxPerClient < 0 || maxPerSandbox < 0 {
+				return usageError{errors.New("--max-conns-per-client and --max-conns-per-sandbox: want a count of connections (0: no cap)")}
+			}
+			if metricsAddr != "" {
+				if !(listen.Addr{Network: "tcp", Address: metricsAddr}).IsLoopback() {
+					return usageError{fmt.Errorf("--metrics-listen %s: /metrics without a token is for loopback only (127.0.0.1:PORT or [::1]:PORT); elsewhere scrape the hub's port with the owner's token", metricsAddr)}
+				}
+			}
 			log, err := logging.New(logLevel)
 			if err != nil {
 				return usageError{fmt.Errorf("--log-level: %w", err)}
@@ -242,15 +250,6 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if maxPerClient < 0 || maxPerSandbox < 0 {
-				return usageError{errors.New("--max-conns-per-client and --max-conns-per-sandbox: want a count of connections (0: no cap)")}
-			}
-			var metricsLis net.Listener
-			if metricsAddr != "" {
-				if !(listen.Addr{Network: "tcp", Address: metricsAddr}).IsLoopback() {
-					return usageError{fmt.Errorf("--metrics-listen %s: /metrics without a token is for loopback only (127.0.0.1:PORT or [::1]:PORT); elsewhere scrape the hub's port with the owner's token", metricsAddr)}
-				}
-			}
 			var rep *replica.Options
 			if isPostgres(db) {
 				// Replicas share a Postgres store: register as one.
@@ -268,7 +267,8 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 			}
 			defer srv.Close() // Serve closes it too; this is for a listen that fails
 			if metricsAddr != "" {
-				if metricsLis, err = net.Listen("tcp", metricsAddr); err != nil {
+				metricsLis, err := net.Listen("tcp", metricsAddr)
+				if err != nil {
 					return fmt.Errorf("--metrics-listen: %w", err)
 				}
 				stop := serveMetrics(metricsLis, srv.MetricsHandler(), log.Named("metrics"))
