@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -296,4 +298,39 @@ func (g *tokenGate) tap(ctx context.Context, info *tap.Info) (context.Context, e
 	g.seen[key] = now.Add(tokenGateTTL)
 	g.mu.Unlock()
 	return ctx, nil
+}
+
+// admitHTTP is the gate for a gRPC call that net/http serves (a TLS
+// client that offered http/1.1 too, see splitter): it answers a refused
+// call itself, trailers-only as gRPC does, and returns false.
+func (g *tokenGate) admitHTTP(w http.ResponseWriter, r *http.Request) bool {
+	md := metadata.MD{}
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		md[wire.MDAuthorization] = v
+	}
+	_, err := g.tap(r.Context(), &tap.Info{FullMethodName: r.URL.Path, Header: md})
+	if err == nil {
+		return true
+	}
+	st := status.Convert(err)
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Grpc-Status", strconv.Itoa(int(st.Code())))
+	w.Header().Set("Grpc-Message", grpcMessageEncode(st.Message()))
+	w.WriteHeader(http.StatusOK)
+	return false
+}
+
+// grpcMessageEncode percent-encodes a grpc-message value: every byte
+// outside printable ASCII, and '%'.
+func grpcMessageEncode(msg string) string {
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c >= ' ' && c <= '~' && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }

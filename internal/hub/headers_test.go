@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/devdepot-ai/agentd/internal/testca"
 )
 
 // rawCall is a hostile gRPC client: it opens an HTTP/2 connection to addr
@@ -30,6 +33,14 @@ func rawCall(addr, token string, padBytes int) (string, net.Conn, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	return rawCallOn(c, addr, token, padBytes, 0)
+}
+
+// rawCallOn is rawCall on a connection already made (c is closed on an
+// error). With settle, a ping answered first is followed by up to settle
+// for an answer to the call.
+func rawCallOn(c net.Conn, addr, token string, padBytes int, settle time.Duration) (string, net.Conn, error) {
+	pinged := false
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		c.Close()
@@ -77,6 +88,10 @@ func rawCall(addr, token string, padBytes int) (string, net.Conn, error) {
 	}
 	for {
 		f, err := fr.ReadFrame()
+		var ne net.Error
+		if pinged && errors.As(err, &ne) && ne.Timeout() {
+			return "ping", c, nil
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
 				return "eof", c, nil
@@ -86,9 +101,16 @@ func rawCall(addr, token string, padBytes int) (string, net.Conn, error) {
 		}
 		switch f := f.(type) {
 		case *http2.PingFrame:
-			if f.IsAck() {
+			if !f.IsAck() {
+				break
+			}
+			if settle == 0 || pinged {
 				return "ping", c, nil
 			}
+			// net/http answers pings on its own while a handler runs:
+			// give the handler settle to answer before calling it "ping".
+			pinged = true
+			_ = c.SetReadDeadline(time.Now().Add(settle))
 		case *http2.RSTStreamFrame:
 			return "rst", c, nil
 		case *http2.GoAwayFrame:
@@ -203,5 +225,38 @@ func TestUnauthenticatedHeadersMemoryBounded(t *testing.T) {
 	}
 	if p.exited() {
 		t.Fatalf("agenthub exited: %v", p.err)
+	}
+}
+
+// The same gate holds for gRPC that net/http serves: a TLS client that
+// offers http/1.1 as well as h2 (see the splitter) and then speaks gRPC.
+func TestTokenGateOverNetHTTP(t *testing.T) {
+	t.Parallel()
+	ca := testca.New(t)
+	h := startHubTLS(t, ca)
+	for _, tc := range []struct {
+		token string
+		want  string
+	}{
+		{"", "status 200 grpc-status 16"},
+		{"agt_" + strings.Repeat("A", 43), "status 200 grpc-status 16"},
+		{h.owner, "ping"},
+	} {
+		c, err := tls.Dial("tcp", h.addr, &tls.Config{RootCAs: ca.Pool, NextProtos: []string{"h2", "http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+			c.Close()
+			t.Fatalf("negotiated %q, want h2", p)
+		}
+		got, c2, err := rawCallOn(c, h.addr, tc.token, 32<<10, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2.Close()
+		if got != tc.want {
+			t.Errorf("token %.8q through net/http: the hub answered %q, want %q", tc.token, got, tc.want)
+		}
 	}
 }

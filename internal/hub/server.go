@@ -90,6 +90,7 @@ type Server struct {
 	log      *zap.Logger
 	store    store.Store
 	auth     *authenticator
+	gate     *tokenGate // the token checked at a call's headers
 	pairing  *pairing.Service
 	registry *transport.Registry
 	acceptor *transport.Acceptor
@@ -157,6 +158,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{}), conns: newConnLimiter(totalConnCap())}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
+	s.gate = newTokenGate(s.auth, opts.Now)
 	s.activity = newActivityHub(s)
 	var err error
 	s.pairing, err = pairing.New(ctx, pairing.Options{Store: opts.Store, Now: opts.Now})
@@ -198,7 +200,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: idleConnTimeout}),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.ConnectionTimeout(classifyTimeout),
-		grpc.InTapHandle(newTokenGate(s.auth, opts.Now).tap),
+		grpc.InTapHandle(s.gate.tap),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
@@ -319,6 +321,9 @@ func (s *Server) authenticateSandbox(ctx context.Context, id string) (ed25519.Pu
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			if !s.gate.admitHTTP(w, r) {
+				return
+			}
 			s.grpc.ServeHTTP(w, r)
 			return
 		}
