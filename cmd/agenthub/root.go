@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -160,7 +162,8 @@ admin tokens of the first org manage that org only.`,
 }
 
 func newServeCmd() *cobra.Command {
-	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr string
+	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr string
+	var maxPerClient, maxPerSandbox int
 	var proxies []string
 	var sb sandboxFlags
 	cmd := &cobra.Command{
@@ -179,10 +182,20 @@ agentd (--agentd) as uid 1000 on a read-only root, and dials the hub over a
 unix socket under --sandbox-dir. Sandboxes with network access join a network
 whose egress rules the hub installs (public internet yes, private networks and
 the host no); if they cannot be installed (run as root, or with
-CAP_NET_ADMIN), environments that need a network are refused.`,
+CAP_NET_ADMIN), environments that need a network are refused.
+
+/metrics shows every org's calls, so on the hub's port it needs the hub
+owner's API token (Authorization: Bearer agt_…); --metrics-listen serves it
+without a token on a loopback address for a local Prometheus.
+
+Connections are capped per client address (--max-conns-per-client; a
+--trusted-proxy is not capped) and per sandbox on its socket
+(--max-conns-per-sandbox); the excess is closed at once. Raise the file
+descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
-  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
+  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com
+  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			la := listen.Addr{Network: "tcp", Address: addr}
@@ -196,6 +209,14 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 				tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 			case !la.IsLoopback():
 				return usageError{fmt.Errorf("--listen %s is reachable from other machines: give --tls-cert and --tls-key, or listen on 127.0.0.1", addr)}
+			}
+			if maxPerClient < 0 || maxPerSandbox < 0 {
+				return usageError{errors.New("--max-conns-per-client and --max-conns-per-sandbox: want a count of connections (0: no cap)")}
+			}
+			if metricsAddr != "" {
+				if !(listen.Addr{Network: "tcp", Address: metricsAddr}).IsLoopback() {
+					return usageError{fmt.Errorf("--metrics-listen %s: /metrics without a token is for loopback only (127.0.0.1:PORT or [::1]:PORT); elsewhere scrape the hub's port with the owner's token", metricsAddr)}
+				}
 			}
 			log, err := logging.New(logLevel)
 			if err != nil {
@@ -238,13 +259,24 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
 				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
-				PublicURL:      publicURL,
-				TrustedProxies: trusted,
+				PublicURL:          publicURL,
+				TrustedProxies:     trusted,
+				MaxConnsPerClient:  noCapIsNegative(maxPerClient),
+				MaxConnsPerSandbox: noCapIsNegative(maxPerSandbox),
 			})
 			if err != nil {
 				return err
 			}
 			defer srv.Close() // Serve closes it too; this is for a listen that fails
+			if metricsAddr != "" {
+				metricsLis, err := net.Listen("tcp", metricsAddr)
+				if err != nil {
+					return fmt.Errorf("--metrics-listen: %w", err)
+				}
+				stop := serveMetrics(metricsLis, srv.MetricsHandler(), log.Named("metrics"))
+				defer stop()
+				log.Info("serving metrics", zap.String("url", "http://"+metricsLis.Addr().String()+"/metrics"))
+			}
 			lis, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
@@ -282,8 +314,33 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
 	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
+	f.StringVar(&metricsAddr, "metrics-listen", "", "loopback host:port to serve /metrics on without a token (e.g. 127.0.0.1:9464); on the main port /metrics needs the hub owner's token")
+	f.IntVar(&maxPerClient, "max-conns-per-client", hub.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
+	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", hub.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
 	sb.register(f)
 	return cmd
+}
+
+// noCapIsNegative turns a flag's 0 (no cap) into hub.Options' negative.
+func noCapIsNegative(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// serveMetrics serves h on lis until the returned stop is called.
+func serveMetrics(lis net.Listener, h http.Handler, log *zap.Logger) (stop func()) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: zap.NewStdLog(log)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(lis)
+	}()
+	return func() {
+		_ = hs.Close()
+		<-done
+	}
 }
 
 // parseProxies reads --trusted-proxy values: CIDRs, or addresses (one host).

@@ -61,7 +61,8 @@ type benchHub struct {
 
 func newBenchHub(tb testing.TB, log *zap.Logger) *benchHub {
 	tb.Helper()
-	hb := hubtest.Start(tb, hubtest.Options{Org: "bench", Actor: "bench", Logger: log})
+	// Every daemon of a benchmark dials from 127.0.0.1: no per-client cap.
+	hb := hubtest.Start(tb, hubtest.Options{Org: "bench", Actor: "bench", Logger: log, MaxConnsPerClient: -1})
 	h := &benchHub{tb: tb, hub: hb, store: hb.Store, org: hb.Org, token: hb.Token}
 	h.sync()
 	return h
@@ -87,7 +88,12 @@ func (h *benchHub) conn() *grpc.ClientConn {
 
 // tunnels is the hub's agenthub_tunnels gauge (-1 when it cannot be read).
 func (h *benchHub) tunnels(c *http.Client) int {
-	resp, err := c.Get(h.url + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	req.Header.Set("Authorization", "Bearer "+h.token) // the owner's
+	resp, err := c.Do(req)
 	if err != nil {
 		return -1
 	}

@@ -378,7 +378,12 @@ func TestPairEndpointBadInput(t *testing.T) {
 	}
 	// The health and metrics endpoints answer.
 	for _, p := range []string{"/healthz", "/metrics"} {
-		resp, err := http.Get(h.url + p)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, h.url+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+h.owner)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Errorf("GET %s = %v %v", p, resp, err)
 		}

@@ -87,6 +87,8 @@ func (s *Server) startForwarding(ctx context.Context) error {
 		grpc.Creds(credentials.NewTLS(cfg)),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.ConnectionTimeout(classifyTimeout),
 		grpc.UnknownServiceHandler(proxyHandler(s.routeForwarded)),
 	)
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
 
@@ -40,12 +41,10 @@ func TestMetricsRefusedHandshakes(t *testing.T) {
 		ws.CloseNow()
 		cancel()
 	}
-	resp, err := http.Get(h.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	code, body := getMetrics(t, h.url, h.owner)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics with the owner's token: %d %s", code, body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	for _, want := range []string{
 		"# TYPE agenthub_tunnel_handshakes_refused_total counter\n",
 		"agenthub_tunnel_handshakes_refused_total{reason=\"bad_request\"} 3\n",
@@ -54,6 +53,69 @@ func TestMetricsRefusedHandshakes(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// getMetrics GETs url/metrics with token ("": none) and returns the status
+// and body.
+func getMetrics(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// /metrics shows every org's calls and refusals: on the hub's port only
+// the hub owner's token reads it, not an admin or member of another org,
+// nor a member of the owner's org, nor a client without a token.
+func TestMetricsNeedsOwnerToken(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	admin := hubv1.NewAdminServiceClient(h.conn())
+	ctx := authCtx(t.Context(), h.owner, "")
+	if _, err := admin.CreateOrg(ctx, &hubv1.CreateOrgRequest{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	token := func(org string, role hubv1.Role) string {
+		r, err := admin.CreateToken(ctx, &hubv1.CreateTokenRequest{Org: org, Name: "t-" + org + role.String(), Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetSecret()
+	}
+	for _, tc := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"not a token", "hello", http.StatusUnauthorized},
+		{"unknown token", "agt_" + strings.Repeat("x", 43), http.StatusUnauthorized},
+		{"member of the owner's org", token("", hubv1.Role_ROLE_MEMBER), http.StatusForbidden},
+		{"admin of another org", token("other", hubv1.Role_ROLE_ADMIN), http.StatusForbidden},
+		{"owner", h.owner, http.StatusOK},
+	} {
+		code, body := getMetrics(t, h.url, tc.token)
+		if code != tc.want {
+			t.Errorf("%s: /metrics %d, want %d\n%s", tc.name, code, tc.want, body)
+		}
+		if leaked := strings.Contains(body, "agenthub_grpc_calls_total"); leaked != (tc.want == http.StatusOK) {
+			t.Errorf("%s: body shows the metrics: %v, want %v", tc.name, leaked, tc.want == http.StatusOK)
 		}
 	}
 }

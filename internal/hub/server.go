@@ -72,6 +72,15 @@ type Options struct {
 	// by the web console in the pairing commands. Default: each request's
 	// scheme and Host.
 	PublicURL string
+	// MaxConnsPerClient caps the connections one client address (an IPv6
+	// /64) holds open on the hub's port; the excess is closed at once.
+	// Trusted proxies are not capped. Default DefaultMaxConnsPerClient;
+	// negative: no cap.
+	MaxConnsPerClient int
+	// MaxConnsPerSandbox caps the connections one sandbox (its cgroup)
+	// holds open on the sandboxes' socket: its tunnel and its egress.
+	// Default DefaultMaxConnsPerSandbox; negative: no cap.
+	MaxConnsPerSandbox int
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -81,6 +90,7 @@ type Server struct {
 	log      *zap.Logger
 	store    store.Store
 	auth     *authenticator
+	gate     *tokenGate // the token checked at a call's headers
 	pairing  *pairing.Service
 	registry *transport.Registry
 	acceptor *transport.Acceptor
@@ -102,6 +112,8 @@ type Server struct {
 	egress        *egressproxy.Proxy // sandboxes' egress, on their socket
 
 	calls, pairs atomic.Int64
+	conns        *connLimiter  // connections open, on the port and the sandboxes' socket
+	connsRefused atomic.Int64  // connections closed at once by conns
 	hubSeq       atomic.Uint64 // the last sequence number of the hub's own records
 
 	ctx    context.Context // lives until Close
@@ -137,9 +149,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 30 * time.Second
 	}
-	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{})}
+	if opts.MaxConnsPerClient == 0 {
+		opts.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if opts.MaxConnsPerSandbox == 0 {
+		opts.MaxConnsPerSandbox = DefaultMaxConnsPerSandbox
+	}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{}), conns: newConnLimiter(totalConnCap())}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
+	s.gate = newTokenGate(s.auth, opts.Now)
 	s.activity = newActivityHub(s)
 	var err error
 	s.pairing, err = pairing.New(ctx, pairing.Options{Store: opts.Store, Now: opts.Now})
@@ -178,7 +197,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.ForceServerCodecV2(rawCodec{}),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: idleConnTimeout}),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.ConnectionTimeout(classifyTimeout),
+		grpc.InTapHandle(s.gate.tap),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
@@ -199,7 +221,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
 	})
-	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.mux.HandleFunc("GET /metrics", s.ownerOnly(s.handleMetrics))
 	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
 		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now})
 	if err != nil {
@@ -269,11 +291,13 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/tunnel", s.sbAcceptor)
 	s.sbListener = lis
-	s.sbHTTP = &http.Server{Handler: s.sandboxHandler(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
+	s.sbHTTP = &http.Server{Handler: s.sandboxHandler(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
+	limited := s.limitConns(lis, s.opts.MaxConnsPerSandbox, unixPeerKey)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = s.sbHTTP.Serve(lis)
+		_ = s.sbHTTP.Serve(limited)
 	}()
 
 	if err := m.reconcile(ctx); err != nil {
@@ -297,6 +321,9 @@ func (s *Server) authenticateSandbox(ctx context.Context, id string) (ed25519.Pu
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			if !s.gate.admitHTTP(w, r) {
+				return
+			}
 			s.grpc.ServeHTTP(w, r)
 			return
 		}
@@ -329,7 +356,8 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       idleConnTimeout,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	hs.Protocols = new(http.Protocols)
@@ -339,6 +367,7 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	if tlsConfig != nil {
 		hs.TLSConfig = tlsConfig.Clone()
 	}
+	lis = s.limitConns(lis, s.opts.MaxConnsPerClient, func(c net.Conn) (string, bool) { return tcpClientKey(c, s.opts.TrustedProxies) })
 	sp := newSplitter(lis, tlsConfig, s.log.Named("listener"))
 	errc := make(chan error, 3)
 	go func() { errc <- sp.run() }()
@@ -647,6 +676,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.registry.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
 	fmt.Fprintf(w, "# HELP agenthub_pair_requests_total Pairing requests received.\n# TYPE agenthub_pair_requests_total counter\nagenthub_pair_requests_total %d\n", s.pairs.Load())
+	fmt.Fprintf(w, "# HELP agenthub_connections_refused_total Connections closed as they were accepted: over a client's or the hub's cap.\n# TYPE agenthub_connections_refused_total counter\nagenthub_connections_refused_total %d\n", s.connsRefused.Load())
 	fmt.Fprintf(w, "# HELP agenthub_tunnel_handshakes_refused_total Tunnel handshakes refused (machines' and sandboxes'), by reason.\n# TYPE agenthub_tunnel_handshakes_refused_total counter\n")
 	refused := s.acceptor.Refused()
 	if s.sbAcceptor != nil {

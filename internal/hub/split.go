@@ -80,8 +80,7 @@ func (s *splitter) run() error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if temporaryAccept(err) {
 				// Out of file descriptors and the like: back off like net/http.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				s.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
@@ -177,6 +176,17 @@ func (s *splitter) Close() error {
 		err = s.inner.Close()
 	})
 	return err
+}
+
+// temporaryAccept tells an accept error that passes (the process or the
+// system out of file descriptors, a connection reset before it was
+// accepted) from the listener's end.
+func temporaryAccept(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // wait waits for connections being classified.

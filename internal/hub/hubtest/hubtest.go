@@ -43,6 +43,9 @@ type Options struct {
 	// Replica, set, makes each hub a replica (see hub.Options); each gets
 	// an ID of its own unless the options name one.
 	Replica *replica.Options
+	// MaxConnsPerClient is the hub's (see hub.Options): benchmarks with
+	// many daemons on one address set it negative (no cap).
+	MaxConnsPerClient int
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -144,7 +147,7 @@ func (h *Hub) Serve(addr string) {
 	}
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
-		Heartbeat: h.opts.Heartbeat, Replica: rep,
+		Heartbeat: h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
 	})
 	if err != nil {
 		h.tb.Fatal(err)

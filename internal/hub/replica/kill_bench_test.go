@@ -92,7 +92,8 @@ func startHubProc(t *testing.T, bin, db, dir string) *hubProc {
 	}
 	defer logf.Close()
 	p.cmd = exec.Command(bin, "serve", "--listen", p.addr, "--internal-addr", p.internal, "--db", db,
-		"--sandboxes", "off", "--agent-releases", "off", "--log-level", "warn")
+		"--sandboxes", "off", "--agent-releases", "off", "--log-level", "warn",
+		"--max-conns-per-client", "0") // every daemon of the test dials from 127.0.0.1
 	p.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir)
 	p.cmd.Stderr = logf
 	if err := p.cmd.Start(); err != nil {

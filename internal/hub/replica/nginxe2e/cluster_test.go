@@ -304,7 +304,12 @@ func (c *cluster) waitHealthy(t testing.TB, url string, p *proc) {
 // metric reads one unlabelled value from the replica's /metrics.
 func (c *cluster) metric(t testing.TB, r *replica, name string) int64 {
 	t.Helper()
-	resp, err := c.http.Get(r.URL() + "/metrics")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, r.URL()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token) // the owner's
+	resp, err := c.http.Do(req)
 	if err != nil {
 		t.Fatalf("replica %s /metrics: %v", r.name, err)
 	}
