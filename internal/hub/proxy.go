@@ -70,6 +70,9 @@ type Route struct {
 	// Done, if set, is called when the call has ended, with how it ended;
 	// what it returns is what the caller gets (it may say more).
 	Done func(error) error
+	// Rec, if set, is the hub's record of the call: it reads the frames it
+	// needs as they pass and is finished with how the call ended.
+	Rec *callRecord
 }
 
 // Router authenticates and authorises a call to method and finds its
@@ -96,6 +99,9 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		err = forward(ss, r, method)
 		if r.Done != nil {
 			err = r.Done(err)
+		}
+		if r.Rec != nil {
+			r.Rec.finish(err, r.Rec.w.h.s.opts.Now())
 		}
 		return err
 	}
@@ -125,6 +131,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 				}
 				return
 			}
+			r.Rec.up(f)
 			err := cs.SendMsg(f)
 			f.free()
 			if err != nil {
@@ -157,6 +164,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			return err
 		}
+		r.Rec.down(f)
 		err = ss.SendMsg(f)
 		f.free()
 		if err != nil {

@@ -43,6 +43,10 @@ type Options struct {
 	// Replica, set, makes each hub a replica (see hub.Options); each gets
 	// an ID of its own unless the options name one.
 	Replica *replica.Options
+	// ActivityLimits and ActivityKeepBytesPerOrg: see hub.Options;
+	// default the hub's.
+	ActivityLimits          hub.ActivityLimits
+	ActivityKeepBytesPerOrg int64
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -145,6 +149,7 @@ func (h *Hub) Serve(addr string) {
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
 		Heartbeat: h.opts.Heartbeat, Replica: rep,
+		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
 	})
 	if err != nil {
 		h.tb.Fatal(err)
