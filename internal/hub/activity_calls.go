@@ -166,11 +166,11 @@ func (c *callRecord) finish(err error, now time.Time) {
 		}
 		switch {
 		case p.exited && p.timedOut:
-			r.Outcome, r.ExitCode = agentdv1.Outcome_OUTCOME_ERROR, p.code
+			r.Outcome, r.ExitCode, r.Error = agentdv1.Outcome_OUTCOME_ERROR, p.code, "timed out"
 			r.Summary += ": " + what + ", timed out"
 		case p.exited && p.signal != "":
-			r.Outcome, r.ExitCode = agentdv1.Outcome_OUTCOME_ERROR, p.code
-			r.Summary += ": " + what + ", killed by " + p.signal
+			r.Outcome, r.ExitCode, r.Error = agentdv1.Outcome_OUTCOME_ERROR, p.code, "killed by "+cut(p.signal, 20)
+			r.Summary += ": " + what + ", killed by " + cut(p.signal, 20)
 		case p.exited:
 			r.ExitCode = p.code
 			r.Summary += fmt.Sprintf(": %s, exit %d", what, p.code)

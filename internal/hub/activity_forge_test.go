@@ -1,17 +1,21 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -26,6 +30,7 @@ type forger struct {
 	agentdv1.UnimplementedSystemServiceServer
 	recs  chan *agentdv1.ActivityRecord
 	since chan uint64 // each Watch's since_seq
+	stop  func()      // closes its tunnel
 }
 
 func (f *forger) Watch(req *agentdv1.WatchRequest, st grpc.ServerStreamingServer[agentdv1.WatchResponse]) error {
@@ -76,7 +81,9 @@ func serveForger(t *testing.T, h *hubEnv, id string, key ed25519.PrivateKey) (*f
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(tun) }()
-	t.Cleanup(func() { tun.Close(); srv.Stop(); <-done })
+	var once sync.Once
+	f.stop = func() { once.Do(func() { tun.Close(); srv.Stop(); <-done }) }
+	t.Cleanup(f.stop)
 	select {
 	case since := <-f.since:
 		return f, since
@@ -188,5 +195,70 @@ func TestActivityForgedAccount(t *testing.T) {
 	// the forged number.
 	if _, since := serveForger(t, h, id, key); since != 4 {
 		t.Errorf("the hub resumed the Watch after %d, want 4", since)
+	}
+}
+
+// A daemon's account is bounded at the hub: a 1 MB record is stored cut
+// to the record limit, and a flood past the machine's rate is dropped,
+// counted in one note, so the database stays small.
+func TestActivityForgedFlood(t *testing.T) {
+	t.Parallel()
+	// A bucket that does not refill during the test: the burst is stored.
+	lim := hub.ActivityLimits{PerSecond: 0.001, Burst: 40}
+	hb := hubtest.Start(t, hubtest.Options{ActivityLimits: lim})
+	h := &hubEnv{t: t, hub: hb, store: hb.Store, owner: hb.Token}
+	h.sync()
+	id, key := pairForger(t, h)
+	f, _ := serveForger(t, h, id, key)
+	stop := f.stop
+
+	big := bytes.Repeat([]byte("A"), 1<<20)
+	const huge, small = 10, 400
+	for i := range huge {
+		r := forged(uint64(i+1), "process.exit", "a 1 MB record")
+		r.Output, r.Command = big, string(big)
+		f.send(t, r)
+	}
+	for i := range small {
+		f.send(t, forged(uint64(huge+i+1), "file.write", "flood"))
+	}
+	// The note of what was dropped comes with the next record let through,
+	// or when the Watch ends.
+	stop()
+
+	got := hubRecords(t, h, id, func(rs []*hubv1.WatchResponse) bool {
+		return find(rs, func(r *hubv1.WatchResponse) bool { return r.GetRecord().GetKind() == "activity.dropped" }) != nil
+	})
+	stored, err := h.store.ListActivity(t.Context(), store.ActivityQuery{OrgID: hb.Org.ID, MachineID: id, Limit: store.MaxActivityLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var daemon, total int
+	for _, a := range stored {
+		total += len(a.Record)
+		if len(a.Record) > 64<<10 {
+			t.Errorf("record %d is %d bytes, over the 64 KiB limit", a.Seq, len(a.Record))
+		}
+		if a.Source == store.SourceDaemon {
+			daemon++
+		}
+	}
+	if daemon != lim.Burst {
+		t.Errorf("stored %d of the daemon's %d records; want %d (the burst)", daemon, huge+small, lim.Burst)
+	}
+	if total > (huge*64<<10)+small*1024 {
+		t.Errorf("the forger's records hold %d bytes", total)
+	}
+	note := find(got, func(r *hubv1.WatchResponse) bool { return r.GetRecord().GetKind() == "activity.dropped" })
+	// The tunnel closed with records still in flight: the note counts
+	// those the hub received and dropped.
+	var dropped int
+	if _, err := fmt.Sscanf(note.GetRecord().GetSummary(), "dropped %d records", &dropped); err != nil || note.GetSource() != "hub" ||
+		dropped < 1 || dropped+daemon > huge+small {
+		t.Errorf("the note = %q (%s); want the hub's 'dropped N records', 0 < N <= %d", note.GetRecord().GetSummary(), note.GetSource(), huge+small-daemon)
+	}
+	cut := find(got, func(r *hubv1.WatchResponse) bool { return r.GetRecord().GetSummary() == "a 1 MB record (cut by the hub to fit its record limit)" })
+	if cut == nil {
+		t.Errorf("no 1 MB record stored cut:\n%s", lines(got))
 	}
 }
