@@ -53,7 +53,9 @@ func TestActivityHubRecordsRoutedCalls(t *testing.T) {
 			find(rs, func(r *hubv1.WatchResponse) bool {
 				return r.GetSource() == "daemon" && r.GetRecord().GetKind() == wire.KindProcessExit && strings.Contains(r.GetRecord().GetCommand(), "via-mcp")
 			}) != nil &&
-			find(rs, func(r *hubv1.WatchResponse) bool { return strings.Contains(r.GetRecord().GetSummary(), "FileService/Stat") }) != nil
+			find(rs, func(r *hubv1.WatchResponse) bool {
+				return strings.Contains(r.GetRecord().GetSummary(), "FileService/Stat")
+			}) != nil
 	})
 	sh := find(got, isCall("routed-out")).GetRecord()
 	if sh.GetActor() != "tester" || sh.GetExitCode() != 3 || !strings.Contains(string(sh.GetOutput()), "routed-out\n") ||
@@ -65,7 +67,9 @@ func TestActivityHubRecordsRoutedCalls(t *testing.T) {
 	if mcp.GetClient() != "agentctl-mcp/1.2 (claude-code 2.0.1)" || !strings.Contains(mcp.GetSummary(), "killed by") || mcp.GetActor() != "tester" {
 		t.Errorf("the hub's record of the MCP client's call = client %q actor %q summary %q; want its client and 'killed by'", mcp.GetClient(), mcp.GetActor(), mcp.GetSummary())
 	}
-	stat := find(got, func(r *hubv1.WatchResponse) bool { return strings.Contains(r.GetRecord().GetSummary(), "FileService/Stat") }).GetRecord()
+	stat := find(got, func(r *hubv1.WatchResponse) bool {
+		return strings.Contains(r.GetRecord().GetSummary(), "FileService/Stat")
+	}).GetRecord()
 	if stat.GetOutcome() != agentdv1.Outcome_OUTCOME_ERROR || !strings.Contains(stat.GetError(), "NotFound") {
 		t.Errorf("the hub's record of a failed Stat = %v %q", stat.GetOutcome(), stat.GetError())
 	}

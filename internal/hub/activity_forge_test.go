@@ -257,7 +257,9 @@ func TestActivityForgedFlood(t *testing.T) {
 		dropped < 1 || dropped+daemon > huge+small {
 		t.Errorf("the note = %q (%s); want the hub's 'dropped N records', 0 < N <= %d", note.GetRecord().GetSummary(), note.GetSource(), huge+small-daemon)
 	}
-	cut := find(got, func(r *hubv1.WatchResponse) bool { return r.GetRecord().GetSummary() == "a 1 MB record (cut by the hub to fit its record limit)" })
+	cut := find(got, func(r *hubv1.WatchResponse) bool {
+		return r.GetRecord().GetSummary() == "a 1 MB record (cut by the hub to fit its record limit)"
+	})
 	if cut == nil {
 		t.Errorf("no 1 MB record stored cut:\n%s", lines(got))
 	}
