@@ -19,6 +19,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/logging"
+	"github.com/devdepot-ai/agentd/internal/units"
 	"github.com/devdepot-ai/agentd/internal/version"
 )
 
@@ -160,6 +161,7 @@ once: keep it. The owner can create orgs and act in any of them
 func newServeCmd() *cobra.Command {
 	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr string
 	var proxies []string
+	activityKeepBytes := "256MiB"
 	var sb sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL] [--docker-host URL] [--allow-registry HOST]...",
@@ -183,6 +185,10 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			keepBytes, err := units.ParseBytes(activityKeepBytes)
+			if err != nil || keepBytes < 1<<20 {
+				return usageError{fmt.Errorf("--activity-keep-bytes %q: want a size of at least 1MiB, e.g. 256MiB or 2GiB", activityKeepBytes)}
+			}
 			la := listen.Addr{Network: "tcp", Address: addr}
 			var tlsConfig *tls.Config
 			switch {
@@ -236,8 +242,9 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
 				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
-				PublicURL:      publicURL,
-				TrustedProxies: trusted,
+				PublicURL:               publicURL,
+				TrustedProxies:          trusted,
+				ActivityKeepBytesPerOrg: keepBytes,
 			})
 			if err != nil {
 				return err
@@ -280,6 +287,7 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
 	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
+	f.StringVar(&activityKeepBytes, "activity-keep-bytes", activityKeepBytes, "bytes of activity records kept per org (the oldest go first), beside the 100,000 records kept per org")
 	sb.register(f)
 	return cmd
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,5 +31,25 @@ func TestParseProxies(t *testing.T) {
 		if _, err := parseProxies([]string{bad}); err == nil {
 			t.Errorf("parseProxies(%q) accepted it", bad)
 		}
+	}
+}
+
+// TestServeActivityKeepBytes: a byte budget that is not a size, or too
+// small to keep anything, is a usage error before anything is opened.
+func TestServeActivityKeepBytes(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"lots", "-5", "1K", "0"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "hub.db")
+			_, _, err := runAgenthub(t, "", "serve", "--listen", "127.0.0.1:0", "--db", db, "--activity-keep-bytes", v)
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--activity-keep-bytes") {
+				t.Fatalf("serve --activity-keep-bytes %s = %v, want a usage error naming the flag", v, err)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the database was made (%v)", err)
+			}
+		})
 	}
 }
