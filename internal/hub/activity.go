@@ -30,12 +30,15 @@ type activityHub struct {
 
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc // machine -> its collector
+	running map[string]int                // machine -> its collectors still storing
+	retired map[string]bool               // sandboxes gone whose secrets go with their last collector
 	changed chan struct{}                 // closed and replaced on every stored batch
 	wg      sync.WaitGroup
 }
 
 func newActivityHub(s *Server) *activityHub {
-	h := &activityHub{s: s, cancels: map[string]context.CancelFunc{}, changed: make(chan struct{}), secrets: newRedactor()}
+	h := &activityHub{s: s, cancels: map[string]context.CancelFunc{}, running: map[string]int{}, retired: map[string]bool{},
+		changed: make(chan struct{}), secrets: newRedactor()}
 	h.calls = newCallWriter(h)
 	h.wg.Add(1)
 	go func() {
@@ -54,12 +57,42 @@ func (h *activityHub) machineUp(id string) {
 	}
 	ctx, cancel := context.WithCancel(h.s.ctx)
 	h.cancels[id] = cancel
+	h.running[id]++
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer h.collected(id)
 		defer cancel()
 		h.collect(ctx, id)
 	}()
+}
+
+// collected is called when a collector of the machine has stored its last
+// record: a sandbox gone takes its secret values with its last one.
+func (h *activityHub) collected(id string) {
+	h.mu.Lock()
+	h.running[id]--
+	forget := h.running[id] == 0 && h.retired[id]
+	if h.running[id] == 0 {
+		delete(h.running, id)
+		delete(h.retired, id)
+	}
+	h.mu.Unlock()
+	if forget {
+		h.secrets.forget(id)
+	}
+}
+
+// sandboxGone forgets a removed sandbox's secret values once the records
+// still arriving from it are stored (redacted).
+func (h *activityHub) sandboxGone(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[id] > 0 {
+		h.retired[id] = true
+		return
+	}
+	h.secrets.forget(id)
 }
 
 // machineDown forgets the machine's collector without cancelling it: its

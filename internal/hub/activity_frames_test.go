@@ -106,3 +106,36 @@ func BenchmarkProcStreamOutput(b *testing.B) {
 		p.event(data)
 	}
 }
+
+// A removed sandbox's secret values are forgotten once its collectors have
+// stored their last records, not before (those are redacted too).
+func TestSandboxGoneForgetsSecrets(t *testing.T) {
+	t.Parallel()
+	h := &activityHub{running: map[string]int{}, retired: map[string]bool{}, secrets: newRedactor()}
+	held := func(id string) bool {
+		r := &agentdv1.ActivityRecord{Summary: "the key is sk-0123456789"}
+		h.secrets.redact(id, r)
+		return r.Summary == "the key is [secret KEY]"
+	}
+	h.secrets.hold("sb-a", map[string][]byte{"KEY": []byte("sk-0123456789"), "PIN": []byte("123")})
+	h.secrets.hold("sb-b", map[string][]byte{"KEY": []byte("sk-0123456789")})
+	h.running["sb-a"] = 1
+
+	h.sandboxGone("sb-a") // its collector is still storing
+	h.sandboxGone("sb-b") // none is
+	if !held("sb-a") || held("sb-b") {
+		t.Fatalf("after removal: sb-a redacted %v (want true, its collector runs), sb-b %v (want false)", held("sb-a"), held("sb-b"))
+	}
+	h.collected("sb-a")
+	if held("sb-a") {
+		t.Error("sb-a's secrets are held after its last collector ended")
+	}
+	// Values shorter than minSecretLen are not redacted ("123" would
+	// blank every 123 in the output).
+	h.secrets.hold("sb-c", map[string][]byte{"PIN": []byte("123")})
+	r := &agentdv1.ActivityRecord{Output: []byte("1234")}
+	h.secrets.redact("sb-c", r)
+	if string(r.Output) != "1234" {
+		t.Errorf("a 3-byte secret was redacted: %q", r.Output)
+	}
+}
