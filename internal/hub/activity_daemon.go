@@ -95,7 +95,9 @@ func (a *daemonAccount) admit(r *agentdv1.ActivityRecord) (notes []*agentdv1.Act
 			Summary: fmt.Sprintf("the daemon sent a record without a sequence number or time (kind %q): not stored", cut(r.GetKind(), 100))}), false
 	}
 	switch seq := r.GetSeq(); {
-	case seq == a.cursor+1:
+	case seq == a.cursor+1 || a.cursor == 0:
+		// In order, or the first record the hub has of the machine (a new
+		// daemon's numbers start at the time in microseconds).
 		a.cursor = seq
 	case seq > a.cursor+1 && seq != a.run+1:
 		notes = append(notes, &agentdv1.ActivityRecord{Kind: kindGap, Outcome: agentdv1.Outcome_OUTCOME_ERROR,

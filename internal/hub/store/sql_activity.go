@@ -62,8 +62,10 @@ func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []
 				source, subject, int64(len(r.Record))); err != nil {
 				return err
 			}
-			// The cursor advances by one only: a jump is stored, not trusted.
-			if r.Seq == cursor+1 {
+			// The cursor advances by one only: a jump is stored, not
+			// trusted. The first record numbers where the machine starts
+			// (a new daemon's log starts at the time in microseconds).
+			if r.Seq == cursor+1 || cursor == 0 {
 				cursor = r.Seq
 			}
 		}

@@ -331,11 +331,11 @@ type ActivityLog interface {
 	// a sequence number already stored for the machine are skipped, so a
 	// resumed watch that overlaps is harmless.
 	AppendActivity(ctx context.Context, machineID string, recs []Activity) error
-	// LastSeq returns the machine's cursor: the highest sequence number n
-	// such that a record numbered n was appended when the cursor stood at
-	// n-1 (0: none). It advances by one only: a record numbered past a gap
-	// is stored but does not move it, so a forged high number cannot make
-	// a resumed watch skip the records after the cursor. Pruning does not
+	// LastSeq returns the machine's cursor: the number of its first record
+	// appended, then advanced by one with each record numbered one past it
+	// (0: none yet). A record numbered past a gap is stored but does not
+	// move it, so a forged high number cannot make a resumed watch skip the
+	// records after the cursor. Pruning does not
 	// lower it, so a resumed watch never replays what was pruned.
 	LastSeq(ctx context.Context, machineID string) (uint64, error)
 	// ListActivity returns the records q selects in ID (arrival) order.

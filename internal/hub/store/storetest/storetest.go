@@ -464,7 +464,7 @@ func testActivity(t *testing.T, s store.Store) {
 	for _, tt := range []struct {
 		machine string
 		want    uint64
-	}{{m1.ID, 3}, {m2.ID, 1}, {g.ID, 0}} { // g: 7 is a jump, stored, not trusted
+	}{{m1.ID, 3}, {m2.ID, 1}, {g.ID, 7}} { // g: its first record sets where it starts
 		if seq := must(s.LastSeq(ctx, tt.machine))(t); seq != tt.want {
 			t.Errorf("LastSeq(%s) = %d, want %d", tt.machine, seq, tt.want)
 		}
@@ -500,16 +500,16 @@ func testActivity(t *testing.T, s store.Store) {
 
 	// The cursor advances by one only: a forged high number is stored but
 	// the records after the cursor still move it.
-	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(1000000), rec(1), rec(2)}))
-	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 2 {
-		t.Errorf("LastSeq after a jump to 1000000 then 1, 2 = %d, want 2", seq)
+	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(1000000), rec(8), rec(9)}))
+	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 9 {
+		t.Errorf("LastSeq after a jump to 1000000 then 8, 9 = %d, want 9", seq)
 	}
-	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(3), rec(4)}))
-	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 4 {
-		t.Errorf("LastSeq after 3, 4 = %d, want 4", seq)
+	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(10), rec(12)}))
+	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 10 {
+		t.Errorf("LastSeq after 10, 12 = %d, want 10", seq)
 	}
 	if diff := cmp.Diff(seqs(must(s.ListActivity(ctx, store.ActivityQuery{OrgID: globex.ID}))(t)),
-		[]string{g.ID + "/7", g.ID + "/1000000", g.ID + "/1", g.ID + "/2", g.ID + "/3", g.ID + "/4"}); diff != "" {
+		[]string{g.ID + "/7", g.ID + "/1000000", g.ID + "/8", g.ID + "/9", g.ID + "/10", g.ID + "/12"}); diff != "" {
 		t.Errorf("globex after the jump (-got +want):\n%s", diff)
 	}
 
