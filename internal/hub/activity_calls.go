@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,9 +93,13 @@ type callRecord struct {
 	subject string // the machine or sandbox the call went to
 	method  string
 	start   time.Time
-	rec     *agentdv1.ActivityRecord
 	proc    procStream // set: a Start or Attach, whose frames are read
-	upSeen  bool
+
+	// mu guards rec and upSeen: the caller's frames are read on the
+	// proxy's upload goroutine, which a cancelled call may leave running.
+	mu     sync.Mutex
+	rec    *agentdv1.ActivityRecord
+	upSeen bool
 }
 
 // newCall starts the record of a call routed to machine id.
@@ -116,7 +121,12 @@ func (h *activityHub) newCall(orgID, actor, client, conv, env, id, method string
 // up reads a frame from the caller: the first of a Start or an Attach
 // (its request). It returns at once for every other call.
 func (c *callRecord) up(f *frame) {
-	if c == nil || !c.proc.on || c.upSeen {
+	if c == nil || !c.proc.on {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.upSeen {
 		return
 	}
 	c.upSeen = true
@@ -144,6 +154,9 @@ func (c *callRecord) finish(err error, now time.Time) {
 	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.upSeen = true // a frame read late changes nothing now: the writer has the record
 	r := c.rec
 	r.Time = timestamppb.New(c.start)
 	r.Duration = durationpb.New(now.Sub(c.start))
