@@ -150,10 +150,11 @@ func (c *callRecord) down(f *frame) {
 
 // finish completes the record with how the call ended and hands it to the
 // writer.
-func (c *callRecord) finish(err error, now time.Time) {
+func (c *callRecord) finish(err error) {
 	if c == nil {
 		return
 	}
+	now := c.w.h.s.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.upSeen = true // a frame read late changes nothing now: the writer has the record

@@ -100,9 +100,7 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		if r.Done != nil {
 			err = r.Done(err)
 		}
-		if r.Rec != nil {
-			r.Rec.finish(err, r.Rec.w.h.s.opts.Now())
-		}
+		r.Rec.finish(err)
 		return err
 	}
 }
