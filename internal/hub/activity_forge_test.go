@@ -264,3 +264,40 @@ func TestActivityForgedFlood(t *testing.T) {
 		t.Errorf("no 1 MB record stored cut:\n%s", lines(got))
 	}
 }
+
+// Retention counts bytes: an org's records past its byte budget go, the
+// oldest first, on the hub's heartbeat.
+func TestActivityByteRetention(t *testing.T) {
+	t.Parallel()
+	const budget = 100 << 10
+	hb := hubtest.Start(t, hubtest.Options{ActivityKeepBytesPerOrg: budget, Heartbeat: 50 * time.Millisecond})
+	h := &hubEnv{t: t, hub: hb, store: hb.Store, owner: hb.Token}
+	h.sync()
+	id, key := pairForger(t, h)
+	f, _ := serveForger(t, h, id, key)
+	const n = 30
+	for i := range n {
+		r := forged(uint64(i+1), "process.exit", fmt.Sprintf("record %d", i+1))
+		r.Output = bytes.Repeat([]byte("x"), 10<<10) // about 13.7 KiB as JSON
+		f.send(t, r)
+	}
+	var total int
+	var seqs []uint64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		recs, err := h.store.ListActivity(t.Context(), store.ActivityQuery{OrgID: hb.Org.ID, Limit: store.MaxActivityLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, seqs = 0, seqs[:0]
+		for _, a := range recs {
+			total += len(a.Record)
+			seqs = append(seqs, a.Seq)
+		}
+		if len(seqs) > 0 && seqs[len(seqs)-1] == n && total <= budget {
+			break
+		}
+	}
+	if total > budget || len(seqs) == 0 || seqs[len(seqs)-1] != n || len(seqs) >= n {
+		t.Errorf("stored %d bytes in records %v; want at most %d, the newest (%d) kept, the oldest gone", total, seqs, budget, n)
+	}
+}
