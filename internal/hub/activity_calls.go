@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -204,23 +203,27 @@ func (c *callRecord) finish(err error) {
 // calls' paths: a call never waits for the store. When the store falls
 // behind by more than its queue, records are dropped and counted.
 type callWriter struct {
-	h       *activityHub
-	queue   chan *callRecord
-	dropped atomic.Int64
+	h     *activityHub
+	queue chan *callRecord
+
+	mu      sync.Mutex
+	dropped map[string]int64 // org -> records not stored since its last note
 }
 
 // callQueue is how many finished calls may wait to be stored.
 const callQueue = 4096
 
 func newCallWriter(h *activityHub) *callWriter {
-	return &callWriter{h: h, queue: make(chan *callRecord, callQueue)}
+	return &callWriter{h: h, queue: make(chan *callRecord, callQueue), dropped: map[string]int64{}}
 }
 
 func (w *callWriter) add(c *callRecord) {
 	select {
 	case w.queue <- c:
 	default:
-		w.dropped.Add(1)
+		w.mu.Lock()
+		w.dropped[c.orgID]++
+		w.mu.Unlock()
 	}
 }
 
@@ -263,7 +266,11 @@ func (w *callWriter) store(ctx context.Context, c *callRecord) {
 		}
 	}
 	add(c)
-	if n := w.dropped.Swap(0); n > 0 {
+	w.mu.Lock()
+	n := w.dropped[c.orgID]
+	delete(w.dropped, c.orgID)
+	w.mu.Unlock()
+	if n > 0 {
 		note := &agentdv1.ActivityRecord{Kind: kindDropped, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Bytes: n,
 			Summary: fmt.Sprintf("the hub could not record %d calls: its store fell behind", n)}
 		if a, ok := h.hubActivity("", note, now); ok {
