@@ -21,6 +21,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/logging"
+	"github.com/devdepot-ai/agentd/internal/units"
 	"github.com/devdepot-ai/agentd/internal/version"
 )
 
@@ -165,6 +166,7 @@ func newServeCmd() *cobra.Command {
 	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr string
 	var maxPerClient, maxPerSandbox int
 	var proxies []string
+	activityKeepBytes := "256MiB"
 	var sb sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--listen :8443] [--tls-cert F --tls-key F] [--db PATH] [--public-url URL] [--docker-host URL] [--allow-registry HOST]...",
@@ -198,6 +200,10 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			keepBytes, err := units.ParseBytes(activityKeepBytes)
+			if err != nil || keepBytes < 1<<20 {
+				return usageError{fmt.Errorf("--activity-keep-bytes %q: want a size of at least 1MiB, e.g. 256MiB or 2GiB", activityKeepBytes)}
+			}
 			la := listen.Addr{Network: "tcp", Address: addr}
 			var tlsConfig *tls.Config
 			switch {
@@ -259,10 +265,11 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
 				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
-				PublicURL:          publicURL,
-				TrustedProxies:     trusted,
-				MaxConnsPerClient:  noCapIsNegative(maxPerClient),
-				MaxConnsPerSandbox: noCapIsNegative(maxPerSandbox),
+				PublicURL:               publicURL,
+				TrustedProxies:          trusted,
+				MaxConnsPerClient:       noCapIsNegative(maxPerClient),
+				MaxConnsPerSandbox:      noCapIsNegative(maxPerSandbox),
+				ActivityKeepBytesPerOrg: keepBytes,
 			})
 			if err != nil {
 				return err
@@ -317,6 +324,7 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 	f.StringVar(&metricsAddr, "metrics-listen", "", "loopback host:port to serve /metrics on without a token (e.g. 127.0.0.1:9464); on the main port /metrics needs the hub owner's token")
 	f.IntVar(&maxPerClient, "max-conns-per-client", hub.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
 	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", hub.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
+	f.StringVar(&activityKeepBytes, "activity-keep-bytes", activityKeepBytes, "bytes of activity records kept per org (the oldest go first), beside the 100,000 records kept per org")
 	sb.register(f)
 	return cmd
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +53,25 @@ func TestAllowRegistryRefused(t *testing.T) {
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--allow-registry %s: got %v, want a usage error containing %q", tc.entry, err, tc.want)
 		}
+	}
+}
+
+// TestServeActivityKeepBytes: a byte budget that is not a size, or too
+// small to keep anything, is a usage error before anything is opened.
+func TestServeActivityKeepBytes(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"lots", "-5", "1K", "0"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "hub.db")
+			_, _, err := runAgenthub(t, "", "serve", "--listen", "127.0.0.1:0", "--db", db, "--activity-keep-bytes", v)
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--activity-keep-bytes") {
+				t.Fatalf("serve --activity-keep-bytes %s = %v, want a usage error naming the flag", v, err)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the database was made (%v)", err)
+			}
+		})
 	}
 }

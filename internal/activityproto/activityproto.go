@@ -8,6 +8,7 @@ package activityproto
 
 import (
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -19,7 +20,16 @@ func Line(m *hubv1.WatchResponse) string {
 	if name == "" {
 		name = m.GetMachineId()
 	}
-	return Record(m.GetRecord()).LineOn(name)
+	r := Record(m.GetRecord())
+	switch {
+	case m.GetSource() == wire.SourceDaemon:
+		// What the machine says it did: no actor the hub vouches for
+		// (its claim follows), and labelled as its account.
+		r.Actor = "reported by the daemon"
+	case m.GetRecord().GetClient() != "":
+		r.Actor += " via " + m.GetRecord().GetClient()
+	}
+	return r.LineOn(name)
 }
 
 // Record is the activity record a daemon or the hub sent, as the daemon's

@@ -63,3 +63,32 @@ func TestLine(t *testing.T) {
 		})
 	}
 }
+
+// TestLineSource: the hub's own records name the token's actor and the
+// client program; a daemon's account is labelled as reported, its actor a
+// claim.
+func TestLineSource(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 15, 0, 0, 0, time.Local)
+	for _, tc := range []struct {
+		name string
+		in   *hubv1.WatchResponse
+		want string
+	}{
+		{"hub", &hubv1.WatchResponse{MachineName: "box", Source: "hub", Record: &agentdv1.ActivityRecord{
+			Actor: "alice", Summary: "called FileService/Stat", Time: timestamppb.New(at), Outcome: agentdv1.Outcome_OUTCOME_OK}},
+			"2026-12-03 15:00:00  box        alice  called FileService/Stat  → ok"},
+		{"hub, with a client", &hubv1.WatchResponse{MachineName: "box", Source: "hub", Record: &agentdv1.ActivityRecord{
+			Actor: "alice", Client: "agentctl-mcp/1.2", Summary: "called FileService/Stat", Time: timestamppb.New(at), Outcome: agentdv1.Outcome_OUTCOME_OK}},
+			"2026-12-03 15:00:00  box        alice via agentctl-mcp/1.2  called FileService/Stat  → ok"},
+		{"the daemon's account", &hubv1.WatchResponse{MachineName: "box", Source: "daemon", Record: &agentdv1.ActivityRecord{
+			ClaimedActor: "admin", Summary: "wrote /etc/motd", Time: timestamppb.New(at), Outcome: agentdv1.Outcome_OUTCOME_OK}},
+			"2026-12-03 15:00:00  box        reported by the daemon (claims: admin)  wrote /etc/motd  → ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(activityproto.Line(tc.in), tc.want); diff != "" {
+				t.Errorf("(-got +want):\n%s", diff)
+			}
+		})
+	}
+}

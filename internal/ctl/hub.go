@@ -96,7 +96,14 @@ func (a *app) activityCmd() *cobra.Command {
 		Long: `Show the activity records: every operation, with who asked and the outcome.
 Through the hub (--hub) without --machine: every machine of your org; with
 --machine, one machine; --org names another org (the hub owner's token).
-Direct to a daemon (--addr): that daemon's records.`,
+Direct to a daemon (--addr): that daemon's records.
+
+Through the hub there are two kinds of record. The hub's own, one per call
+it routed: the actor is the caller's token ("alice via agentctl-mcp/1.2"
+when the client program names itself), with the command, exit code and
+output the hub saw pass. And each machine's account of its own work, shown
+as "reported by the daemon (claims: alice)": what the machine says it did,
+which the hub stores as reported and does not vouch for.`,
 		Example: `  agentctl activity
   agentctl activity -f --machine m-abc123
   agentctl activity --org acme --tail 100

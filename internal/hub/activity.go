@@ -25,14 +25,27 @@ type activityHub struct {
 	hubv1.UnimplementedActivityServiceServer
 	s *Server
 
+	secrets *redactor   // the secret values of the sandboxes, redacted from their records
+	calls   *callWriter // stores the hub's records of the calls it routed
+
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc // machine -> its collector
+	running map[string]int                // machine -> its collectors still storing
+	retired map[string]bool               // sandboxes gone whose secrets go with their last collector
 	changed chan struct{}                 // closed and replaced on every stored batch
 	wg      sync.WaitGroup
 }
 
 func newActivityHub(s *Server) *activityHub {
-	return &activityHub{s: s, cancels: map[string]context.CancelFunc{}, changed: make(chan struct{})}
+	h := &activityHub{s: s, cancels: map[string]context.CancelFunc{}, running: map[string]int{}, retired: map[string]bool{},
+		changed: make(chan struct{}), secrets: newRedactor()}
+	h.calls = newCallWriter(h)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.calls.run(s.ctx)
+	}()
+	return h
 }
 
 func (h *activityHub) machineUp(id string) {
@@ -44,12 +57,42 @@ func (h *activityHub) machineUp(id string) {
 	}
 	ctx, cancel := context.WithCancel(h.s.ctx)
 	h.cancels[id] = cancel
+	h.running[id]++
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer h.collected(id)
 		defer cancel()
 		h.collect(ctx, id)
 	}()
+}
+
+// collected is called when a collector of the machine has stored its last
+// record: a sandbox gone takes its secret values with its last one.
+func (h *activityHub) collected(id string) {
+	h.mu.Lock()
+	h.running[id]--
+	forget := h.running[id] == 0 && h.retired[id]
+	if h.running[id] == 0 {
+		delete(h.running, id)
+		delete(h.retired, id)
+	}
+	h.mu.Unlock()
+	if forget {
+		h.secrets.forget(id)
+	}
+}
+
+// sandboxGone forgets a removed sandbox's secret values once the records
+// still arriving from it are stored (redacted).
+func (h *activityHub) sandboxGone(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running[id] > 0 {
+		h.retired[id] = true
+		return
+	}
+	h.secrets.forget(id)
 }
 
 // machineDown forgets the machine's collector without cancelling it: its
@@ -75,13 +118,23 @@ func (h *activityHub) notify() {
 // storeTimeout bounds storing one received activity record.
 const storeTimeout = 10 * time.Second
 
-// collect follows one machine's activity until its tunnel goes away.
+// collect follows one machine's activity until its tunnel goes away. What
+// it receives is the daemon's account of its own work, stored as such
+// (store.SourceDaemon) and never with an actor the hub did not
+// authenticate: the actor the daemon names is kept as its claim. The
+// account is bounded here: each record's size, how many a machine stores
+// per second, and its numbering (see daemonAccount).
 func (h *activityHub) collect(ctx context.Context, id string) {
 	// Not log.With: a logger made per tunnel holds an encoded copy of its
 	// fields for as long as the tunnel is up, which idle tunnels pay for.
 	log, machine := h.s.log, zap.String("machine", id)
 	cc, ok := h.s.registry.Get(id)
 	if !ok {
+		return
+	}
+	m, err := h.s.store.Machine(ctx, id)
+	if err != nil {
+		log.Warn("activity: machine", machine, zap.Error(err))
 		return
 	}
 	since, err := h.s.store.LastSeq(ctx, id)
@@ -99,28 +152,43 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 	if info, err := agentdv1.NewSystemServiceClient(cc).Info(ctx, &agentdv1.InfoRequest{}); err == nil {
 		_ = h.s.store.MachineSeen(ctx, id, h.s.opts.Now(), info.GetVersion())
 	}
+	acct := newDaemonAccount(h.s.opts.ActivityLimits, since, h.s.opts.Now)
+	// Stored even when the collector is being cancelled (a replaced
+	// tunnel, a hub shutting down): a record received is not dropped.
+	storeCtx := context.WithoutCancel(ctx)
+	defer func() {
+		if note := acct.droppedNote(); note != nil {
+			h.storeHub(storeCtx, m.OrgID, id, note)
+		}
+	}()
 	for {
-		m, err := st.Recv()
+		msg, err := st.Recv()
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, io.EOF) && status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
 				log.Info("activity watch ended", machine, zap.Error(err))
 			}
 			return
 		}
-		r := m.GetRecord()
+		r := msg.GetRecord()
 		if r.GetKind() == wire.KindStop {
 			// The daemon is shutting down: offline now, while its last
 			// calls (and this watch) finish on the tunnel.
 			h.s.registry.Drain(id)
 		}
-		b, err := protojson.Marshal(r)
+		notes, keep := acct.admit(r)
+		for _, n := range notes {
+			h.storeHub(storeCtx, m.OrgID, id, n)
+		}
+		if !keep {
+			continue
+		}
+		h.secrets.redact(id, r)
+		b, err := acct.encode(r)
 		if err != nil {
 			continue
 		}
-		// Stored even when the collector is being cancelled (a replaced
-		// tunnel, a hub shutting down): a record received is not dropped.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		err = h.s.store.AppendActivity(sctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b}})
+		sctx, cancel := context.WithTimeout(storeCtx, storeTimeout)
+		err = h.s.store.AppendActivity(sctx, id, []store.Activity{{Seq: r.GetSeq(), Time: r.GetTime().AsTime(), Record: b, Source: store.SourceDaemon}})
 		cancel()
 		if err != nil {
 			log.Warn("activity: store", machine, zap.Error(err))
@@ -172,14 +240,22 @@ func (h *activityHub) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityServic
 			if err := protojson.Unmarshal(a.Record, rec); err != nil {
 				continue
 			}
-			name, ok := names[a.MachineID]
+			if a.Source == store.SourceDaemon && rec.Actor != "" {
+				// Stored before the hub kept the daemon's actor as its
+				// claim: the hub authenticated nobody here.
+				if rec.ClaimedActor == "" {
+					rec.ClaimedActor = rec.Actor
+				}
+				rec.Actor, rec.Client = "", ""
+			}
+			name, ok := names[a.Subject]
 			if !ok {
-				if m, err := h.s.store.Machine(ctx, a.MachineID); err == nil {
+				if m, err := h.s.store.Machine(ctx, a.Subject); err == nil {
 					name = m.Name
 				}
-				names[a.MachineID] = name
+				names[a.Subject] = name
 			}
-			if err := stream.Send(&hubv1.WatchResponse{Id: a.ID, MachineId: a.MachineID, MachineName: name, Record: rec}); err != nil {
+			if err := stream.Send(&hubv1.WatchResponse{Id: a.ID, MachineId: a.Subject, MachineName: name, Record: rec, Source: a.Source}); err != nil {
 				return nil
 			}
 			q.AfterID = a.ID

@@ -367,6 +367,14 @@ func TestConsolePairActivityOutputRevoke(t *testing.T) {
 	if !strings.Contains(row, "hello-console") || !strings.Contains(row, "&lt;b&gt;bold&lt;/b&gt;") {
 		t.Errorf("live row lacks the escaped output:\n%s", row)
 	}
+	// The machine's record is labelled its account, with the actor it
+	// claims; the hub's own record of the call names the token.
+	if !strings.Contains(row, "reported (daemon's account)") || !strings.Contains(row, "claims tester") || strings.Contains(row, "<td>tester</td>") {
+		t.Errorf("the daemon's record is not labelled as its account:\n%s", row)
+	}
+	if p := b.get("/console/activity?machine=" + mc.id); !strings.Contains(p.body, "<td>tester</td>") || !strings.Contains(p.body, "called ProcessService/Start") {
+		t.Errorf("the hub's own record of the call is not on the activity page with its actor")
+	}
 	id := regexp.MustCompile(`/console/activity/(\d+)/output`).FindStringSubmatch(row)
 	if id == nil {
 		t.Fatalf("no output link in the row:\n%s", row)

@@ -200,7 +200,8 @@ func TestPairRunExecThroughHub(t *testing.T) {
 		t.Errorf("validate through the hub failed:\n%s%s", out, errs)
 	}
 
-	// The org's activity has the command, with the token's name as actor.
+	// The org's activity has the command, in the hub's own record, with
+	// the token's name as actor and the exit code read from the stream.
 	st, err := hubv1.NewActivityServiceClient(h.conn()).Watch(authCtx(t.Context(), h.owner, ""), &hubv1.WatchRequest{Tail: 1000, NoFollow: true})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +214,8 @@ func TestPairRunExecThroughHub(t *testing.T) {
 			if err != nil {
 				break
 			}
-			if r.GetRecord().GetKind() == "process.exit" && strings.Contains(r.GetRecord().GetCommand(), "hello from") && r.GetRecord().GetActor() == "tester" {
+			if r.GetSource() == "hub" && r.GetRecord().GetKind() == "call" && strings.Contains(r.GetRecord().GetCommand(), "hello from") &&
+				r.GetRecord().GetActor() == "tester" && r.GetRecord().GetExitCode() == 3 {
 				found = true
 			}
 		}
@@ -223,7 +225,7 @@ func TestPairRunExecThroughHub(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Error("hub activity has no process.exit record of the command by actor tester")
+		t.Error("hub activity has no record of its own of the command by actor tester, exit 3")
 	}
 }
 

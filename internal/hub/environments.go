@@ -2,18 +2,14 @@ package hub
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -412,34 +408,9 @@ func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, 
 }
 
 // recordHub adds an activity record of the hub's own (a refusal, an agent
-// run) to the org's stream, under the org's "hub" pseudo-machine (an sb- id
-// with a key nobody holds: it never connects, and is listed neither as a
-// machine nor as a sandbox). It sets the record's sequence number and time.
+// run) to the org's stream (activityHub.storeHub).
 func (s *Server) recordHub(ctx context.Context, org store.Org, r *agentdv1.ActivityRecord) {
-	ctx = context.WithoutCancel(ctx)
-	id := "sb-hub-" + org.ID
-	if _, err := s.store.Machine(ctx, id); errors.Is(err, store.ErrNotFound) {
-		pub, _, kerr := ed25519.GenerateKey(rand.Reader)
-		if kerr != nil {
-			return
-		}
-		if _, err := s.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: org.ID, Name: "hub", Hostname: "hub", OS: "-", Arch: "-",
-			PublicKey: pub, CreatedAt: s.opts.Now()}); err != nil && !errors.Is(err, store.ErrConflict) {
-			s.log.Warn("activity: the hub's record", zap.Error(err))
-			return
-		}
-	}
-	now := s.opts.Now()
-	r.Seq, r.Time = s.nextHubSeq(now), timestamppb.New(now)
-	b, err := protojson.Marshal(r)
-	if err != nil {
-		return
-	}
-	if err := s.store.AppendActivity(ctx, id, []store.Activity{{Seq: r.GetSeq(), Time: now, Record: b}}); err != nil {
-		s.log.Warn("activity: the hub's record", zap.Error(err))
-		return
-	}
-	s.activity.notify()
+	s.activity.storeHub(context.WithoutCancel(ctx), org.ID, "", r)
 }
 
 // nextHubSeq numbers the hub's own records: the time in microseconds, or

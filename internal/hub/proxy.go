@@ -70,6 +70,9 @@ type Route struct {
 	// Done, if set, is called when the call has ended, with how it ended;
 	// what it returns is what the caller gets (it may say more).
 	Done func(error) error
+	// Rec, if set, is the hub's record of the call: it reads the frames it
+	// needs as they pass and is finished with how the call ended.
+	Rec *callRecord
 }
 
 // Router authenticates and authorises a call to method and finds its
@@ -97,6 +100,7 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		if r.Done != nil {
 			err = r.Done(err)
 		}
+		r.Rec.finish(err)
 		return err
 	}
 }
@@ -125,6 +129,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 				}
 				return
 			}
+			r.Rec.up(f)
 			err := cs.SendMsg(f)
 			f.free()
 			if err != nil {
@@ -157,6 +162,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			return err
 		}
+		r.Rec.down(f)
 		err = ss.SendMsg(f)
 		f.free()
 		if err != nil {

@@ -741,7 +741,8 @@ func TestSandboxActivityAndAttach(t *testing.T) {
 			}
 			switch rec.GetKind() {
 			case "process.start":
-				start = rec.GetConversation() == "c-1" && rec.GetActor() != ""
+				// The sandbox's account: the actor it names is its claim.
+				start = rec.GetConversation() == "c-1" && rec.GetClaimedActor() != "" && r.GetSource() == "daemon"
 			case "process.exit":
 				exit = rec.GetExitCode() == 0
 			}

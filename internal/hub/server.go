@@ -49,6 +49,12 @@ type Options struct {
 	Now func() time.Time
 	// ActivityKeepPerOrg bounds stored activity per org (default 100,000).
 	ActivityKeepPerOrg int
+	// ActivityKeepBytesPerOrg bounds the bytes of stored activity per org
+	// (default 256 MiB): the oldest records go first.
+	ActivityKeepBytesPerOrg int64
+	// ActivityLimits caps what a daemon's account may store (defaults in
+	// ActivityLimits' fields).
+	ActivityLimits ActivityLimits
 	// Heartbeat is how often live tunnels are re-checked against
 	// revocation and their last-seen time stored (default 30 s).
 	Heartbeat time.Duration
@@ -146,6 +152,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ActivityKeepPerOrg <= 0 {
 		opts.ActivityKeepPerOrg = 100000
 	}
+	if opts.ActivityKeepBytesPerOrg <= 0 {
+		opts.ActivityKeepBytesPerOrg = 256 << 20
+	}
+	opts.ActivityLimits.defaults()
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 30 * time.Second
 	}
@@ -553,7 +563,7 @@ func (s *Server) heartbeat() {
 			}
 			_ = s.store.MachineSeen(s.ctx, ti.MachineID, now, "")
 		}
-		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
+		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, s.opts.ActivityKeepBytesPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pruning activity", zap.Error(err))
 		}
 		if _, err := s.store.DeleteExpiredConsole(s.ctx, now); err != nil && s.ctx.Err() == nil {
@@ -602,8 +612,10 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if conv := firstMD(md, wire.MDConversation); conv != "" {
 		out.Set(wire.MDConversation, conv)
 	}
+	rec := s.activity.newCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
 	if !ok {
 		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
+			r.Rec = rec
 			return r, err
 		}
 	}
@@ -614,7 +626,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		}
 		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
 	}
-	r := Route{Conn: cc, MD: out}
+	r := Route{Conn: cc, MD: out, Rec: rec}
 	if s.sandboxes != nil && isSandboxID(id) {
 		if err := s.sandboxes.egressRefusalFor(ctx, id); err != nil {
 			return Route{}, err

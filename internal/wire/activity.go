@@ -21,3 +21,17 @@ const (
 	KindEgressAllow = "egress.allow"
 	KindEgressDeny  = "egress.deny"
 )
+
+// Sources of the records the hub's ActivityService sends
+// (hubv1.WatchResponse.source).
+const (
+	// SourceHub: the hub's own record, of a call it routed (the actor from
+	// the caller's token) or of its own action. Fact.
+	SourceHub = "hub"
+	// SourceDaemon: a machine's account of its own work, as it reported
+	// it: unverified, and without an actor (its claim is claimed_actor).
+	SourceDaemon = "daemon"
+)
+
+// KindCall is the kind of the hub's record of a call it routed.
+const KindCall = "call"

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -67,7 +68,7 @@ func (c *Console) commandRecord(s *session, r *http.Request) (int64, *hubv1.Watc
 	if err != nil {
 		return 0, nil, err
 	}
-	if !ok || rec.GetRecord().GetObjectId() == "" || !strings.HasPrefix(rec.GetRecord().GetKind(), "process.") {
+	if kind := rec.GetRecord().GetKind(); !ok || rec.GetRecord().GetObjectId() == "" || (!strings.HasPrefix(kind, "process.") && kind != wire.KindCall) {
 		return 0, nil, status.Errorf(codes.NotFound, "no command with activity id %d in org %s", id, s.who.Org)
 	}
 	return id, rec, nil

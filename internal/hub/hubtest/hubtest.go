@@ -46,6 +46,10 @@ type Options struct {
 	// MaxConnsPerClient is the hub's (see hub.Options): benchmarks with
 	// many daemons on one address set it negative (no cap).
 	MaxConnsPerClient int
+	// ActivityLimits and ActivityKeepBytesPerOrg: see hub.Options;
+	// default the hub's.
+	ActivityLimits          hub.ActivityLimits
+	ActivityKeepBytesPerOrg int64
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -148,6 +152,7 @@ func (h *Hub) Serve(addr string) {
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
 		Heartbeat: h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
+		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
 	})
 	if err != nil {
 		h.tb.Fatal(err)

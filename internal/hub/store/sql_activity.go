@@ -10,15 +10,14 @@ import (
 )
 
 const (
-	qMachineOrg     = `SELECT org_id FROM machines WHERE id = ?`
-	qInsertActivity = `INSERT INTO activity (org_id, machine_id, seq, at, record)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`
-	qRaiseActivitySeq = `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq < ?`
+	qMachineOrg     = `SELECT org_id, activity_seq FROM machines WHERE id = ?`
+	qInsertActivity = `INSERT INTO activity (org_id, machine_id, seq, at, record, source, subject, size)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (machine_id, seq) DO NOTHING`
+	qRaiseActivitySeq = `UPDATE machines SET activity_seq = ? WHERE id = ? AND activity_seq = ?`
 )
 
 // AppendActivity stores the machine's records; duplicates are skipped.
 func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []Activity) error {
-	var maxSeq uint64
 	for _, r := range recs {
 		switch {
 		case r.Seq == 0 || r.Seq > math.MaxInt64:
@@ -27,8 +26,9 @@ func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []
 			return fmt.Errorf("append activity: %w: record %d has no time", ErrInvalid, r.Seq)
 		case !json.Valid(r.Record):
 			return fmt.Errorf("append activity: %w: record %d is not JSON", ErrInvalid, r.Seq)
+		case r.Source != "" && r.Source != SourceHub && r.Source != SourceDaemon:
+			return fmt.Errorf("append activity: %w: record %d: source %q", ErrInvalid, r.Seq, r.Source)
 		}
-		maxSeq = max(maxSeq, r.Seq)
 	}
 	if len(recs) == 0 {
 		return nil
@@ -38,24 +38,45 @@ func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []
 		if err != nil {
 			return err
 		}
-		var orgID string
-		if err := sel.QueryRowContext(ctx, machineID).Scan(&orgID); err != nil {
+		var (
+			orgID string
+			was   int64
+		)
+		if err := sel.QueryRowContext(ctx, machineID).Scan(&orgID, &was); err != nil {
 			return fmt.Errorf("machine %s: %w", machineID, notFound(err))
 		}
 		ins, err := s.txStmt(ctx, tx, qInsertActivity)
 		if err != nil {
 			return err
 		}
+		cursor := uint64(was)
 		for _, r := range recs {
-			if _, err := ins.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record)); err != nil {
+			source, subject := r.Source, r.Subject
+			if source == "" {
+				source = SourceDaemon
+			}
+			if subject == "" {
+				subject = machineID
+			}
+			if _, err := ins.ExecContext(ctx, orgID, machineID, int64(r.Seq), micros(r.Time), string(r.Record),
+				source, subject, int64(len(r.Record))); err != nil {
 				return err
 			}
+			// The cursor advances by one only: a jump is stored, not
+			// trusted. The first record numbers where the machine starts
+			// (a new daemon's log starts at the time in microseconds).
+			if r.Seq == cursor+1 || cursor == 0 {
+				cursor = r.Seq
+			}
+		}
+		if cursor == uint64(was) {
+			return nil
 		}
 		upd, err := s.txStmt(ctx, tx, qRaiseActivitySeq)
 		if err != nil {
 			return err
 		}
-		_, err = upd.ExecContext(ctx, int64(maxSeq), machineID, int64(maxSeq))
+		_, err = upd.ExecContext(ctx, int64(cursor), machineID, was)
 		return err
 	})
 	if err != nil {
@@ -64,7 +85,7 @@ func (s *sqlStore) AppendActivity(ctx context.Context, machineID string, recs []
 	return nil
 }
 
-// LastSeq returns the highest sequence number appended for the machine.
+// LastSeq returns the machine's cursor (see ActivityLog).
 func (s *sqlStore) LastSeq(ctx context.Context, machineID string) (uint64, error) {
 	var seq int64
 	err := s.queryRow(ctx, `SELECT activity_seq FROM machines WHERE id = ?`, machineID).Scan(&seq)
@@ -81,7 +102,7 @@ func scanActivity(r scanner) (Activity, error) {
 		at     int64
 		record string
 	)
-	if err := r.Scan(&a.ID, &a.OrgID, &a.MachineID, &seq, &at, &record); err != nil {
+	if err := r.Scan(&a.ID, &a.OrgID, &a.MachineID, &seq, &at, &record, &a.Source, &a.Subject); err != nil {
 		return Activity{}, err
 	}
 	a.Seq, a.Time, a.Record = uint64(seq), fromMicros(at), json.RawMessage(record)
@@ -98,10 +119,10 @@ func (s *sqlStore) ListActivity(ctx context.Context, q ActivityQuery) ([]Activit
 		limit = DefaultActivityLimit
 	}
 	limit = min(limit, MaxActivityLimit)
-	query := `SELECT id, org_id, machine_id, seq, at, record FROM activity WHERE org_id = ? AND id > ?`
+	query := `SELECT id, org_id, machine_id, seq, at, record, source, subject FROM activity WHERE org_id = ? AND id > ?`
 	args := []any{q.OrgID, q.AfterID}
 	if q.MachineID != "" {
-		query += ` AND machine_id = ?`
+		query += ` AND subject = ?`
 		args = append(args, q.MachineID)
 	}
 	if q.Newest {
@@ -122,9 +143,9 @@ func (s *sqlStore) ListActivity(ctx context.Context, q ActivityQuery) ([]Activit
 }
 
 // PruneActivity applies the retention limits.
-func (s *sqlStore) PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error) {
-	if keepPerOrg < 0 {
-		return 0, fmt.Errorf("prune activity: %w: keep %d", ErrInvalid, keepPerOrg)
+func (s *sqlStore) PruneActivity(ctx context.Context, keepPerOrg int, keepBytesPerOrg int64, before time.Time) (int64, error) {
+	if keepPerOrg < 0 || keepBytesPerOrg < 0 {
+		return 0, fmt.Errorf("prune activity: %w: keep %d records, %d bytes", ErrInvalid, keepPerOrg, keepBytesPerOrg)
 	}
 	var total int64
 	del := func(query string, args ...any) error {
@@ -139,6 +160,17 @@ func (s *sqlStore) PruneActivity(ctx context.Context, keepPerOrg int, before tim
 	if !before.IsZero() {
 		if err := del(`DELETE FROM activity WHERE at < ?`, micros(before)); err != nil {
 			return total, fmt.Errorf("prune activity: %w", err)
+		}
+	}
+	if keepBytesPerOrg > 0 {
+		// Each org's newest records while their sizes add up to at most
+		// keepBytesPerOrg; the older ones go.
+		err := del(`DELETE FROM activity WHERE id IN (
+			SELECT id FROM (
+				SELECT id, sum(size) OVER (PARTITION BY org_id ORDER BY id DESC) AS total FROM activity
+			) ranked WHERE total > ?)`, keepBytesPerOrg)
+		if err != nil {
+			return total, fmt.Errorf("prune activity by size: %w", err)
 		}
 	}
 	if keepPerOrg > 0 && !s.d.prunePerOrg() {

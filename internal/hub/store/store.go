@@ -346,16 +346,20 @@ type ActivityLog interface {
 	// a sequence number already stored for the machine are skipped, so a
 	// resumed watch that overlaps is harmless.
 	AppendActivity(ctx context.Context, machineID string, recs []Activity) error
-	// LastSeq returns the highest sequence number ever appended for the
-	// machine (0: none). Pruning does not lower it, so a resumed watch never
-	// replays what was pruned.
+	// LastSeq returns the machine's cursor: the number of its first record
+	// appended, then advanced by one with each record numbered one past it
+	// (0: none yet). A record numbered past a gap is stored but does not
+	// move it, so a forged high number cannot make a resumed watch skip the
+	// records after the cursor. Pruning does not
+	// lower it, so a resumed watch never replays what was pruned.
 	LastSeq(ctx context.Context, machineID string) (uint64, error)
 	// ListActivity returns the records q selects in ID (arrival) order.
 	ListActivity(ctx context.Context, q ActivityQuery) ([]Activity, error)
 	// PruneActivity deletes records beyond the newest keepPerOrg of each org
-	// (0: no count limit) and records older than before (zero: no age
-	// limit), and returns how many.
-	PruneActivity(ctx context.Context, keepPerOrg int, before time.Time) (int64, error)
+	// (0: no count limit), the oldest of each org whose records hold more
+	// than keepBytesPerOrg bytes (0: no byte limit), and records older than
+	// before (zero: no age limit), and returns how many.
+	PruneActivity(ctx context.Context, keepPerOrg int, keepBytesPerOrg int64, before time.Time) (int64, error)
 }
 
 // Org is an organisation: the unit that owns tokens, machines and activity.
@@ -435,20 +439,37 @@ type Machine struct {
 	RevokedAt  time.Time // zero: not revoked
 }
 
-// Activity is one operation a machine reported.
+// Activity is one operation a machine reported, or the hub recorded.
 type Activity struct {
 	ID        int64  // assigned by the store, increasing in arrival order; a cursor
 	OrgID     string // set by the store from the machine
-	MachineID string // set by the store
+	MachineID string // set by the store: the machine whose sequence numbers Seq is of
 	Seq       uint64 // the machine's sequence number
 	Time      time.Time
 	Record    json.RawMessage // the record as JSON
+	// Source is who made the record: SourceHub or SourceDaemon (empty:
+	// SourceDaemon).
+	Source string
+	// Subject is the machine the record is about (empty: MachineID): a
+	// routed call's target in the hub's records.
+	Subject string
 }
+
+// Sources of activity records (the values of wire.SourceHub and
+// wire.SourceDaemon).
+const (
+	// SourceHub marks the hub's own records: of the calls it routed (the
+	// actor from the caller's token) and of its own actions. Fact.
+	SourceHub = "hub"
+	// SourceDaemon marks a machine's account of its own work, as it
+	// reported it: unverified.
+	SourceDaemon = "daemon"
+)
 
 // ActivityQuery selects activity records.
 type ActivityQuery struct {
 	OrgID     string // required
-	MachineID string // optional: only this machine's records
+	MachineID string // optional: only the records about this machine (Subject)
 	AfterID   int64  // only records with ID > AfterID
 	Limit     int    // at most this many (default 100, at most 1000)
 	// Newest selects the newest Limit records instead of the oldest; they

@@ -476,7 +476,7 @@ func testActivity(t *testing.T, s store.Store) {
 	for _, tt := range []struct {
 		machine string
 		want    uint64
-	}{{m1.ID, 3}, {m2.ID, 1}, {g.ID, 7}} {
+	}{{m1.ID, 3}, {m2.ID, 1}, {g.ID, 7}} { // g: its first record sets where it starts
 		if seq := must(s.LastSeq(ctx, tt.machine))(t); seq != tt.want {
 			t.Errorf("LastSeq(%s) = %d, want %d", tt.machine, seq, tt.want)
 		}
@@ -487,7 +487,7 @@ func testActivity(t *testing.T, s store.Store) {
 		t.Errorf("ListActivity(acme) (-got +want):\n%s", diff)
 	}
 	want1 := rec(1)
-	want1.ID, want1.OrgID, want1.MachineID = all[0].ID, acme.ID, m1.ID
+	want1.ID, want1.OrgID, want1.MachineID, want1.Source, want1.Subject = all[0].ID, acme.ID, m1.ID, store.SourceDaemon, m1.ID
 	if diff := cmp.Diff(all[0], want1); diff != "" {
 		t.Errorf("first record (-got +want):\n%s", diff)
 	}
@@ -509,6 +509,34 @@ func testActivity(t *testing.T, s store.Store) {
 			t.Errorf("%s (-got +want):\n%s", q.name, diff)
 		}
 	}
+
+	// The cursor advances by one only: a forged high number is stored but
+	// the records after the cursor still move it.
+	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(1000000), rec(8), rec(9)}))
+	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 9 {
+		t.Errorf("LastSeq after a jump to 1000000 then 8, 9 = %d, want 9", seq)
+	}
+	noErr(t, s.AppendActivity(ctx, g.ID, []store.Activity{rec(10), rec(12)}))
+	if seq := must(s.LastSeq(ctx, g.ID))(t); seq != 10 {
+		t.Errorf("LastSeq after 10, 12 = %d, want 10", seq)
+	}
+	if diff := cmp.Diff(seqs(must(s.ListActivity(ctx, store.ActivityQuery{OrgID: globex.ID}))(t)),
+		[]string{g.ID + "/7", g.ID + "/1000000", g.ID + "/8", g.ID + "/9", g.ID + "/10", g.ID + "/12"}); diff != "" {
+		t.Errorf("globex after the jump (-got +want):\n%s", diff)
+	}
+
+	// The hub's records of calls to m2, stored under another machine's
+	// numbers (m1 stands in for the hub's), are m2's when asked by machine.
+	hubRec := rec(500)
+	hubRec.Source, hubRec.Subject = store.SourceHub, m2.ID
+	noErr(t, s.AppendActivity(ctx, m1.ID, []store.Activity{hubRec}))
+	got := must(s.ListActivity(ctx, store.ActivityQuery{OrgID: acme.ID, MachineID: m2.ID}))(t)
+	if len(got) != 2 || got[1].Source != store.SourceHub || got[1].Subject != m2.ID || got[1].MachineID != m1.ID || got[0].Source != store.SourceDaemon {
+		t.Errorf("records about m2 = %+v, want its own (daemon) and the hub's", got)
+	}
+	bogus := rec(501)
+	bogus.Source = "me"
+	wantErr(t, "unknown source", s.AppendActivity(ctx, m1.ID, []store.Activity{bogus}), store.ErrInvalid)
 
 	bad := rec(9)
 	bad.Record = json.RawMessage(`{"truncated`)
@@ -554,18 +582,21 @@ func testPruneActivity(t *testing.T, s store.Store) {
 	steps := []struct {
 		name        string
 		keep        int
+		keepBytes   int64
 		before      time.Time
 		wantDeleted int64
 		wantAcme    []uint64
 		wantGlobex  []uint64
 	}{
-		{"nothing to do", 0, time.Time{}, 0, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []uint64{1, 2, 3}},
-		{"keep 4 per org", 4, time.Time{}, 6, []uint64{7, 8, 9, 10}, []uint64{1, 2, 3}},
-		{"older than record 9", 0, rec(9).Time, 5, []uint64{9, 10}, nil},
-		{"everything", 0, T0.Add(time.Hour), 2, nil, nil},
+		{"nothing to do", 0, 0, time.Time{}, 0, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, []uint64{1, 2, 3}},
+		{"keep 4 per org", 4, 0, time.Time{}, 6, []uint64{7, 8, 9, 10}, []uint64{1, 2, 3}},
+		// Records of 31 or 32 bytes: 70 bytes keep the newest two.
+		{"keep 70 bytes per org", 0, 70, time.Time{}, 3, []uint64{9, 10}, []uint64{2, 3}},
+		{"older than record 9", 0, 0, rec(9).Time, 2, []uint64{9, 10}, nil},
+		{"everything", 0, 0, T0.Add(time.Hour), 2, nil, nil},
 	}
 	for _, st := range steps {
-		n := must(s.PruneActivity(ctx, st.keep, st.before))(t)
+		n := must(s.PruneActivity(ctx, st.keep, st.keepBytes, st.before))(t)
 		if n != st.wantDeleted {
 			t.Errorf("%s: deleted %d, want %d", st.name, n, st.wantDeleted)
 		}
@@ -585,5 +616,6 @@ func testPruneActivity(t *testing.T, s store.Store) {
 	if len(got) != 1 || got[0].ID <= 13 {
 		t.Errorf("after pruning everything, appended %+v: want one record with ID > 13", got)
 	}
-	wantErr(t, "negative keep", second(s.PruneActivity(ctx, -1, time.Time{})), store.ErrInvalid)
+	wantErr(t, "negative keep", second(s.PruneActivity(ctx, -1, 0, time.Time{})), store.ErrInvalid)
+	wantErr(t, "negative byte budget", second(s.PruneActivity(ctx, 0, -1, time.Time{})), store.ErrInvalid)
 }

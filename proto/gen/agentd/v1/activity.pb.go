@@ -122,7 +122,11 @@ type ActivityRecord struct {
 	// On a direct connection, the agentd-actor metadata the caller sent, when
 	// it differs from actor: a claim nothing checked, kept for the record.
 	// Always empty through the hub, whose actor is authenticated.
-	ClaimedActor  string `protobuf:"bytes,17,opt,name=claimed_actor,json=claimedActor,proto3" json:"claimed_actor,omitempty"`
+	ClaimedActor string `protobuf:"bytes,17,opt,name=claimed_actor,json=claimedActor,proto3" json:"claimed_actor,omitempty"`
+	// The client program behind the call, as its agentd-client metadata
+	// names it ("agentctl-mcp/1.2 (claude-code 2.0.1)"), beside the actor.
+	// Set by the hub in its own records of the calls it routed.
+	Client        string `protobuf:"bytes,18,opt,name=client,proto3" json:"client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +280,13 @@ func (x *ActivityRecord) GetClaimedActor() string {
 	return ""
 }
 
+func (x *ActivityRecord) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
 // WatchRequest says where to resume.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -391,7 +402,7 @@ var File_agentd_v1_activity_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_activity_proto_rawDesc = "" +
 	"\n" +
-	"\x18agentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x04\n" +
+	"\x18agentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x04\n" +
 	"\x0eActivityRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -410,7 +421,8 @@ const file_agentd_v1_activity_proto_rawDesc = "" +
 	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x125\n" +
 	"\bduration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1b\n" +
 	"\tobject_id\x18\x10 \x01(\tR\bobjectId\x12#\n" +
-	"\rclaimed_actor\x18\x11 \x01(\tR\fclaimedActor\"j\n" +
+	"\rclaimed_actor\x18\x11 \x01(\tR\fclaimedActor\x12\x16\n" +
+	"\x06client\x18\x12 \x01(\tR\x06client\"j\n" +
 	"\fWatchRequest\x12\x1b\n" +
 	"\tsince_seq\x18\x01 \x01(\x04R\bsinceSeq\x12\x1b\n" +
 	"\tno_follow\x18\x02 \x01(\bR\bnoFollow\x12\x17\n" +

@@ -1337,8 +1337,15 @@ type WatchResponse struct {
 	MachineId string `protobuf:"bytes,2,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
 	// Machine name.
 	MachineName string `protobuf:"bytes,3,opt,name=machine_name,json=machineName,proto3" json:"machine_name,omitempty"`
-	// The record, as the machine reported it.
-	Record        *v1.ActivityRecord `protobuf:"bytes,4,opt,name=record,proto3" json:"record,omitempty"`
+	// The record: the hub's own (source "hub") or as the machine reported it
+	// (source "daemon").
+	Record *v1.ActivityRecord `protobuf:"bytes,4,opt,name=record,proto3" json:"record,omitempty"`
+	// Who made the record. "hub": the hub's own record of a call it routed
+	// (actor from the caller's token, outcome and output read from the
+	// proxied stream) or of its own action: fact. "daemon": the machine's
+	// account of its own work, as it reported it and unverified; its actor
+	// is never set (what the daemon claimed is in record.claimed_actor).
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1399,6 +1406,13 @@ func (x *WatchResponse) GetRecord() *v1.ActivityRecord {
 		return x.Record
 	}
 	return nil
+}
+
+func (x *WatchResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
 }
 
 var File_agentd_hub_v1_hub_proto protoreflect.FileDescriptor
@@ -1477,13 +1491,14 @@ const file_agentd_hub_v1_hub_proto_rawDesc = "" +
 	"\x06newest\x18\x05 \x01(\rH\x00R\x06newest\x88\x01\x01\x12\x1b\n" +
 	"\tno_follow\x18\x04 \x01(\bR\bnoFollow\x12\x10\n" +
 	"\x03org\x18\x06 \x01(\tR\x03orgB\t\n" +
-	"\a_newest\"\x94\x01\n" +
+	"\a_newest\"\xac\x01\n" +
 	"\rWatchResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
 	"\n" +
 	"machine_id\x18\x02 \x01(\tR\tmachineId\x12!\n" +
 	"\fmachine_name\x18\x03 \x01(\tR\vmachineName\x121\n" +
-	"\x06record\x18\x04 \x01(\v2\x19.agentd.v1.ActivityRecordR\x06record*M\n" +
+	"\x06record\x18\x04 \x01(\v2\x19.agentd.v1.ActivityRecordR\x06record\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source*M\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_MEMBER\x10\x01\x12\x0e\n" +
