@@ -61,7 +61,7 @@ type ProcessResult struct {
 	PID         int32  `json:"pid,omitempty" jsonschema:"the operating system's process id"`
 	Running     bool   `json:"running" jsonschema:"the command was still running when the call returned"`
 	ExitCode    *int   `json:"exit_code,omitempty" jsonschema:"the exit code: 124 when timeout_seconds killed it, 128+N when signal N did"`
-	Signal      string `json:"signal,omitempty" jsonschema:"the signal that killed it, e.g. SIGKILL"`
+	Signal      string `json:"signal,omitempty" jsonschema:"the signal that killed it, e.g. KILL"`
 	TimedOut    bool   `json:"timed_out,omitempty" jsonschema:"timeout_seconds killed it"`
 	OutputBytes int64  `json:"output_bytes" jsonschema:"bytes of output this call saw"`
 	CutBytes    int64  `json:"cut_bytes,omitempty" jsonschema:"bytes cut from the middle of the output shown"`
@@ -135,7 +135,7 @@ func (s *Server) start(ctx context.Context, req *mcp.CallToolRequest, sr *agentd
 	return s.follow(ctx, req, procs, wait, func() (*agentdv1.ProcessEvent, error) {
 		m, err := st.Recv()
 		return m.GetEvent(), err
-	}, true)
+	}, cancel, true)
 }
 
 // AttachInput is attach's arguments.
@@ -167,14 +167,15 @@ func (s *Server) attach(ctx context.Context, req *mcp.CallToolRequest, in Attach
 	return s.follow(ctx, req, procs, wait, func() (*agentdv1.ProcessEvent, error) {
 		m, err := st.Recv()
 		return m.GetEvent(), err
-	}, false)
+	}, cancel, false)
 }
 
-// follow collects a process's events until it exits or wait passes. With
-// own (exec, sh), the call started the process: when the client cancels
-// the call, the process is killed.
+// follow collects a process's events from recv until it exits or wait
+// passes; closeStream ends the stream recv reads (the process goes on).
+// With own (exec, sh), the call started the process: when the client
+// cancels the call, the process is killed.
 func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, procs agentdv1.ProcessServiceClient, wait time.Duration,
-	recv func() (*agentdv1.ProcessEvent, error), own bool) (*mcp.CallToolResult, ProcessResult, error) {
+	recv func() (*agentdv1.ProcessEvent, error), closeStream func(), own bool) (*mcp.CallToolResult, ProcessResult, error) {
 	first, err := recv()
 	if err != nil {
 		return nil, ProcessResult{}, err
@@ -204,7 +205,7 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, procs age
 			}
 		}
 	}()
-	defer func() { stop(); <-done }()
+	defer func() { stop(); closeStream(); <-done }()
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -288,7 +289,7 @@ func resultLine(r ProcessResult) string {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "timed out, killed: exit code %d; id %s, pid %d", *r.ExitCode, r.ID, r.PID)
 	case r.Signal != "":
-		fmt.Fprintf(&b, "killed by %s: exit code %d; id %s, pid %d", r.Signal, *r.ExitCode, r.ID, r.PID)
+		fmt.Fprintf(&b, "killed by signal %s: exit code %d; id %s, pid %d", r.Signal, *r.ExitCode, r.ID, r.PID)
 	default:
 		fmt.Fprintf(&b, "exit code %d; id %s, pid %d", *r.ExitCode, r.ID, r.PID)
 	}
