@@ -32,16 +32,17 @@ import (
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// agentctl is the built binary the tests run as an MCP server.
-var agentctl string
+// agentctl is the built binary the tests run as an MCP server; agentdBin
+// the daemon paired with a hub.
+var agentctl, agentdBin string
 
 func TestMain(m *testing.M) {
-	dir, err := testbin.Temp("agentctl")
+	dir, err := testbin.Temp("agentctl", "agentd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	agentctl = filepath.Join(dir, "agentctl")
+	agentctl, agentdBin = filepath.Join(dir, "agentctl"), filepath.Join(dir, "agentd")
 	code := m.Run()
 	os.RemoveAll(dir)
 	if code == 0 {
