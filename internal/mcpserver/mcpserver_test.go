@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -509,5 +510,62 @@ func TestHTTP(t *testing.T) {
 				t.Errorf("Authorization %q: %s, want 401", auth, resp.Status)
 			}
 		}
+	}
+}
+
+// TestProgressSpaced: output written in many small pieces reaches a client
+// with a progress token as few notifications (at most one per 100 ms, the
+// last at the exit), whose messages, in progress order, are the output and
+// whose last progress is the whole output's size.
+func TestProgressSpaced(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	type note struct {
+		msg      string
+		progress float64
+	}
+	var (
+		mu    sync.Mutex
+		notes []note
+	)
+	whole := make(chan struct{}) // closed when a notification reports all 150 bytes
+	sess := connect(t, d, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		notes = append(notes, note{r.Params.Message, r.Params.Progress})
+		if r.Params.Progress == 150 {
+			close(whole)
+		}
+	}})
+	p := &mcp.CallToolParams{Name: "sh", Arguments: map[string]any{"command": "i=10; while [ $i -lt 60 ]; do echo $i; sleep 0.01; i=$((i+1)); done"}}
+	p.SetProgressToken(7)
+	start := time.Now()
+	res, err := sess.CallTool(t.Context(), p)
+	elapsed := time.Since(start)
+	if err != nil || res.IsError {
+		t.Fatalf("sh: %v %v", err, res)
+	}
+	// The go-sdk client may run notification handlers after the result.
+	select {
+	case <-whole:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress notification reported the whole output (150 bytes)")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if max := int(elapsed/(100*time.Millisecond)) + 2; len(notes) > max || len(notes) >= 50 {
+		t.Errorf("%d notifications for 50 lines in %v; want at most %d", len(notes), elapsed, max)
+	}
+	slices.SortFunc(notes, func(a, b note) int { return int(a.progress - b.progress) })
+	var all strings.Builder
+	for _, n := range notes {
+		all.WriteString(n.msg)
+	}
+	var want strings.Builder
+	for i := 10; i < 60; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if diff := cmp.Diff(all.String(), want.String()); diff != "" {
+		t.Errorf("progress messages joined (-got +want):\n%s", diff)
 	}
 }

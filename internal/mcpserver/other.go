@@ -90,6 +90,7 @@ func (s *Server) python(ctx context.Context, req *mcp.CallToolRequest, in Python
 			res.TimedOut, res.SessionOK = m.GetDone().GetTimedOut(), m.GetDone().GetSessionAlive()
 		}
 	}
+	prog.flush()
 	res.CutBytes = out.cut()
 	var b strings.Builder
 	b.WriteString(out.String())

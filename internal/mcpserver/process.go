@@ -221,6 +221,7 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, procs age
 			}
 			return nil, res, ctx.Err()
 		case <-timer.C:
+			prog.flush()
 			res.Running = true
 			res.OutputBytes, res.CutBytes = out.total, out.cut()
 			res.NextOffset = out.stdoutNext
@@ -244,6 +245,7 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, procs age
 				g := e.ev.GetGap()
 				out.write([]byte(fmt.Sprintf("\n[… %d bytes of output not retained by the daemon …]\n", g.GetBytes())))
 			case e.ev.GetExited() != nil:
+				prog.flush()
 				x := e.ev.GetExited()
 				code := exitCode(x)
 				res.ExitCode, res.Signal, res.TimedOut = &code, x.GetSignal(), x.GetTimedOut()
@@ -365,12 +367,20 @@ func (c *clip) String() string {
 }
 
 // progress streams output to a client that sent a progress token, as
-// notifications/progress whose message is the new output.
+// notifications/progress whose message is the output since the last one:
+// at most one per progressEvery (a flood of output is not a flood of
+// notifications), the newest progressBytes of it.
 type progress struct {
-	ctx   context.Context
-	req   *mcp.CallToolRequest
-	token any
+	ctx     context.Context
+	req     *mcp.CallToolRequest
+	token   any
+	pending []byte
+	total   int64
+	last    time.Time
 }
+
+// progressEvery spaces progress notifications.
+const progressEvery = 100 * time.Millisecond
 
 func newProgress(ctx context.Context, req *mcp.CallToolRequest) *progress {
 	p := &progress{ctx: ctx, req: req}
@@ -380,14 +390,28 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest) *progress {
 	return p
 }
 
+// send queues data (total bytes so far) and notifies when it is time.
 func (p *progress) send(data []byte, total int64) {
 	if p.token == nil || len(data) == 0 {
 		return
 	}
-	if len(data) > progressBytes {
-		data = data[len(data)-progressBytes:]
+	p.pending = append(p.pending, data...)
+	if over := len(p.pending) - progressBytes; over > 0 {
+		p.pending = append(p.pending[:0], p.pending[over:]...)
+	}
+	p.total = total
+	if time.Since(p.last) >= progressEvery {
+		p.flush()
+	}
+}
+
+// flush notifies what is queued.
+func (p *progress) flush() {
+	if p.token == nil || len(p.pending) == 0 {
+		return
 	}
 	_ = p.req.Session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
-		ProgressToken: p.token, Progress: float64(total), Message: strings.ToValidUTF8(string(data), "\uFFFD"),
+		ProgressToken: p.token, Progress: float64(p.total), Message: strings.ToValidUTF8(string(p.pending), "\uFFFD"),
 	})
+	p.pending, p.last = p.pending[:0], time.Now()
 }
