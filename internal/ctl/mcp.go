@@ -1,8 +1,6 @@
 package ctl
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	"github.com/devdepot-ai/agentd/internal/mcpserver"
 	"github.com/devdepot-ai/agentd/internal/version"
@@ -80,7 +77,7 @@ The protocol is on stdout; agentctl's own messages go to stderr.`,
 				}
 			}
 			// Refuse bad --tools before dialling.
-			if _, err := mcpserver.New(mcpserver.Options{Conn: noConn{}, Tools: names, ReadOnly: readOnly}); err != nil {
+			if err := mcpserver.CheckTools(names, readOnly); err != nil {
 				return usagef("--tools: %v", err)
 			}
 			c, err := a.dial()
@@ -117,14 +114,3 @@ The protocol is on stdout; agentctl's own messages go to stderr.`,
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// noConn stands for a connection where one is only checked for, not used.
-type noConn struct{}
-
-func (noConn) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
-	return errors.New("no connection")
-}
-
-func (noConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
-	return nil, errors.New("no connection")
-}

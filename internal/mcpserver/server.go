@@ -98,6 +98,13 @@ Relative paths are relative to the daemon's workspace (see info). exec and sh re
 with the exit code and the process id; a command still running when wait_seconds is up keeps running: follow it
 with attach, stop it with kill.`
 
+// CheckTools says whether New would take names and readOnly, without a
+// connection: a command line is checked before anything is dialled.
+func CheckTools(names []string, readOnly bool) error {
+	_, err := selectTools(names, readOnly)
+	return err
+}
+
 // selectTools returns the tools to offer, in AllTools' order.
 func selectTools(names []string, readOnly bool) ([]string, error) {
 	allowed := AllTools
