@@ -15,10 +15,12 @@ import (
 
 // record adds an activity record for an operation done for the caller in
 // ctx: who asked comes from its connection (see actorOf), the
-// conversation from the call's metadata.
+// conversation and the client program (unchecked, like a claim) from the
+// call's metadata.
 func (s *Server) record(ctx context.Context, r activity.Record) activity.Record {
 	md, _ := metadata.FromIncomingContext(ctx)
 	r.Actor, r.ClaimedActor = actorOf(ctx, firstMD(md, wire.MDActor))
+	r.Client = cleanClaim(firstMD(md, wire.MDClient))
 	r.Conversation = firstMD(md, wire.MDConversation)
 	return s.activity.Add(r)
 }

@@ -259,7 +259,7 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 		ps.hub.remove(p.ID())
 		exit, _ := p.Wait(context.Background())
 		r := activity.Record{
-			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Conversation: start.Conversation,
+			Actor: start.Actor, ClaimedActor: start.ClaimedActor, Client: start.Client, Conversation: start.Conversation,
 			Kind: wire.KindProcessExit, Summary: start.Summary, Command: start.Command, Cwd: start.Cwd,
 			ObjectID: p.ID(), Outcome: activity.OK, ExitCode: exit.Code, Duration: exit.Duration,
 			Output: excerpt(p),

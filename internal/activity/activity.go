@@ -44,7 +44,11 @@ type Record struct {
 	Actor string `json:"actor,omitempty"`
 	// ClaimedActor is, on a direct connection, who the caller said it was
 	// (the agentd-actor metadata) when that differs from Actor: unchecked.
-	ClaimedActor string        `json:"claimed_actor,omitempty"`
+	ClaimedActor string `json:"claimed_actor,omitempty"`
+	// Client is the client program behind the call, as the caller names
+	// it (agentd-client metadata: "agentctl-mcp/1.2 (claude-code 2.0.1)"):
+	// unchecked, cleaned like ClaimedActor.
+	Client       string        `json:"client,omitempty"`
 	Conversation string        `json:"conversation,omitempty"`
 	Kind         string        `json:"kind"`
 	Summary      string        `json:"summary"`

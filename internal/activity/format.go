@@ -38,6 +38,9 @@ func (r Record) LineOn(machine string) string {
 	if r.ClaimedActor != "" {
 		fmt.Fprintf(&b, " (claims: %s)", r.ClaimedActor)
 	}
+	if r.Client != "" {
+		fmt.Fprintf(&b, " via %s", r.Client)
+	}
 	if r.Conversation != "" {
 		fmt.Fprintf(&b, " (%s)", r.Conversation)
 	}
