@@ -61,6 +61,7 @@ func recordToProto(r activity.Record) *agentdv1.ActivityRecord {
 		Time:         timestamppb.New(r.Time),
 		Actor:        r.Actor,
 		ClaimedActor: r.ClaimedActor,
+		Client:       r.Client,
 		Conversation: r.Conversation,
 		Kind:         r.Kind,
 		Summary:      strings.ToValidUTF8(r.Summary, "\uFFFD"),

@@ -26,8 +26,6 @@ func Line(m *hubv1.WatchResponse) string {
 		// What the machine says it did: no actor the hub vouches for
 		// (its claim follows), and labelled as its account.
 		r.Actor = "reported by the daemon"
-	case m.GetRecord().GetClient() != "":
-		r.Actor += " via " + m.GetRecord().GetClient()
 	}
 	return r.LineOn(name)
 }
@@ -36,7 +34,7 @@ func Line(m *hubv1.WatchResponse) string {
 // log holds it. A nil p gives the zero record.
 func Record(p *agentdv1.ActivityRecord) activity.Record {
 	r := activity.Record{
-		Seq: p.GetSeq(), Actor: p.GetActor(), ClaimedActor: p.GetClaimedActor(), Conversation: p.GetConversation(),
+		Seq: p.GetSeq(), Actor: p.GetActor(), ClaimedActor: p.GetClaimedActor(), Client: p.GetClient(), Conversation: p.GetConversation(),
 		Kind: p.GetKind(), Summary: p.GetSummary(), Command: p.GetCommand(), Cwd: p.GetCwd(), Path: p.GetPath(),
 		Bytes: p.GetBytes(), Output: p.GetOutput(), Error: p.GetError(), ExitCode: int(p.GetExitCode()),
 		Duration: p.GetDuration().AsDuration(), ObjectID: p.GetObjectId(),

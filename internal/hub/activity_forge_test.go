@@ -39,7 +39,10 @@ func (f *forger) Watch(req *agentdv1.WatchRequest, st grpc.ServerStreamingServer
 		select {
 		case <-st.Context().Done():
 			return nil
-		case r := <-f.recs:
+		case r, ok := <-f.recs:
+			if !ok {
+				return nil // endWatch: the stream ends after what was sent
+			}
 			if err := st.Send(&agentdv1.WatchResponse{Record: r}); err != nil {
 				return err
 			}
@@ -108,9 +111,10 @@ func (f *forger) send(t *testing.T, r *agentdv1.ActivityRecord) {
 func hubRecords(t *testing.T, h *hubEnv, machine string, cond func([]*hubv1.WatchResponse) bool) []*hubv1.WatchResponse {
 	t.Helper()
 	var got []*hubv1.WatchResponse
+	client := hubv1.NewActivityServiceClient(h.conn()) // one connection: the hub caps them per address
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		got = got[:0]
-		st, err := hubv1.NewActivityServiceClient(h.conn()).Watch(authCtx(t.Context(), h.owner, ""),
+		st, err := client.Watch(authCtx(t.Context(), h.owner, ""),
 			&hubv1.WatchRequest{MachineId: machine, SinceId: 0, Newest: ptr(uint32(1000)), NoFollow: true})
 		if err != nil {
 			t.Fatal(err)
@@ -223,12 +227,13 @@ func TestActivityForgedFlood(t *testing.T) {
 		f.send(t, forged(uint64(huge+i+1), "file.write", "flood"))
 	}
 	// The note of what was dropped comes with the next record let through,
-	// or when the Watch ends.
-	stop()
-
+	// or when the Watch ends. Ended in order (not by closing the tunnel,
+	// which could lose records still in flight to the hub), then closed.
+	close(f.recs)
 	got := hubRecords(t, h, id, func(rs []*hubv1.WatchResponse) bool {
 		return find(rs, func(r *hubv1.WatchResponse) bool { return r.GetRecord().GetKind() == "activity.dropped" }) != nil
 	})
+	stop()
 	stored, err := h.store.ListActivity(t.Context(), store.ActivityQuery{OrgID: hb.Org.ID, MachineID: id, Limit: store.MaxActivityLimit})
 	if err != nil {
 		t.Fatal(err)

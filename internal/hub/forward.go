@@ -176,6 +176,9 @@ func (s *Server) routeForwarded(ctx context.Context, _ string) (Route, error) {
 	if conv := firstMD(md, wire.MDConversation); conv != "" {
 		out.Set(wire.MDConversation, conv)
 	}
+	if client := firstMD(md, wire.MDClient); client != "" {
+		out.Set(wire.MDClient, client)
+	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {
 		r.Done = s.sandboxes.enter(ctx, id)

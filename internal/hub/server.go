@@ -612,6 +612,9 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if conv := firstMD(md, wire.MDConversation); conv != "" {
 		out.Set(wire.MDConversation, conv)
 	}
+	if client := firstMD(md, wire.MDClient); client != "" {
+		out.Set(wire.MDClient, client)
+	}
 	rec := s.activity.newCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
 	if !ok {
 		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
