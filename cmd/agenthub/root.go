@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -177,7 +178,11 @@ agentd (--agentd) as uid 1000 on a read-only root, and dials the hub over a
 unix socket under --sandbox-dir. Sandboxes with network access join a network
 whose egress rules the hub installs (public internet yes, private networks and
 the host no); if they cannot be installed (run as root, or with
-CAP_NET_ADMIN), environments that need a network are refused.`,
+CAP_NET_ADMIN), environments that need a network are refused.
+
+A second hub on the same host needs its own --sandbox-dir (the default is
+'sandboxes' beside --db), or --sandboxes off. --sandboxes off also starts a
+hub with no agentd to hand (or only a dynamically linked one).`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com`,
@@ -239,6 +244,10 @@ CAP_NET_ADMIN), environments that need a network are refused.`,
 				PublicURL:      publicURL,
 				TrustedProxies: trusted,
 			})
+			if errors.Is(err, listen.ErrInUse) {
+				// Another hub took the socket since the check in options.
+				return sandboxDirInUse(filepath.Dir(sbo.SocketDir), err)
+			}
 			if err != nil {
 				return err
 			}

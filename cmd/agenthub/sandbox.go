@@ -22,6 +22,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
@@ -142,13 +143,20 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if dir == "" {
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
+	// Before anything is written there: the agentd staged in dir is the
+	// one the other hub's sandboxes mount.
+	socketDir := filepath.Join(dir, "socket")
+	if sock := filepath.Join(socketDir, hub.SandboxSocketName); listen.Serving(sock) {
+		drv.Close()
+		return hub.SandboxOptions{}, none, sandboxDirInUse(dir, fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
+	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
 		drv.Close()
 		return hub.SandboxOptions{}, none, err
 	}
 	o := hub.SandboxOptions{
-		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
+		Driver: drv, AgentdDir: agentdDir, SocketDir: socketDir,
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
 	}
 	if isPostgres(db) {
@@ -175,6 +183,12 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
 		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))
 	return o, func() { drv.Close() }, nil
+}
+
+// sandboxDirInUse says that another agenthub runs sandboxes from dir
+// (err says where), and how to start this one beside it.
+func sandboxDirInUse(dir string, err error) error {
+	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s (the default is 'sandboxes' beside --db): give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir)
 }
 
 // loadHubID returns the sandbox hub ID stored in path, made (random) and
@@ -266,7 +280,7 @@ func checkStatic(bin string) error {
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("--agentd %s is linked dynamically and would not run in images without its libc: build it with CGO_ENABLED=0 (make build)", bin)
+			return fmt.Errorf("--agentd %s is linked dynamically and would not run in images without its libc: build it with CGO_ENABLED=0 (make build), or start the hub without sandboxes with --sandboxes off", bin)
 		}
 	}
 	return nil
