@@ -122,7 +122,7 @@ func TestServeSecondHubSameSandboxDir(t *testing.T) {
 
 // TestServeDynamicAgentd: with an engine that answers, a dynamically
 // linked --agentd is refused, and the error says how to start without
-// sandboxes.
+// sandboxes, which then starts.
 func TestServeDynamicAgentd(t *testing.T) {
 	dockerOrSkip(t)
 	dynamic := "/bin/true" // dynamically linked on Debian, Ubuntu, Fedora
@@ -134,6 +134,11 @@ func TestServeDynamicAgentd(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("agenthub serve --agentd %s: stderr lacks %q:\n%s", dynamic, want, got)
 		}
+	}
+	// What it advises works: the same hub starts without sandboxes.
+	log := startServe(t, serveArgs(filepath.Join(t.TempDir(), "hub.db"), "--agentd", dynamic, "--sandboxes", "off")...)
+	if !strings.Contains(log, "sandboxes are off") {
+		t.Errorf("the hub started with --sandboxes off does not say so:\n%s", log)
 	}
 }
 
