@@ -180,8 +180,8 @@ whose egress rules the hub installs (public internet yes, private networks and
 the host no); if they cannot be installed (run as root, or with
 CAP_NET_ADMIN), environments that need a network are refused.
 
-A second hub on the same host needs its own --sandbox-dir (the default is
-'sandboxes' beside --db), or --sandboxes off. --sandboxes off also starts a
+A second hub on the same host needs its own --sandbox-dir (the default
+follows --db), or --sandboxes off. --sandboxes off also starts a
 hub with no agentd to hand (or only a dynamically linked one).`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000

@@ -188,7 +188,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 // sandboxDirInUse says that another agenthub runs sandboxes from dir
 // (err says where), and how to start this one beside it.
 func sandboxDirInUse(dir string, err error) error {
-	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s (the default is 'sandboxes' beside --db): give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir)
+	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s (the default for this --db): give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir)
 }
 
 // loadHubID returns the sandbox hub ID stored in path, made (random) and
