@@ -246,7 +246,7 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 			})
 			if errors.Is(err, listen.ErrInUse) {
 				// Another hub took the socket since the check in options.
-				return sandboxDirInUse(filepath.Dir(sbo.SocketDir), err)
+				return sandboxDirInUse(filepath.Dir(sbo.SocketDir), sb.dir == "", err)
 			}
 			if err != nil {
 				return err

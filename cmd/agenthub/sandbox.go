@@ -148,7 +148,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	socketDir := filepath.Join(dir, "socket")
 	if sock := filepath.Join(socketDir, hub.SandboxSocketName); listen.Serving(sock) {
 		drv.Close()
-		return hub.SandboxOptions{}, none, sandboxDirInUse(dir, fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
+		return hub.SandboxOptions{}, none, sandboxDirInUse(dir, f.dir == "", fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
 	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
@@ -186,9 +186,14 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 }
 
 // sandboxDirInUse says that another agenthub runs sandboxes from dir
-// (err says where), and how to start this one beside it.
-func sandboxDirInUse(dir string, err error) error {
-	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s (the default for this --db): give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir)
+// (err says where), and how to start this one beside it; byDefault: dir
+// is the default for --db, not one given.
+func sandboxDirInUse(dir string, byDefault bool, err error) error {
+	how := ""
+	if byDefault {
+		how = " (the default for this --db)"
+	}
+	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s%s: give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir, how)
 }
 
 // loadHubID returns the sandbox hub ID stored in path, made (random) and
