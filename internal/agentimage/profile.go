@@ -414,8 +414,8 @@ func Profiles() []Profile {
 	return ps
 }
 
-// Lookup returns the built-in profile with that name or alias; the error for an
-// unknown one lists the known names (errors.Is ErrUnknownProfile).
+// Lookup returns the built-in profile with that name or alias; the error
+// for an unknown one lists the known names (errors.Is ErrUnknownProfile).
 func Lookup(name string) (Profile, error) {
 	ps := Profiles()
 	names := make([]string, len(ps))
