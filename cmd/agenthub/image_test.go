@@ -184,4 +184,9 @@ func TestImageProfileAlias(t *testing.T) {
 	if diff := cmp.Diff(byAlias, byName); diff != "" {
 		t.Errorf("image dockerfile claude vs claude-code (-got +want):\n%s", diff)
 	}
+	// build takes it too: past the profile, to the (absent) engine.
+	const noEngine = "unix:///nonexistent/docker.sock"
+	if _, _, err := runAgenthub(t, "", "image", "build", "claude", "--docker-host", noEngine); err == nil || !strings.Contains(err.Error(), "docker engine not reachable at "+noEngine) {
+		t.Errorf("image build claude: %v, want the engine not reachable", err)
+	}
 }
