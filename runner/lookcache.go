@@ -16,7 +16,7 @@ const maxLookCache = 4096
 //
 // Why: in a container whose root is served by a user-space storage driver
 // (fuse-overlayfs), each stat of the lookup is a round trip to that
-// driver; see docs/performance.md.
+// driver; see docs/performance-history.md (fuse-overlayfs round trips).
 type lookCache struct {
 	// probe reports whether path's answer is permanent (platform code).
 	probe func(path string) bool

@@ -15,7 +15,7 @@ import (
 func main() {
 	// agentctl lives for one command and its live heap is small, while a
 	// bulk stream allocates a buffer per message: collecting less often
-	// than the default saves CPU on large outputs (docs/performance.md).
+	// than the default saves CPU on large outputs (docs/performance-history.md).
 	// GOGC in the environment still wins.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)

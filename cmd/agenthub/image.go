@@ -72,6 +72,7 @@ user in /workspace. The versions are the ARG defaults, from versions.json;
 Profiles that use a published image (aider, goose) or need --image
 (commandcode) have no Dockerfile.`,
 		Example: `  agenthub image dockerfile claude-code
+  agenthub image dockerfile claude         # the same: claude names claude-code
   agenthub image dockerfile codex --agent-version 0.150.0 --docker
   agenthub image dockerfile opencode --base-dockerfile ./Dockerfile.dev`,
 		Args: oneProfile("dockerfile"),
@@ -258,8 +259,8 @@ func newImageBuildCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build PROFILE [-r] [--agent-version V] [--docker] [--base-dockerfile FILE --project NAME]",
 		Short: "Build a profile's runner image on the Docker engine (skipped when up to date)",
-		Long: `Build the runner image of a builder profile (codex, claude-code, opencode, pi)
-from the Dockerfile 'agenthub image dockerfile' prints, on this host's Docker
+		Long: `Build the runner image of a builder profile (codex, claude-code, opencode, pi;
+claude names claude-code) from the Dockerfile 'agenthub image dockerfile' prints, on this host's Docker
 engine. The image is named agentd/runner-PROJECT:PROFILE-latest (and
 :PROFILE-VERSION); PROJECT is "managed" on the managed base, or --project
 with --base-dockerfile.

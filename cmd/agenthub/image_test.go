@@ -165,3 +165,28 @@ func TestImageLsWithoutEngine(t *testing.T) {
 		t.Errorf("ls without an engine:\n%s", stdout)
 	}
 }
+
+// TestImageProfileAlias: "claude", the command people type, names the
+// claude-code profile wherever a profile is named.
+func TestImageProfileAlias(t *testing.T) {
+	t.Parallel()
+	byName, _, err := runAgenthub(t, "", "image", "dockerfile", "claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAlias, _, err := runAgenthub(t, "", "image", "dockerfile", "claude")
+	if err != nil {
+		t.Fatalf("image dockerfile claude: %v", err)
+	}
+	if byName == "" || !strings.Contains(byName, "@anthropic-ai/claude-code") {
+		t.Fatalf("image dockerfile claude-code printed no claude-code Dockerfile:\n%s", byName)
+	}
+	if diff := cmp.Diff(byAlias, byName); diff != "" {
+		t.Errorf("image dockerfile claude vs claude-code (-got +want):\n%s", diff)
+	}
+	// build takes it too: past the profile, to the (absent) engine.
+	const noEngine = "unix:///nonexistent/docker.sock"
+	if _, _, err := runAgenthub(t, "", "image", "build", "claude", "--docker-host", noEngine); err == nil || !strings.Contains(err.Error(), "docker engine not reachable at "+noEngine) {
+		t.Errorf("image build claude: %v, want the engine not reachable", err)
+	}
+}

@@ -193,7 +193,12 @@ without a token on a loopback address for a local Prometheus.
 Connections are capped per client address (--max-conns-per-client; a
 --trusted-proxy is not capped) and per sandbox on its socket
 (--max-conns-per-sandbox); the excess is closed at once. Raise the file
-descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
+descriptor limit (LimitNOFILE in the systemd unit) with the caps.
+
+
+A second hub on the same host needs its own --sandbox-dir (the default
+follows --db), or --sandboxes off. --sandboxes off also starts a
+hub with no agentd to hand (or only a dynamically linked one).`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com
@@ -271,6 +276,10 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.`,
 				MaxConnsPerSandbox:      noCapIsNegative(maxPerSandbox),
 				ActivityKeepBytesPerOrg: keepBytes,
 			})
+			if errors.Is(err, listen.ErrInUse) {
+				// Another hub took the socket since the check in options.
+				return sandboxDirInUse(filepath.Dir(sbo.SocketDir), sb.dir == "", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/imageref"
+	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
@@ -185,13 +186,20 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 			log.Error("recovering the sandboxes' workspaces", zap.Error(err))
 		}
 	}
+	// Before anything is written there: the agentd staged in dir is the
+	// one the other hub's sandboxes mount.
+	socketDir := filepath.Join(dir, "socket")
+	if sock := filepath.Join(socketDir, hub.SandboxSocketName); listen.Serving(sock) {
+		drv.Close()
+		return hub.SandboxOptions{}, none, sandboxDirInUse(dir, f.dir == "", fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
+	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
 		drv.Close()
 		return hub.SandboxOptions{}, none, err
 	}
 	o := hub.SandboxOptions{
-		Driver: drv, AgentdDir: agentdDir, SocketDir: filepath.Join(dir, "socket"),
+		Driver: drv, AgentdDir: agentdDir, SocketDir: socketDir,
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
 		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
 	}
@@ -261,6 +269,17 @@ func canBoundWorkspaces(dockerHost string) error {
 		}
 	}
 	return nil
+}
+
+// sandboxDirInUse says that another agenthub runs sandboxes from dir
+// (err says where), and how to start this one beside it; byDefault: dir
+// is the default for --db, not one given.
+func sandboxDirInUse(dir string, byDefault bool, err error) error {
+	how := ""
+	if byDefault {
+		how = " (the default for this --db)"
+	}
+	return fmt.Errorf("%w\n  it runs sandboxes from --sandbox-dir %s%s: give this agenthub its own --sandbox-dir DIR, or start it without sandboxes with --sandboxes off", err, dir, how)
 }
 
 // loadHubID returns the sandbox hub ID stored in path, made (random) and
@@ -352,7 +371,7 @@ func checkStatic(bin string) error {
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("--agentd %s is linked dynamically and would not run in images without its libc: build it with CGO_ENABLED=0 (make build)", bin)
+			return fmt.Errorf("--agentd %s is linked dynamically and would not run in images without its libc: build it with CGO_ENABLED=0 (make build), or start the hub without sandboxes with --sandboxes off", bin)
 		}
 	}
 	return nil

@@ -66,6 +66,10 @@ type Profile struct {
 	// Name is what commands take ("claude-code"): lowercase letters, digits
 	// and single dashes; the file is profiles/NAME.json.
 	Name string `json:"name"`
+	// Aliases are other names commands accept for it ("claude", what
+	// people type for claude-code), in the same alphabet; listings and
+	// records use Name.
+	Aliases []string `json:"aliases,omitempty"`
 	// Slug names the agent in image names (agentd/runner-SLUG); the same
 	// alphabet as Name.
 	Slug string `json:"slug"`
@@ -183,6 +187,14 @@ func (p *Profile) validate() error {
 		return errors.New("display_name is empty")
 	case !execRE.MatchString(p.Executable):
 		return fmt.Errorf("executable %q: want a command name (letters, digits, '.', '_', '-')", p.Executable)
+	}
+	for _, a := range p.Aliases {
+		switch {
+		case !nameRE.MatchString(a):
+			return fmt.Errorf("alias %q: want lowercase letters, digits and single dashes", a)
+		case a == p.Name:
+			return fmt.Errorf("alias %q is the profile's name", a)
+		}
 	}
 	if err := p.validateStrategy(); err != nil {
 		return err
@@ -364,7 +376,22 @@ func Load(fsys fs.FS) ([]Profile, error) {
 	if len(ps) == 0 {
 		return nil, errors.New("no profiles (*.json)")
 	}
+	// A name or alias means one profile.
+	owner := map[string]string{}
+	for _, p := range ps {
+		for _, n := range append([]string{p.Name}, p.Aliases...) {
+			if o, ok := owner[n]; ok && o != p.Name {
+				return nil, fmt.Errorf("%q names both profile %s and profile %s", n, o, p.Name)
+			}
+			owner[n] = p.Name
+		}
+	}
 	return ps, nil
+}
+
+// Named reports whether name is the profile's name or one of its aliases.
+func (p *Profile) Named(name string) bool {
+	return name == p.Name || slices.Contains(p.Aliases, name)
 }
 
 //go:embed profiles/*.json
@@ -386,13 +413,13 @@ func Profiles() []Profile {
 	return ps
 }
 
-// Lookup returns the built-in profile with that name; the error for an
-// unknown one lists the known names (errors.Is ErrUnknownProfile).
+// Lookup returns the built-in profile with that name or alias; the error
+// for an unknown one lists the known names (errors.Is ErrUnknownProfile).
 func Lookup(name string) (Profile, error) {
 	ps := Profiles()
 	names := make([]string, len(ps))
 	for i, p := range ps {
-		if p.Name == name {
+		if p.Named(name) {
 			return p, nil
 		}
 		names[i] = p.Name

@@ -74,6 +74,92 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// TestProfileNames: each profile's name, the other names it is accepted
+// as, and its executable are the contract's table (CONTRACT.md §6).
+func TestProfileNames(t *testing.T) {
+	t.Parallel()
+	type names struct {
+		Aliases    []string
+		Executable string
+	}
+	got := map[string]names{}
+	for _, p := range Profiles() {
+		got[p.Name] = names{p.Aliases, p.Executable}
+	}
+	want := map[string]names{
+		"codex":       {nil, "codex"},
+		"claude-code": {[]string{"claude"}, "claude"},
+		"opencode":    {nil, "opencode"},
+		"pi":          {nil, "pi"},
+		"aider":       {nil, "aider"},
+		"goose":       {nil, "goose"},
+		"commandcode": {nil, "commandcode"},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("profile names and executables (-got +want):\n%s", diff)
+	}
+}
+
+// TestLookupAlias: a profile is found by its name or an alias, and what is
+// returned always carries the canonical name.
+func TestLookupAlias(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, want string }{
+		{"claude-code", "claude-code"},
+		{"claude", "claude-code"},
+		{"codex", "codex"},
+		{"commandcode", "commandcode"},
+	} {
+		p, err := Lookup(tc.name)
+		if err != nil {
+			t.Errorf("Lookup(%s): %v", tc.name, err)
+			continue
+		}
+		if p.Name != tc.want {
+			t.Errorf("Lookup(%s).Name = %s, want %s", tc.name, p.Name, tc.want)
+		}
+	}
+	for _, name := range []string{"Claude", "claude ", "cmd", "claude-cod"} {
+		if _, err := Lookup(name); !errors.Is(err, ErrUnknownProfile) {
+			t.Errorf("Lookup(%q) = %v, want ErrUnknownProfile", name, err)
+		}
+	}
+}
+
+// TestLoadAliasClash: an alias that is another profile's name or alias,
+// or its own name, is refused: a name must mean one profile.
+func TestLoadAliasClash(t *testing.T) {
+	t.Parallel()
+	other := strings.NewReplacer(`"name": "demo", "slug": "demo"`, `"name": "other", "slug": "other"`)
+	for _, tc := range []struct {
+		name  string
+		files fstest.MapFS
+		want  string
+	}{
+		{"alias is another's name", fstest.MapFS{
+			"demo.json":  {Data: []byte(strings.Replace(validProfile, `"slug": "demo"`, `"slug": "demo", "aliases": ["other"]`, 1))},
+			"other.json": {Data: []byte(other.Replace(validProfile))},
+		}, `"other" names both`},
+		{"two aliases alike", fstest.MapFS{
+			"demo.json":  {Data: []byte(strings.Replace(validProfile, `"slug": "demo"`, `"slug": "demo", "aliases": ["d"]`, 1))},
+			"other.json": {Data: []byte(strings.Replace(other.Replace(validProfile), `"slug": "other"`, `"slug": "other", "aliases": ["d"]`, 1))},
+		}, `"d" names both`},
+		{"alias is its own name", fstest.MapFS{
+			"demo.json": {Data: []byte(strings.Replace(validProfile, `"slug": "demo"`, `"slug": "demo", "aliases": ["demo"]`, 1))},
+		}, `alias "demo" is the profile's name`},
+		{"bad alias", fstest.MapFS{
+			"demo.json": {Data: []byte(strings.Replace(validProfile, `"slug": "demo"`, `"slug": "demo", "aliases": ["De mo"]`, 1))},
+		}, `alias "De mo": want lowercase letters`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Load(tc.files); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // validProfile is a profile that passes; tests break one field at a time.
 const validProfile = `{
   "name": "demo", "slug": "demo", "display_name": "Demo", "executable": "demo",

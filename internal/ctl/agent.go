@@ -92,8 +92,9 @@ func (a *app) agentRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run PROFILE [--org O] [--image REF] [--allow HOST[:PORT]]... [--network open] [--ttl D] [-- ARG...]",
 		Short: "Make a disposable sandbox with a coding agent; with -- ARGS, run the agent with them",
-		Long: `Make a disposable sandbox for the agent of PROFILE (see 'agentctl agent ls'),
-from its image on the hub's Docker engine, with the profile's limits. The hub
+		Long: `Make a disposable sandbox for the agent of PROFILE (see 'agentctl agent ls';
+claude names claude-code), from its image on the hub's Docker engine, with the
+profile's limits. The hub
 pins the image by its local id (sha256:…), which stderr shows, as do
 'agentctl sandbox ls' and the run's activity record. Without arguments,
 print the sandbox's id (sb-…) alone on stdout once its agentd is online. With arguments after --, run the agent's executable with them (no
@@ -121,6 +122,7 @@ its value resolved by the hub's secret provider (agenthub serve --secret-dir
 or --secret-command) and delivered onto the sandbox's tmpfs: never into the
 image, the hub's store, logs or activity, or the container's configuration.`,
 		Example: `  agentctl agent run codex
+  agentctl agent run claude -- -p "explain this repository"
   agentctl agent run opencode -- --version
   agentctl agent run aider --allow api.openai.com -- --model gpt-5 --yes-always
   agentctl agent run aider --network open --ttl 30m

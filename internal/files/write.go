@@ -295,7 +295,7 @@ type tempFile struct {
 
 // writebackChunk is how much written content startWriteback is handed at a
 // time. Small enough that the final fsync finds little left to write;
-// sizes from 1 to 16 MiB did equally well (docs/performance.md).
+// sizes from 1 to 16 MiB did equally well (docs/performance-history.md).
 const writebackChunk = 8 << 20
 
 func (f *FS) createTemp(target string) (*tempFile, error) {

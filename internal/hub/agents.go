@@ -56,7 +56,7 @@ func (g *agentService) profiles() []agentimage.Profile {
 func (g *agentService) profile(name string) (agentimage.Profile, error) {
 	var names []string
 	for _, p := range g.profiles() {
-		if p.Name == name {
+		if p.Named(name) { // "claude" is claude-code; the run records p.Name
 			return p, nil
 		}
 		names = append(names, p.Name)

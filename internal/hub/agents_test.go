@@ -97,3 +97,28 @@ func TestRunNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentProfileByAlias: agent run's profile is found by its name or an
+// alias ("claude"), and the run then carries the canonical name; an
+// unknown name lists the canonical ones.
+func TestAgentProfileByAlias(t *testing.T) {
+	t.Parallel()
+	g := &agentService{s: &Server{}} // no sandboxes: the built-in profiles
+	for _, tc := range []struct{ name, want string }{
+		{"claude-code", "claude-code"},
+		{"claude", "claude-code"},
+		{"codex", "codex"},
+		{"commandcode", "commandcode"},
+		{"cmd", `rpc error: code = InvalidArgument desc = unknown agent profile "cmd" (known: aider, claude-code, codex, commandcode, goose, opencode, pi)`},
+	} {
+		var got string
+		if p, err := g.profile(tc.name); err != nil {
+			got = err.Error()
+		} else {
+			got = p.Name
+		}
+		if got != tc.want {
+			t.Errorf("profile(%q) = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -471,7 +471,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 			sandbox.LabelOrg: org.ID, sandbox.LabelEnv: env.name,
 		},
 		Env: []string{
-			wire.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + hubSocketName,
+			wire.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + SandboxSocketName,
 			wire.EnvSandboxID + "=" + id,
 			wire.EnvSandboxOrg + "=" + org.Name,
 			wire.EnvSandboxKey + "=" + base64.StdEncoding.EncodeToString(key.Seed()),
@@ -907,5 +907,6 @@ func (m *sandboxes) remove(ctx context.Context, org store.Org, id string) error 
 // wait waits for the background work to end (the hub's context is done).
 func (m *sandboxes) wait() { m.wg.Wait() }
 
-// hubSocketName is the hub's socket in SocketDir.
-const hubSocketName = "hub.sock"
+// SandboxSocketName is the unix socket the hub serves sandboxes on, in
+// SandboxOptions.SocketDir.
+const SandboxSocketName = "hub.sock"

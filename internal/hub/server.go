@@ -270,8 +270,11 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	}
 	// listen.Listen replaces a stale socket of an earlier run, but not
 	// one another hub still serves, nor a file that is not a socket.
-	sock := filepath.Join(o.SocketDir, hubSocketName)
+	sock := filepath.Join(o.SocketDir, SandboxSocketName)
 	lis, err := listen.Listen(listen.Addr{Network: "unix", Address: sock})
+	if errors.Is(err, listen.ErrInUse) {
+		return fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse)
+	}
 	if err != nil {
 		return fmt.Errorf("sandbox socket: %w", err)
 	}

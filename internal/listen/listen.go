@@ -70,6 +70,24 @@ func (a Addr) IsLoopback() bool {
 	return err == nil && ip.IsLoopback()
 }
 
+// ErrInUse is the error (wrapped) of Listen when a live process already
+// serves the unix socket: a second daemon must not take it over.
+var ErrInUse = errors.New("already serving on this socket")
+
+// Serving reports whether a live process serves the unix socket path.
+func Serving(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || !isSocketFile(fi) {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
 // Listen opens a listener. A unix socket is created with mode 0600; a stale
 // socket file left by a dead daemon is replaced, but a live one is not.
 func Listen(a Addr) (net.Listener, error) {
@@ -84,7 +102,7 @@ func Listen(a Addr) (net.Listener, error) {
 		c, err := net.DialTimeout("unix", a.Address, time.Second)
 		if err == nil {
 			c.Close()
-			return nil, fmt.Errorf("%s: another agentd is already serving on this socket", a.Address)
+			return nil, fmt.Errorf("%s: another agentd is %w", a.Address, ErrInUse)
 		}
 		if !isRefused(err) {
 			return nil, fmt.Errorf("%s exists and is not a socket agentd can reuse: %w", a.Address, err)

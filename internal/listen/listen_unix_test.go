@@ -3,6 +3,7 @@
 package listen
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,12 +28,18 @@ func TestListenUnixPrivateAndStale(t *testing.T) {
 	if got := fi.Mode().Perm(); got != 0o600 {
 		t.Errorf("socket mode %v, want 0600", got)
 	}
-	if _, err := Listen(a); err == nil || !strings.Contains(err.Error(), "already serving") {
-		t.Errorf("second Listen: %v, want an already serving error", err)
+	if _, err := Listen(a); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another agentd is already serving") {
+		t.Errorf("second Listen: %v, want an already serving error (ErrInUse)", err)
+	}
+	if !Serving(path) {
+		t.Errorf("Serving(%s) = false while it is served", path)
 	}
 	// A stale socket: the file stays, nobody listens.
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	l.Close()
+	if Serving(path) {
+		t.Errorf("Serving(%s) = true for a stale socket", path)
+	}
 	l, err = Listen(a)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
