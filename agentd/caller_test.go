@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
@@ -107,6 +108,27 @@ func lastRecord(t *testing.T, cc *grpc.ClientConn, ctx context.Context, match fu
 	return last
 }
 
+// awaitRecord follows the daemon's activity (replay, then live) until a
+// record matches, for at most 20 s.
+func awaitRecord(t *testing.T, cc *grpc.ClientConn, ctx context.Context, match func(*agentdv1.ActivityRecord) bool) *agentdv1.ActivityRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := agentdv1.NewActivityServiceClient(cc).Watch(ctx, &agentdv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("no matching activity record: %v", err)
+		}
+		if match(m.GetRecord()) {
+			return m.GetRecord()
+		}
+	}
+}
+
 // me is the actor the test process is on a unix socket.
 func me(t *testing.T) string {
 	t.Helper()
@@ -165,7 +187,9 @@ func TestActorOnUnixSocket(t *testing.T) {
 	if _, err := agentdv1.NewProcessServiceClient(cc).Wait(ctx, &agentdv1.WaitRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
-	r := lastRecord(t, cc, ctx, func(r *agentdv1.ActivityRecord) bool {
+	// The exit is recorded as the process ends, which can be a moment
+	// after Wait answers: follow the log until it comes.
+	r := awaitRecord(t, cc, ctx, func(r *agentdv1.ActivityRecord) bool {
 		return r.GetKind() == "process.exit" && r.GetObjectId() == id
 	})
 	if diff := cmp.Diff(who{r.GetActor(), r.GetClaimedActor()}, who{uid, "bob"}); diff != "" {

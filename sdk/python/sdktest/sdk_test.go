@@ -203,7 +203,10 @@ func startHub(t *testing.T) *hubProc {
 	h.addr = l.Addr().String()
 	l.Close()
 	h.args = []string{"serve", "--listen", h.addr, "--db", db, "--sandboxes", mode,
-		"--sandbox-dir", filepath.Join(dir, "sandboxes"), "--warm-builtin", "0", "--agent-releases", "off", "--log-level", "warn"}
+		"--sandbox-dir", filepath.Join(dir, "sandboxes"), "--warm-builtin", "0", "--agent-releases", "off", "--log-level", "warn",
+		// The suite makes a sandbox per test case and conversation, with one
+		// token: more than the default caps allow.
+		"--org-max-sandboxes", "0", "--token-max-sandboxes", "0"}
 	if err := h.start(); err != nil {
 		t.Fatal(err)
 	}
