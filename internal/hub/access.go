@@ -28,7 +28,7 @@ func (s *Server) sandboxAccess(ctx context.Context, c *caller, id string) error 
 	case err != nil:
 		return status.Errorf(codes.Unavailable, "sandbox lookup: %v", err)
 	}
-	if !sb.HoldsSecrets || (sb.StartedBy != "" && sb.StartedBy == c.token.ID) {
+	if !sb.HoldsSecrets || (sb.Token != "" && sb.Token == c.token.ID) {
 		return nil
 	}
 	return status.Errorf(codes.PermissionDenied,

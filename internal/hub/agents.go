@@ -227,7 +227,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,
-		home: sandbox.WorkspaceDir + "/.home", allow: allow, startedBy: c.token.ID, secrets: len(secrets) > 0}
+		home: sandbox.WorkspaceDir + "/.home", allow: allow, secrets: len(secrets) > 0}
 	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
 	if err != nil {
 		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {

@@ -150,11 +150,9 @@ type envSpec struct {
 	// allow, with network "none", is the only way out: the egress proxy
 	// to these destinations (empty: no proxy).
 	allow allowlist.List
-	// An agent run's: the id of the token that started it, and whether
-	// its resolved secrets go into it (then only admins and that token
-	// may call it: sandboxAccess).
-	startedBy string
-	secrets   bool
+	// An agent run's: whether its resolved secrets go into it (then only
+	// admins and the token that started it may call it: sandboxAccess).
+	secrets bool
 }
 
 // sandboxes runs an org's sandboxes: get-or-create per (org, environment,
@@ -455,7 +453,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	now := m.s.opts.Now()
 	sbRow := store.Sandbox{ID: id, OrgID: org.ID, Environment: env.name, Conversation: conv, Warm: warm,
 		Image: env.image, Hub: m.o.HubID, CreatedAt: now, ExpiresAt: expiry(now, env.ttl),
-		StartedBy: env.startedBy, HoldsSecrets: env.secrets}
+		HoldsSecrets: env.secrets}
 	if !warm {
 		sbRow.Token = callerToken(ctx)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, started_by, holds_secrets`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
@@ -16,7 +16,7 @@ func scanSandbox(r scanner) (Sandbox, error) {
 		expires       int64
 		secrets       int
 	)
-	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &sb.StartedBy, &secrets)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &secrets)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
@@ -54,9 +54,9 @@ func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 	if sb.Warm {
 		warm = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires,
-		sb.Token, sb.StartedBy, boolInt(sb.HoldsSecrets))
+		sb.Token, boolInt(sb.HoldsSecrets))
 	switch {
 	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)

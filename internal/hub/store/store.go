@@ -301,14 +301,13 @@ type Sandbox struct {
 	// ExpiresAt is when the sandbox is removed, used or not (an agent run's
 	// TTL); zero: when idle, as conversations' sandboxes are.
 	ExpiresAt time.Time
-	// Token is the id of the API token whose call made (or claimed) it,
-	// for the per-token cap; "" for the hub's own (warm, validation).
+	// Token is the id of the API token whose call made (or claimed) it:
+	// the per-token cap counts it, and it is the one member token that may
+	// call a sandbox holding secrets; "" for the hub's own (warm,
+	// validation).
 	Token string
-	// StartedBy is the id of the token that started an agent run's
-	// sandbox; "" for conversations' sandboxes.
-	StartedBy string
-	// HoldsSecrets: resolved secrets were (or are being) delivered into
-	// it; only admins and StartedBy may call it.
+	// HoldsSecrets: an agent run's resolved secrets were (or are being)
+	// delivered into it; only admins and Token may call it.
 	HoldsSecrets bool
 }
 

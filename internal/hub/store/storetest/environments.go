@@ -169,14 +169,14 @@ func testSandboxes(t *testing.T, s store.Store) {
 	// An end fixed at creation (an agent run's TTL) is kept; it must come
 	// after the creation, and a warm sandbox has none.
 	run := must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-run", OrgID: org.ID, Environment: "agent:codex", Conversation: "run-1", Image: "img",
-		CreatedAt: T0, ExpiresAt: T0.Add(2 * time.Hour), StartedBy: "tok-1", HoldsSecrets: true}))(t)
+		CreatedAt: T0, ExpiresAt: T0.Add(2 * time.Hour), Token: "tok-1", HoldsSecrets: true}))(t)
 	if got := must(s.Sandbox(ctx, run.ID))(t); !got.ExpiresAt.Equal(T0.Add(2*time.Hour)) || !sb.ExpiresAt.IsZero() {
 		t.Errorf("expiry stored %v (want %v); a sandbox without one has %v", got.ExpiresAt, T0.Add(2*time.Hour), sb.ExpiresAt)
 	}
 	// Who started a run and whether it holds secrets are kept: the hub's
 	// access rule reads them on every call, across restarts and replicas.
-	if got := must(s.Sandbox(ctx, run.ID))(t); got.StartedBy != "tok-1" || !got.HoldsSecrets || sb.StartedBy != "" || sb.HoldsSecrets {
-		t.Errorf("run stored started_by %q, holds_secrets %v (want tok-1, true); a conversation's: %q, %v", got.StartedBy, got.HoldsSecrets, sb.StartedBy, sb.HoldsSecrets)
+	if got := must(s.Sandbox(ctx, run.ID))(t); got.Token != "tok-1" || !got.HoldsSecrets || sb.HoldsSecrets {
+		t.Errorf("run stored token %q, holds_secrets %v (want tok-1, true); a conversation's holds_secrets: %v", got.Token, got.HoldsSecrets, sb.HoldsSecrets)
 	}
 	_, err = s.CreateSandbox(ctx, store.Sandbox{ID: "sb-5", OrgID: org.ID, Environment: "agent:codex", Conversation: "run-2", Image: "img", CreatedAt: T0, ExpiresAt: T0})
 	wantErr(t, "an end at the creation", err, store.ErrInvalid)

@@ -12,8 +12,7 @@ UPDATE api_tokens SET owner = 1 WHERE id = (
       AND t.org_id = (SELECT o.id FROM orgs o ORDER BY o.created_at, o.id LIMIT 1)
     ORDER BY t.created_at, t.id LIMIT 1);
 
--- Who started an agent run's sandbox (the token's id; '' for conversations'
--- sandboxes) and whether resolved secrets were delivered into it: calls to
--- such a sandbox are for admins and the starting token only.
-ALTER TABLE sandboxes ADD COLUMN started_by TEXT NOT NULL DEFAULT '';
+-- Whether an agent run's resolved secrets were delivered into a sandbox:
+-- calls to it are for admins and the token that started it (token_id,
+-- migration 7) only.
 ALTER TABLE sandboxes ADD COLUMN holds_secrets INTEGER NOT NULL DEFAULT 0 CHECK (holds_secrets IN (0, 1));
