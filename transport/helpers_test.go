@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,6 +174,10 @@ func (h *testHub) revoke(id string) {
 
 func (h *testHub) authenticate(_ context.Context, id string) (ed25519.PublicKey, string, error) {
 	h.auths.Add(1)
+	if strings.HasPrefix(id, "sb-") {
+		// Like the hub's public port: sandboxes dial their own socket.
+		return nil, "", fmt.Errorf("sandbox ids connect only through their sandbox's socket: %w", transport.ErrWrongEndpoint)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.machines[id]
