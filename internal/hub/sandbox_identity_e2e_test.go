@@ -1,0 +1,115 @@
+package hub_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
+	"github.com/devdepot-ai/agentd/internal/wire"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// TestSandboxKeyElsewhereRefused: a sandbox's key, read from inside it,
+// does not let an agentd on another machine open that sandbox's tunnel
+// through the hub's public port: it is refused (wrong_endpoint) and every
+// call for the conversation still reaches the real sandbox.
+func TestSandboxKeyElsewhereRefused(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	real, code, err := h.run(ctx, "cat", "/proc/sys/kernel/hostname")
+	if err != nil || code != 0 {
+		t.Fatalf("first call: %q %d %v", real, code, err)
+	}
+	info, err := agentdv1.NewSystemServiceClient(h.cc).Info(ctx, &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := h.Store.Sandbox(t.Context(), info.GetTunnel().GetMachineId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the hub gave the sandbox's agentd, as its container holds it.
+	out, err := exec.CommandContext(t.Context(), "docker", "inspect", "--format", `{{range .Config.Env}}{{println .}}{{end}}`, sb.ContainerID).Output()
+	if err != nil {
+		t.Fatalf("docker inspect: %v", err)
+	}
+	env := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	for line := range strings.Lines(string(out)) {
+		if k, _, _ := strings.Cut(line, "="); k == wire.EnvSandboxKey || k == wire.EnvSandboxID || k == wire.EnvSandboxOrg {
+			env = append(env, strings.TrimSpace(line))
+		}
+	}
+	if len(env) != 5 {
+		t.Fatalf("sandbox credential not found in the container's environment: %q", out)
+	}
+	impostor := exec.CommandContext(t.Context(), filepath.Join(sandboxtest.AgentdBinary(t), "agentd"), "run", "--mode", "sandbox", "--socket", "-", "--workspace", t.TempDir())
+	impostor.Env = append(env, wire.EnvSandboxHub+"="+h.URL)
+	impostor.Dir = t.TempDir()
+	var logs lockedBuffer
+	stderr, err := impostor.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := impostor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = impostor.Process.Kill(); _ = impostor.Wait() })
+
+	// Wait for the impostor's first answer from the hub, whichever it is.
+	verdict := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		var all []string
+		for sc.Scan() {
+			line := sc.Text()
+			all = append(all, line)
+			logs.add(line)
+			if !sent && (strings.Contains(line, "tunnel to the hub is up") || strings.Contains(line, "refused the tunnel") || strings.Contains(line, "cannot open the tunnel")) {
+				verdict <- line
+				sent = true
+			}
+		}
+		if !sent {
+			verdict <- "agentd ended: " + strings.Join(all, "\n")
+		}
+	}()
+	select {
+	case line := <-verdict:
+		if !strings.Contains(line, "wrong_endpoint") || !strings.Contains(line, "own socket") {
+			t.Errorf("impostor's tunnel: %s; want it refused as wrong_endpoint", line)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the impostor agentd said nothing about its tunnel in 20 s:\n%s", logs.String())
+	}
+	for i := range 8 {
+		got, _, err := h.run(ctx, "cat", "/proc/sys/kernel/hostname")
+		if err != nil || got != real {
+			t.Errorf("call %d answered by %q (%v), want the sandbox %q", i, got, err, real)
+		}
+	}
+}
+
+// lockedBuffer collects lines from one goroutine for another.
+type lockedBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *lockedBuffer) add(line string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, line)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
