@@ -113,3 +113,19 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return strings.Join(b.lines, "\n")
 }
+
+// TestSandboxSecretsDirNotWorkload: a file the workload drops into the
+// secrets directory (LD_PRELOAD among them) becomes no variable of any
+// later command in the sandbox.
+func TestSandboxSecretsDirNotWorkload(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	drop := "mkdir -p " + wire.SandboxSecretsDir + " && echo /tmp/evil.so > " + wire.SandboxSecretsDir + "/LD_PRELOAD && echo dropped > " + wire.SandboxSecretsDir + "/DROPPED && echo ok"
+	if out, code, err := h.run(ctx, "sh", "-c", drop); err != nil || code != 0 || out != "ok\n" {
+		t.Fatalf("the workload's write: %q %d %v", out, code, err)
+	}
+	out, _, err := h.run(ctx, "sh", "-c", `echo "${LD_PRELOAD-unset} ${DROPPED-unset}"`)
+	if err != nil || out != "unset unset\n" {
+		t.Errorf("a later command's environment: %q (%v); want neither variable set", out, err)
+	}
+}
