@@ -129,3 +129,25 @@ func TestSandboxSecretsDirNotWorkload(t *testing.T) {
 		t.Errorf("a later command's environment: %q (%v); want neither variable set", out, err)
 	}
 }
+
+// TestSandboxAgentdNotReadable: the workload (the same uid as agentd)
+// cannot read agentd's environment or memory, nor attach to it, while its
+// own processes stay dumpable (exec resets the flag).
+func TestSandboxAgentdNotReadable(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-1")
+	script := `for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = agentd ] && pid=${p#/proc/}; done
+[ -n "$pid" ] || { echo "no agentd"; exit 1; }
+try() { if "$@" >/dev/null 2>&1; then echo readable; else echo denied; fi; }
+echo "environ $(try cat /proc/$pid/environ)"
+echo "mem $(try dd if=/proc/$pid/mem bs=1 count=1 skip=4194304)"
+echo "fd $(try ls /proc/$pid/fd)"
+echo "own $(try cat /proc/self/environ)"`
+	out, code, err := h.run(ctx, "sh", "-c", script)
+	if err != nil || code != 0 {
+		t.Fatalf("probe: %q %d %v", out, code, err)
+	}
+	if want := "environ denied\nmem denied\nfd denied\nown readable\n"; out != want {
+		t.Errorf("what the workload reads of agentd:\n%s\nwant:\n%s", out, want)
+	}
+}
