@@ -108,6 +108,7 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 				}
 				c, ok, err := agentd.SandboxFromEnv(os.Getenv)
 				_ = os.Unsetenv(agentd.EnvSandboxKey) // no copy in the Go environment either
+				_ = os.Unsetenv(agentd.EnvSandboxKeyFile)
 				if err != nil {
 					return usageError{err}
 				}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -20,7 +22,8 @@ import (
 // through the hub's public port: it is refused (wrong_endpoint) and every
 // call for the conversation still reaches the real sandbox.
 func TestSandboxKeyElsewhereRefused(t *testing.T) {
-	h := startSandboxHub(t, nil)
+	keyDir := t.TempDir()
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.KeyDir = keyDir })
 	ctx := h.ctx("builtin", "c-1")
 	real, code, err := h.run(ctx, "cat", "/proc/sys/kernel/hostname")
 	if err != nil || code != 0 {
@@ -34,20 +37,13 @@ func TestSandboxKeyElsewhereRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the hub gave the sandbox's agentd, as its container holds it.
-	out, err := exec.CommandContext(t.Context(), "docker", "inspect", "--format", `{{range .Config.Env}}{{println .}}{{end}}`, sb.ContainerID).Output()
+	// The key as the hub keeps it: what a sandbox whose key leaked gives.
+	seed, err := os.ReadFile(filepath.Join(keyDir, sb.ID, "seed"))
 	if err != nil {
-		t.Fatalf("docker inspect: %v", err)
+		t.Fatalf("the sandbox's key on the hub: %v", err)
 	}
-	env := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
-	for line := range strings.Lines(string(out)) {
-		if k, _, _ := strings.Cut(line, "="); k == wire.EnvSandboxKey || k == wire.EnvSandboxID || k == wire.EnvSandboxOrg {
-			env = append(env, strings.TrimSpace(line))
-		}
-	}
-	if len(env) != 5 {
-		t.Fatalf("sandbox credential not found in the container's environment: %q", out)
-	}
+	env := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"),
+		wire.EnvSandboxKey + "=" + string(seed), wire.EnvSandboxID + "=" + sb.ID, wire.EnvSandboxOrg + "=acme"}
 	impostor := exec.CommandContext(t.Context(), filepath.Join(sandboxtest.AgentdBinary(t), "agentd"), "run", "--mode", "sandbox", "--socket", "-", "--workspace", t.TempDir())
 	impostor.Env = append(env, wire.EnvSandboxHub+"="+h.URL)
 	impostor.Dir = t.TempDir()
@@ -149,5 +145,43 @@ echo "own $(try cat /proc/self/environ)"`
 	}
 	if want := "environ denied\nmem denied\nfd denied\nown readable\n"; out != want {
 		t.Errorf("what the workload reads of agentd:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestSandboxKeyNotInSandbox: the sandbox's key is in no process's
+// environment there (the engine's init included) and no longer in its key
+// mount once agentd has read it; a container started again (agentd died)
+// gets it again and comes back.
+func TestSandboxKeyNotInSandbox(t *testing.T) {
+	keyDir := t.TempDir()
+	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.KeyDir = keyDir })
+	ctx := h.ctx("builtin", "c-1")
+	probe := `n=0; for e in /proc/[0-9]*/environ; do tr '\0' '\n' 2>/dev/null <$e | grep -q '^AGENTD_SANDBOX_KEY=' && n=$((n+1)); done
+echo "environ $n"; echo "mount $(ls -A ` + sandbox.KeyDir + ` | wc -l)"`
+	want := "environ 0\nmount 0\n"
+	out, _, err := h.run(ctx, "sh", "-c", probe)
+	if err != nil || out != want {
+		t.Errorf("where the workload finds the key: %q (%v), want %q", out, err, want)
+	}
+	info, err := agentdv1.NewSystemServiceClient(h.cc).Info(ctx, &agentdv1.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile(filepath.Join(keyDir, info.GetTunnel().GetMachineId(), "seed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, string(seed)) {
+		t.Error("the seed reached the workload")
+	}
+	// agentd dies: the hub starts the container again (a fresh /tmp),
+	// with its key.
+	if _, _, err := h.run(ctx, "touch", "/tmp/before"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _ = h.run(ctx, "sh", "-c", "kill -9 $PPID")
+	out, _, err = h.run(ctx, "sh", "-c", "test -e /tmp/before && echo 'not restarted'; "+probe)
+	if err != nil || out != want {
+		t.Errorf("after a restart: %q (%v), want %q", out, err, want)
 	}
 }

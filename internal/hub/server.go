@@ -236,6 +236,15 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
 		return fmt.Errorf("sandbox socket dir: %w", err)
 	}
+	// The sandboxes' keys: the hub's alone (each sandbox gets a mount of
+	// its own subdirectory's mnt, never of this one).
+	o.defaults()
+	if err := os.MkdirAll(o.KeyDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox key dir: %w", err)
+	}
+	if err := os.Chmod(o.KeyDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox key dir: %w", err)
+	}
 	// listen.Listen replaces a stale socket of an earlier run, but not
 	// one another hub still serves, nor a file that is not a socket.
 	sock := filepath.Join(o.SocketDir, hubSocketName)

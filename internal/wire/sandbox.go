@@ -9,12 +9,16 @@ import (
 // credential among them). Like every AGENTD_* variable they never reach the
 // commands the agent runs.
 const (
-	EnvSandboxHub   = "AGENTD_SANDBOX_HUB"
-	EnvSandboxID    = "AGENTD_SANDBOX_ID"
-	EnvSandboxOrg   = "AGENTD_SANDBOX_ORG"
-	EnvSandboxKey   = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxEnv   = "AGENTD_SANDBOX_ENVIRONMENT"
-	EnvSandboxImage = "AGENTD_SANDBOX_IMAGE"
+	EnvSandboxHub = "AGENTD_SANDBOX_HUB"
+	EnvSandboxID  = "AGENTD_SANDBOX_ID"
+	EnvSandboxOrg = "AGENTD_SANDBOX_ORG"
+	EnvSandboxKey = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded); older hubs
+	// EnvSandboxKeyFile names the file holding the seed (base64, as
+	// EnvSandboxKey), in the sandbox's own key mount: agentd reads it and
+	// removes it, so that the workload finds the key nowhere.
+	EnvSandboxKeyFile = "AGENTD_SANDBOX_KEY_FILE"
+	EnvSandboxEnv     = "AGENTD_SANDBOX_ENVIRONMENT"
+	EnvSandboxImage   = "AGENTD_SANDBOX_IMAGE"
 	// EnvSandboxEgress is the loopback address where a sandbox with an
 	// allow list serves its egress proxy (SandboxEgressProxy); unset: none.
 	EnvSandboxEgress = "AGENTD_SANDBOX_EGRESS"
