@@ -209,10 +209,10 @@ func TestHandshakeRefusals(t *testing.T) {
 		},
 		{
 			name: "id of another endpoint",
-			id:   "sb-1",
+			id:   "elsewhere-1",
 			answer: func(c *rawClient, ch wireMsg) {
 				// Whatever the key: the id is never taken here.
-				c.answer(wireMsg{Type: "response", Nonce: ch.Nonce, Host: c.host, Signature: sign(key, c.host, "sb-1", ch.Nonce)})
+				c.answer(wireMsg{Type: "response", Nonce: ch.Nonce, Host: c.host, Signature: sign(key, c.host, "elsewhere-1", ch.Nonce)})
 			},
 			want: "wrong_endpoint",
 		},

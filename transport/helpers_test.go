@@ -174,9 +174,9 @@ func (h *testHub) revoke(id string) {
 
 func (h *testHub) authenticate(_ context.Context, id string) (ed25519.PublicKey, string, error) {
 	h.auths.Add(1)
-	if strings.HasPrefix(id, "sb-") {
-		// Like the hub's public port: sandboxes dial their own socket.
-		return nil, "", fmt.Errorf("sandbox ids connect only through their sandbox's socket: %w", transport.ErrWrongEndpoint)
+	if strings.HasPrefix(id, "elsewhere-") {
+		// Like a sandbox's id on the hub's public port: never taken here.
+		return nil, "", fmt.Errorf("this id connects only through another endpoint: %w", transport.ErrWrongEndpoint)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
