@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/activity"
 	"github.com/devdepot-ai/agentd/internal/files"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -180,6 +183,9 @@ func (fsvc *fileService) Write(stream agentdv1.FileService_WriteServer) error {
 	if err != nil {
 		return err
 	}
+	if name, ok := fsvc.s.secrets.name(hdr.GetPath()); ok {
+		return fsvc.writeSecret(stream, name, hdr)
+	}
 	res, err := fsvc.fs.Write(ctx, hdr.GetPath(), files.WriteOptions{
 		Mode:           mode,
 		CreateParents:  hdr.GetCreateParents(),
@@ -200,6 +206,26 @@ func (fsvc *fileService) Write(stream agentdv1.FileService_WriteServer) error {
 		Sha256:  res.SHA256,
 		Created: res.Created,
 	})
+}
+
+// writeSecret keeps a write into the secrets directory in the daemon's
+// memory (see secretStore): nothing reaches the disk, and the activity log
+// names the variable, never its value.
+func (fsvc *fileService) writeSecret(stream agentdv1.FileService_WriteServer, name string, hdr *agentdv1.WriteHeader) error {
+	ctx := stream.Context()
+	if hdr.GetAppend() || len(hdr.GetExpectedSha256()) > 0 {
+		return invalidf("secret %s: a delivered variable is written whole, without append or expected_sha256", name)
+	}
+	value, err := io.ReadAll(io.LimitReader(&writeStreamReader{stream: stream}, wire.MaxSecretBytes+1))
+	if err == nil {
+		err = fsvc.s.secrets.set(name, value)
+	}
+	fsvc.record(ctx, "files.write", "set secret variable "+name+" for later commands", hdr.GetPath(), int64(len(value)), nil, err)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(value)
+	return stream.SendAndClose(&agentdv1.WriteResponse{Path: protoPath(hdr.GetPath()), Size: int64(len(value)), Sha256: hex.EncodeToString(sum[:]), Created: true})
 }
 
 // writeStreamReader reads the data messages of a Write stream.

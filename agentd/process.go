@@ -50,8 +50,8 @@ func newProcessService(ctx context.Context, s *Server) (*processService, error) 
 		// remembered (the runner checks that the root is read-only).
 		ReadOnlyRoot: s.opts.Mode == ModeSandbox,
 	}
-	if dir := s.opts.SecretsDir; dir != "" {
-		o.ExtraEnv = func() map[string]string { return secretEnv(dir) }
+	if s.secrets != nil {
+		o.ExtraEnv = s.secrets.env
 	}
 	return &processService{s: s, log: log, m: runner.New(o)}, nil
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,19 +63,30 @@ type SandboxCredential struct {
 // with the rest of the wire in internal/wire, which the hub imports). Like
 // every AGENTD_* variable they never reach the commands the agent runs.
 const (
-	EnvSandboxHub    = wire.EnvSandboxHub
-	EnvSandboxID     = wire.EnvSandboxID
-	EnvSandboxOrg    = wire.EnvSandboxOrg
-	EnvSandboxKey    = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxEnv    = wire.EnvSandboxEnv
-	EnvSandboxImage  = wire.EnvSandboxImage
-	EnvSandboxEgress = wire.EnvSandboxEgress
+	EnvSandboxHub     = wire.EnvSandboxHub
+	EnvSandboxID      = wire.EnvSandboxID
+	EnvSandboxOrg     = wire.EnvSandboxOrg
+	EnvSandboxKey     = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
+	EnvSandboxKeyFile = wire.EnvSandboxKeyFile
+	EnvSandboxEnv     = wire.EnvSandboxEnv
+	EnvSandboxImage   = wire.EnvSandboxImage
+	EnvSandboxEgress  = wire.EnvSandboxEgress
 )
 
 // SandboxFromEnv reads a sandbox's credential from the variables a hub
 // sets (getenv is os.Getenv in agentd). ok is false when there is none.
+// The key comes from the file EnvSandboxKeyFile names, which is removed
+// once read (it fails if it cannot be: the workload would find the key
+// there), or, from older hubs, from EnvSandboxKey.
 func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, err error) {
 	seed := getenv(EnvSandboxKey)
+	if file := getenv(EnvSandboxKeyFile); file != "" && seed == "" {
+		b, err := readKeyFile(file)
+		if err != nil {
+			return nil, true, err
+		}
+		seed = b
+	}
 	if seed == "" {
 		return nil, false, nil
 	}
@@ -90,6 +103,23 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 		return nil, true, fmt.Errorf("%s and %s must be set with %s", EnvSandboxHub, EnvSandboxID, EnvSandboxKey)
 	}
 	return c, true, nil
+}
+
+// readKeyFile reads the sandbox's key from file and removes the file.
+func readKeyFile(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", EnvSandboxKeyFile, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<10))
+	f.Close()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", EnvSandboxKeyFile, err)
+	}
+	if err := os.Remove(file); err != nil {
+		return "", fmt.Errorf("%s: remove the key once read: %w", EnvSandboxKeyFile, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Run is `agentd run`: the daemon serving its paired hub through the tunnel

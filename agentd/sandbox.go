@@ -3,10 +3,12 @@ package agentd
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -18,28 +20,53 @@ import (
 // hub delivers (an agent run's secrets; see wire.SandboxSecretsDir).
 const SandboxSecretsDir = wire.SandboxSecretsDir
 
-// secretEnv reads the variables in dir: each regular file NAME sets NAME to
-// its content less one trailing newline. Anything else there (a missing
-// dir, other files, AGENTD_* names, which the runner drops too) sets
-// nothing.
-func secretEnv(dir string) map[string]string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
+// secretStore holds the variables the hub delivers by writing files into
+// SecretsDir through FileService.Write: in memory only. Nothing on disk is
+// read as a secret, so what the workload (same uid) drops into that
+// directory never reaches a command's environment.
+type secretStore struct {
+	dir string // the clean, absolute SecretsDir
+
+	mu   sync.Mutex
+	vars map[string]string
+}
+
+func newSecretStore(dir string) *secretStore {
+	return &secretStore{dir: filepath.Clean(dir), vars: map[string]string{}}
+}
+
+// name returns the variable a write to path sets, and whether path is in
+// the secrets directory at all.
+func (s *secretStore) name(path string) (string, bool) {
+	if s == nil || !filepath.IsAbs(path) {
+		return "", false
 	}
-	out := make(map[string]string, len(ents))
-	for _, e := range ents {
-		name := e.Name()
-		if !e.Type().IsRegular() || !wire.ValidSecretName(name) {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || len(b) > wire.MaxSecretBytes || strings.IndexByte(string(b), 0) >= 0 {
-			continue
-		}
-		out[name] = strings.TrimSuffix(string(b), "\n")
+	dir, name := filepath.Split(filepath.Clean(path))
+	if filepath.Clean(dir) != s.dir {
+		return "", false
 	}
-	return out
+	return name, true
+}
+
+// set records a delivered variable: its value less one trailing newline.
+func (s *secretStore) set(name string, value []byte) error {
+	switch {
+	case !wire.ValidSecretName(name):
+		return invalidf("secret %q: not a name a secret may have (a variable name; never AGENTD_*, LD_*, PATH or others that change what programs run)", name)
+	case len(value) > wire.MaxSecretBytes || strings.IndexByte(string(value), 0) >= 0:
+		return invalidf("secret %s: the value is longer than %d bytes or holds a NUL byte", name, wire.MaxSecretBytes)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vars[name] = strings.TrimSuffix(string(value), "\n")
+	return nil
+}
+
+// env returns a copy of the delivered variables, for a command's start.
+func (s *secretStore) env() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.vars)
 }
 
 // makeSandboxHome makes HOME when the hub put it in the workspace volume

@@ -3,37 +3,61 @@ package agentd
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// Variables in SecretsDir reach every command, read at its start (so ones
-// written after the daemon started count); the caller's own win; files
-// that are no variable, and AGENTD_* names, set nothing.
+// Variables written into SecretsDir through FileService.Write (as the hub
+// delivers them) reach every later command, and only those: a file the
+// workload drops there on disk sets nothing, LD_PRELOAD, PATH and AGENTD_*
+// are refused, the caller's own variables win, and no value is on disk.
 func TestSecretsDirReachesCommands(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "secrets")
 	ts := newTestServer(t, Options{SecretsDir: dir})
 	c := agentdv1.NewProcessServiceClient(ts.Conn)
-	script := `echo "${OPENAI_API_KEY-unset} ${OTHER-unset} ${AGENTD_SANDBOX_KEY-unset} ${BAD_NAME-unset}"`
+	fc := agentdv1.NewFileServiceClient(ts.Conn)
+	script := `echo "${OPENAI_API_KEY-unset} ${OTHER-unset} ${DROPPED-unset} ${LD_PRELOAD-unset}"`
 
 	ev := startAndRead(t, c, &agentdv1.StartRequest{Command: script})
 	if got := string(ev.out[agentdv1.OutputStream_OUTPUT_STREAM_STDOUT]); got != "unset unset unset unset\n" {
 		t.Errorf("before any secret: %q", got)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
+	// What the workload writes on disk there is no variable.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range map[string]string{"OPENAI_API_KEY": "sk-1\n", "OTHER": "two words", "AGENTD_SANDBOX_KEY": "x", "BAD-NAME": "y"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+	for _, name := range []string{"DROPPED", "LD_PRELOAD"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("/tmp/evil.so"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	write := func(name, value string) error {
+		w, err := fc.Write(t.Context())
+		if err != nil {
+			return err
+		}
+		if err := w.Send(&agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Header{Header: &agentdv1.WriteHeader{Path: dir + "/" + name, Mode: 0o600, CreateParents: true}}}); err == nil {
+			_ = w.Send(&agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Data{Data: []byte(value)}})
+		}
+		_, err = w.CloseAndRecv()
+		return err
+	}
+	for name, v := range map[string]string{"OPENAI_API_KEY": "sk-1\n", "OTHER": "two words"} {
+		if err := write(name, v); err != nil {
+			t.Fatalf("deliver %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"LD_PRELOAD", "PATH", "AGENTD_SANDBOX_KEY", "PYTHONPATH", "BAD-NAME"} {
+		wantCode(t, write(name, "x"), codes.InvalidArgument, "secret")
 	}
 	ev = startAndRead(t, c, &agentdv1.StartRequest{Command: script})
 	if got := string(ev.out[agentdv1.OutputStream_OUTPUT_STREAM_STDOUT]); got != "sk-1 two words unset unset\n" {
@@ -42,6 +66,9 @@ func TestSecretsDirReachesCommands(t *testing.T) {
 	ev = startAndRead(t, c, &agentdv1.StartRequest{Command: script, Env: map[string]string{"OTHER": "mine"}})
 	if got := string(ev.out[agentdv1.OutputStream_OUTPUT_STREAM_STDOUT]); got != "sk-1 mine unset unset\n" {
 		t.Errorf("the caller's variable over a secret: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "OPENAI_API_KEY")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a delivered secret is on disk: %v", err)
 	}
 }
 

@@ -56,10 +56,11 @@ type Options struct {
 	// (its ENV as the engine set it, as `docker exec` gives it: a login
 	// shell's profile would reset PATH and lose what the image adds).
 	Env []string
-	// SecretsDir, when set, holds variables for every command: each file
-	// NAME (a valid variable name) sets NAME to its content, read at each
-	// start. A hub writes an agent run's secrets there, on the sandbox's
-	// tmpfs. Default: SandboxSecretsDir in sandbox mode, none otherwise.
+	// SecretsDir, when set, is where a hub delivers variables for every
+	// later command: FileService.Write of NAME there sets NAME (a valid
+	// secret name) in the daemon's memory, never on disk; files on disk
+	// there are ignored. Default: SandboxSecretsDir in sandbox mode, none
+	// otherwise.
 	SecretsDir string
 	// Python is the interpreter for PythonService: a path, or a name looked
 	// up on Env's PATH. Default "python3".
@@ -96,6 +97,7 @@ type Server struct {
 	health   *health.Server
 	procs    *processService
 	files    *fileService
+	secrets  *secretStore // nil without SecretsDir
 	python   *pythonService
 	snaps    *snapshotService
 	activity *activity.Log
@@ -318,6 +320,9 @@ func (s *Server) close() {
 // built.
 func (s *Server) newServices(ctx context.Context) error {
 	var err error
+	if s.opts.SecretsDir != "" {
+		s.secrets = newSecretStore(s.opts.SecretsDir)
+	}
 	if s.files, err = newFileService(ctx, s); err != nil {
 		return err
 	}

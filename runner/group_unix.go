@@ -46,8 +46,18 @@ func (p *Process) startGroup() error { return nil }
 // finished: nothing to do on unix.
 func (p *Process) releaseGroup() {}
 
+// groupAliveLocked reports whether any process is left in the process
+// group (zombies not yet reaped by their new parent count). While one is,
+// the group id cannot be reused: the kernel keeps an id allocated while a
+// process group of that id exists, even after its leader was reaped.
+func (p *Process) groupAliveLocked() bool {
+	err := unix.Kill(-p.pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
 // signalLocked signals the process group. Callers make sure the process
-// has not finished: until then the group id cannot have been reused.
+// has not finished, or that its group still has members: until then the
+// group id cannot have been reused.
 func (p *Process) signalLocked(sig syscall.Signal) error {
 	err := unix.Kill(-p.pid, sig)
 	switch {

@@ -168,6 +168,12 @@ func (p *Process) releaseGroup() {
 	p.grp.job = 0
 }
 
+// groupAliveLocked reports whether the process's job can still be
+// signalled after its leader exited: never on Windows, where the job is
+// released when the process finishes (what it left running in the
+// background lives on, as the job was not being stopped).
+func (p *Process) groupAliveLocked() bool { return p.exit == nil }
+
 // signalLocked delivers sig to the process's job or process group, as far
 // as Windows allows: KILL terminates every process of the job; TERM and
 // INT send Ctrl-Break to the process group, which reaches only console

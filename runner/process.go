@@ -297,8 +297,10 @@ func (p *Process) Wait(ctx context.Context) (ExitInfo, error) {
 // followed by SIGKILL after grace (zero: the Spec's grace) if anything in
 // the group is still alive; SIGKILL is immediate. Either also makes sure
 // that whatever is left of the group dies when the leader exits. Other
-// signals are delivered as they are. Signalling a finished process is an
-// error of kind Precondition.
+// signals are delivered as they are. A process whose leader has exited is
+// still signalled while members of its group live (what the leader left
+// running in the background, on unix); once none does, signalling it is
+// an error of kind Precondition.
 func (p *Process) Signal(sig syscall.Signal, grace time.Duration) error {
 	if sig <= 0 || SignalName(sig) == "" {
 		return errs.New(errs.Invalid, "signal %d is not a valid signal", int(sig))
@@ -308,7 +310,7 @@ func (p *Process) Signal(sig syscall.Signal, grace time.Duration) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.exit != nil {
+	if p.exit != nil && !p.groupAliveLocked() {
 		return errs.New(errs.Precondition, "process %s has already exited", p.id)
 	}
 	switch sig {
@@ -343,24 +345,35 @@ func (p *Process) terminateLocked(grace time.Duration, timedOut bool) error {
 func (p *Process) graceExpired() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.exit != nil {
+	if p.exit != nil && !p.groupAliveLocked() {
 		return
 	}
 	// A group with no member left answers ESRCH: nothing to do.
 	_ = p.signalLocked(syscall.SIGKILL)
 }
 
+// timeout stops the process's group at its deadline, whether or not the
+// leader has exited: a leader that exits at once (a fork bomb's) does not
+// let its group outlive the timeout. The process's exit was recorded when
+// its leader exited; stopping what it left behind is logged.
 func (p *Process) timeout() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exit != nil {
-		return
+		if !p.groupAliveLocked() {
+			return
+		}
+		p.log.Info("timed out after its leader exited: stopping what is left of its group",
+			zap.Duration("timeout", p.plan.spec.Timeout))
+	} else {
+		p.log.Debug("timed out", zap.Duration("timeout", p.plan.spec.Timeout))
 	}
-	p.log.Debug("timed out", zap.Duration("timeout", p.plan.spec.Timeout))
 	_ = p.terminateLocked(p.plan.grace, true)
 }
 
-// shutdown starts stopping the process for Manager.Close.
+// shutdown starts stopping the process for Manager.Close. What a finished
+// process left running in its group is killed at once (Close does not wait
+// for it).
 func (p *Process) shutdown() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -368,6 +381,21 @@ func (p *Process) shutdown() {
 	p.broadcastLocked()
 	if p.exit == nil {
 		_ = p.terminateLocked(p.plan.grace, false)
+		return
+	}
+	if p.groupAliveLocked() {
+		_ = p.signalLocked(syscall.SIGKILL)
+	}
+	p.stopTimersLocked()
+}
+
+// stopTimersLocked stops the timeout and the grace period's timers.
+func (p *Process) stopTimersLocked() {
+	if p.timeoutTimer != nil {
+		p.timeoutTimer.Stop()
+	}
+	if p.graceTimer != nil {
+		p.graceTimer.Stop()
 	}
 }
 
@@ -657,11 +685,10 @@ func (p *Process) wait() {
 
 	p.mu.Lock()
 	p.exit = p.exitInfoLocked(end)
-	if p.timeoutTimer != nil {
-		p.timeoutTimer.Stop()
-	}
-	if p.graceTimer != nil {
-		p.graceTimer.Stop()
+	if !p.groupAliveLocked() {
+		// Else the timers stay armed: the timeout and the end of a grace
+		// period reach what the leader left in its group.
+		p.stopTimersLocked()
 	}
 	p.broadcastLocked()
 	exit := *p.exit

@@ -26,7 +26,9 @@ import (
 // NewAcceptor.
 type AcceptorOptions struct {
 	// Authenticate looks a machine up: its public key and its org's name.
-	// For an unknown machine it returns ErrUnknownMachine; for a revoked one
+	// For an unknown machine it returns ErrUnknownMachine; for an id this
+	// acceptor never takes, ErrWrongEndpoint wrapped in the explanation the
+	// daemon is sent (checked before any key); for a revoked one
 	// its key, its org and ErrRevoked (the daemon is told the org only after
 	// it has proven it holds the key). Any other error refuses the tunnel as
 	// "unavailable" and the daemon retries with backoff. Required.
@@ -256,6 +258,8 @@ func (a *Acceptor) handshake(ctx context.Context, ws *websocket.Conn, id, host s
 	pub, org, err := a.opts.Authenticate(ctx, id)
 	revoked := errors.Is(err, ErrRevoked)
 	switch {
+	case errors.Is(err, ErrWrongEndpoint):
+		return nil, nil, reject(ReasonWrongEndpoint, "", clean(err.Error(), 200))
 	case errors.Is(err, ErrUnknownMachine):
 		return nil, nil, reject(ReasonUnknownMachine, "", "no machine with this id is paired with this hub")
 	case err != nil && !revoked:
@@ -439,6 +443,8 @@ func (h *heartbeat) check(c *conn) {
 		reason = "machine revoked"
 	case errors.Is(err, ErrUnknownMachine):
 		reason = "machine unknown"
+	case errors.Is(err, ErrWrongEndpoint):
+		reason = "id not accepted on this endpoint"
 	case err != nil:
 		h.a.log.Warn("cannot re-check a machine; keeping its tunnel", zap.String("machine", h.id), zap.Error(err))
 		return

@@ -208,6 +208,15 @@ func TestHandshakeRefusals(t *testing.T) {
 			want: "unknown_machine",
 		},
 		{
+			name: "id of another endpoint",
+			id:   "elsewhere-1",
+			answer: func(c *rawClient, ch wireMsg) {
+				// Whatever the key: the id is never taken here.
+				c.answer(wireMsg{Type: "response", Nonce: ch.Nonce, Host: c.host, Signature: sign(key, c.host, "elsewhere-1", ch.Nonce)})
+			},
+			want: "wrong_endpoint",
+		},
+		{
 			name: "text garbage",
 			id:   "m-1",
 			answer: func(c *rawClient, _ wireMsg) {

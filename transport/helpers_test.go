@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,6 +174,10 @@ func (h *testHub) revoke(id string) {
 
 func (h *testHub) authenticate(_ context.Context, id string) (ed25519.PublicKey, string, error) {
 	h.auths.Add(1)
+	if strings.HasPrefix(id, "elsewhere-") {
+		// Like a sandbox's id on the hub's public port: never taken here.
+		return nil, "", fmt.Errorf("this id connects only through another endpoint: %w", transport.ErrWrongEndpoint)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m, ok := h.machines[id]

@@ -41,10 +41,11 @@ const (
 	ReasonWrongHost      Reason = "wrong_host"      // the daemon signed for another host name
 	ReasonBadRequest     Reason = "bad_request"     // the answer was malformed
 	ReasonUnavailable    Reason = "unavailable"     // the hub could not check the machine right now
+	ReasonWrongEndpoint  Reason = "wrong_endpoint"  // this id opens its tunnel through another of the hub's endpoints
 )
 
 // Sentinel errors, matched with errors.Is. A hub's Authenticate returns
-// ErrUnknownMachine or ErrRevoked; a daemon's Status.Err matches the one
+// ErrUnknownMachine, ErrRevoked or ErrWrongEndpoint; a daemon's Status.Err matches the one
 // that goes with the hub's rejection (a *RejectedError).
 var (
 	ErrUnknownMachine = errors.New("unknown machine")
@@ -55,6 +56,11 @@ var (
 	ErrWrongHost      = errors.New("signed for another hub host")
 	ErrBadRequest     = errors.New("malformed handshake")
 	ErrUnavailable    = errors.New("hub unavailable")
+	// ErrWrongEndpoint refuses an id this acceptor does not take at all,
+	// whatever its key: a sandbox's id anywhere but on the sandboxes'
+	// socket, a machine's id there. Authenticate wraps it with the
+	// explanation the daemon is sent.
+	ErrWrongEndpoint = errors.New("id not accepted on this endpoint")
 )
 
 var reasonErrs = map[Reason]error{
@@ -66,13 +72,14 @@ var reasonErrs = map[Reason]error{
 	ReasonWrongHost:      ErrWrongHost,
 	ReasonBadRequest:     ErrBadRequest,
 	ReasonUnavailable:    ErrUnavailable,
+	ReasonWrongEndpoint:  ErrWrongEndpoint,
 }
 
 // permanent reports whether retrying soon cannot help: the machine has to be
 // paired again (or the hub's configuration fixed), so the daemon retries slowly.
 func (r Reason) permanent() bool {
 	switch r {
-	case ReasonUnknownMachine, ReasonRevoked, ReasonBadSignature, ReasonWrongHost, ReasonBadRequest:
+	case ReasonUnknownMachine, ReasonRevoked, ReasonBadSignature, ReasonWrongHost, ReasonBadRequest, ReasonWrongEndpoint:
 		return true
 	}
 	return false

@@ -31,6 +31,7 @@ var refusalKinds = [...]string{
 	string(ReasonWrongHost),
 	string(ReasonBadRequest),
 	string(ReasonUnavailable),
+	string(ReasonWrongEndpoint),
 	refusedTimeout,
 	refusedDisconnected,
 }

@@ -133,6 +133,7 @@ func TestRefusalsLogSampled(t *testing.T) {
 		{Reason: "wrong_host"},
 		{Reason: "bad_request", Count: each},
 		{Reason: "unavailable"},
+		{Reason: "wrong_endpoint"},
 		{Reason: "timeout"},
 		{Reason: "disconnected"},
 	}

@@ -100,8 +100,15 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 			}
 			if mode == agentd.ModeSandbox {
 				// A sandbox the hub started: its credential comes from the
-				// hub, in the environment, instead of a pairing.
+				// hub, in the environment, instead of a pairing. The
+				// workload runs as the same uid: it must not read the key
+				// from this process (ptrace, /proc/PID/environ or mem).
+				if err := agentd.ProtectFromWorkload(); err != nil {
+					return err
+				}
 				c, ok, err := agentd.SandboxFromEnv(os.Getenv)
+				_ = os.Unsetenv(agentd.EnvSandboxKey) // no copy in the Go environment either
+				_ = os.Unsetenv(agentd.EnvSandboxKeyFile)
 				if err != nil {
 					return usageError{err}
 				}

@@ -308,6 +308,7 @@ func TestAgentRunSecrets(t *testing.T) {
 		{"OPENAI_API_KEY=ref:team/nope", 1, "no such secret"},
 		{"OPENAI_API_KEY=ref:../team/openai", 1, "secret reference"},
 		{"AGENTD_SANDBOX_KEY=ref:team/openai", 1, "not AGENTD_*"},
+		{"LD_PRELOAD=ref:team/openai", 1, "changes what programs run or load"},
 	} {
 		code, out, errs := run("agent", "run", "secretfixture", "--secret", tc.secret)
 		if code != tc.code || out != "" || !strings.Contains(errs, tc.want) || strings.Contains(errs, value) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -36,6 +36,11 @@ type SandboxOptions struct {
 	// SocketDir is the host directory where the hub serves the unix socket
 	// sandboxes dial (mounted read-only into each). Required with Driver.
 	SocketDir string
+	// KeyDir is a host directory, the hub's alone (0700), where each
+	// sandbox's key is kept for its restarts, and from where it is handed
+	// to the sandbox's agentd through a mount of its own, which agentd
+	// empties. Default: sandbox-keys beside SocketDir.
+	KeyDir string
 	// BaseImage is the built-in sandbox's image. Default sandbox.BaseImage.
 	BaseImage string
 	// PublicNetwork is the Docker network of environments with network
@@ -96,6 +101,9 @@ type SandboxOptions struct {
 }
 
 func (o *SandboxOptions) defaults() {
+	if o.KeyDir == "" && o.SocketDir != "" {
+		o.KeyDir = filepath.Join(filepath.Dir(filepath.Clean(o.SocketDir)), "sandbox-keys")
+	}
 	if o.BaseImage == "" {
 		o.BaseImage = sandbox.BaseImage
 	}
@@ -392,6 +400,9 @@ func (m *sandboxes) restart(ctx context.Context, sb store.Sandbox) error {
 		return errors.New("its container runs but agentd does not connect")
 	}
 	m.log.Info("sandbox stopped; starting it again", zap.String("sandbox", sb.ID), zap.String("why", exitReason(info)))
+	if err := m.offerKey(sb.ID); err != nil {
+		return err
+	}
 	if err := m.o.Driver.Start(ctx, sb.ContainerID); err != nil {
 		return err
 	}
@@ -472,13 +483,14 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 			wire.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + SandboxSocketName,
 			wire.EnvSandboxID + "=" + id,
 			wire.EnvSandboxOrg + "=" + org.Name,
-			wire.EnvSandboxKey + "=" + base64.StdEncoding.EncodeToString(key.Seed()),
+			wire.EnvSandboxKeyFile + "=" + sandbox.KeyDir + "/" + sandboxKeyFile,
 			wire.EnvSandboxEnv + "=" + env.name,
 			wire.EnvSandboxImage + "=" + env.image,
 		},
 		Cmd:              []string{sandbox.AgentdDir + "/agentd", "run", "--mode", "sandbox"},
 		AgentdHostDir:    m.o.AgentdDir,
 		HubSocketHostDir: m.o.SocketDir,
+		KeyHostDir:       m.keyMount(id),
 		Network:          network,
 		Limits:           m.o.Limits,
 	}
@@ -493,6 +505,9 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 	fail := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
+	}
+	if err := m.saveKey(id, key.Seed()); err != nil {
+		return fail(status.Errorf(codes.Unavailable, "sandbox key: %v", err))
 	}
 	cid, err := m.createContainer(ctx, spec)
 	if err != nil {
@@ -601,6 +616,7 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
 		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
+	m.removeKey(sb.ID)
 	m.mu.Lock()
 	delete(m.used, sb.ID)
 	delete(m.stored, sb.ID)
@@ -818,6 +834,10 @@ func (m *sandboxes) findAgain(ctx context.Context, late bool) (err error) {
 			m.destroy(ctx, sb, "not found again after a restart")
 			continue
 		case in.State != sandbox.StateRunning:
+			if err := m.offerKey(sb.ID); err != nil {
+				m.destroy(ctx, sb, "could not be started again: "+err.Error())
+				continue
+			}
 			if err := m.o.Driver.Start(ctx, in.ID); err != nil {
 				m.destroy(ctx, sb, "could not be started again: "+err.Error())
 				continue

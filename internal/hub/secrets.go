@@ -126,7 +126,7 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 		ref, ok := strings.CutPrefix(v, "ref:")
 		switch {
 		case !wire.ValidSecretName(name):
-			return nil, status.Errorf(codes.InvalidArgument, "secret name %q: want a variable name (letters, digits, '_'), not AGENTD_*", truncateRunes(name, 80))
+			return nil, status.Errorf(codes.InvalidArgument, "secret name %q: want a variable name (letters, digits, '_'), not AGENTD_* nor one that changes what programs run or load (LD_*, PATH, PYTHON*, NODE_*, the proxy variables …)", truncateRunes(name, 80))
 		case !ok:
 			// Never echo what was given: it may be the value itself.
 			return nil, status.Errorf(codes.InvalidArgument, "secret %s: give a reference, ref:PATH (e.g. ref:team/openai), never the value", name)

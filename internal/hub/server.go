@@ -194,7 +194,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
-		Authenticate: s.authenticateMachine,
+		Authenticate: s.authenticatePublic,
 		OnTunnel:     s.registry.Add,
 		Host:         opts.PublicHost,
 		Logger:       s.log,
@@ -268,6 +268,15 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
 		return fmt.Errorf("sandbox socket dir: %w", err)
 	}
+	// The sandboxes' keys: the hub's alone (each sandbox gets a mount of
+	// its own subdirectory's mnt, never of this one).
+	o.defaults()
+	if err := os.MkdirAll(o.KeyDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox key dir: %w", err)
+	}
+	if err := os.Chmod(o.KeyDir, 0o700); err != nil {
+		return fmt.Errorf("sandbox key dir: %w", err)
+	}
 	// listen.Listen replaces a stale socket of an earlier run, but not
 	// one another hub still serves, nor a file that is not a socket.
 	sock := filepath.Join(o.SocketDir, SandboxSocketName)
@@ -324,7 +333,17 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 // authenticateSandbox admits, on the sandboxes' socket, only sandboxes.
 func (s *Server) authenticateSandbox(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
 	if !isSandboxID(id) {
-		return nil, "", transport.ErrUnknownMachine
+		return nil, "", fmt.Errorf("the sandboxes' socket takes sandbox ids only; machine %s dials the hub's public port: %w", id, transport.ErrWrongEndpoint)
+	}
+	return s.authenticateMachine(ctx, id)
+}
+
+// authenticatePublic is authenticateMachine for the public port, which
+// takes no sandbox id: a sandbox's key read inside it must not let a
+// daemon elsewhere open that sandbox's tunnel and answer its calls.
+func (s *Server) authenticatePublic(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
+	if isSandboxID(id) {
+		return nil, "", fmt.Errorf("sandbox %s opens its tunnel only through its sandbox's own socket, never the hub's public port: %w", id, transport.ErrWrongEndpoint)
 	}
 	return s.authenticateMachine(ctx, id)
 }

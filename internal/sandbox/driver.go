@@ -44,9 +44,10 @@ const (
 	BaseImage       = "ghcr.io/devdepot-ai/sandbox-base:1"
 	ContainerUser   = "1000:1000"
 	WorkspaceDir    = "/workspace"
-	AgentdDir       = "/opt/agentd" // read-only; holds the agentd binary
-	HubSocketDir    = "/run/agentd" // read-only; holds hub.sock
-	HomeDir         = "/home/agent" // tmpfs; HOME
+	AgentdDir       = "/opt/agentd"     // read-only; holds the agentd binary
+	HubSocketDir    = "/run/agentd"     // read-only; holds hub.sock
+	KeyDir          = "/run/agentd-key" // the sandbox's own; holds its key until agentd has read it
+	HomeDir         = "/home/agent"     // tmpfs; HOME
 )
 
 // Spec is everything needed to create one sandbox container.
@@ -67,6 +68,10 @@ type Spec struct {
 	// HubSocketHostDir is a host directory holding the hub's unix socket,
 	// mounted read-only at HubSocketDir.
 	HubSocketHostDir string
+	// KeyHostDir is a host directory of this sandbox alone, mounted
+	// read-write at KeyDir: the hub puts the sandbox's key there before
+	// each start, agentd reads and removes it.
+	KeyHostDir string
 	// Network is "none" or the name of the sandbox bridge network.
 	Network string
 	// Limits bound what the sandbox may use.

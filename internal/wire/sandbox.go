@@ -9,12 +9,16 @@ import (
 // credential among them). Like every AGENTD_* variable they never reach the
 // commands the agent runs.
 const (
-	EnvSandboxHub   = "AGENTD_SANDBOX_HUB"
-	EnvSandboxID    = "AGENTD_SANDBOX_ID"
-	EnvSandboxOrg   = "AGENTD_SANDBOX_ORG"
-	EnvSandboxKey   = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxEnv   = "AGENTD_SANDBOX_ENVIRONMENT"
-	EnvSandboxImage = "AGENTD_SANDBOX_IMAGE"
+	EnvSandboxHub = "AGENTD_SANDBOX_HUB"
+	EnvSandboxID  = "AGENTD_SANDBOX_ID"
+	EnvSandboxOrg = "AGENTD_SANDBOX_ORG"
+	EnvSandboxKey = "AGENTD_SANDBOX_KEY" // the Ed25519 seed, base64 (standard, padded); older hubs
+	// EnvSandboxKeyFile names the file holding the seed (base64, as
+	// EnvSandboxKey), in the sandbox's own key mount: agentd reads it and
+	// removes it, so that the workload finds the key nowhere.
+	EnvSandboxKeyFile = "AGENTD_SANDBOX_KEY_FILE"
+	EnvSandboxEnv     = "AGENTD_SANDBOX_ENVIRONMENT"
+	EnvSandboxImage   = "AGENTD_SANDBOX_IMAGE"
 	// EnvSandboxEgress is the loopback address where a sandbox with an
 	// allow list serves its egress proxy (SandboxEgressProxy); unset: none.
 	EnvSandboxEgress = "AGENTD_SANDBOX_EGRESS"
@@ -38,10 +42,12 @@ func SandboxProxyEnv() []string {
 	return env
 }
 
-// SandboxSecretsDir is where a sandbox's agentd reads the variables its hub
-// delivers (an agent run's secrets): on /tmp, the sandbox's tmpfs, so they
-// never reach the image, the workspace volume or the container's
-// configuration, and go with the container.
+// SandboxSecretsDir is where the hub delivers a sandbox's variables (an
+// agent run's secrets) with FileService.Write. The directory is the
+// daemon's, not the filesystem's: agentd keeps what is written there in its
+// memory and writes nothing to disk, so that what the workload writes on
+// disk (same uid) never becomes a variable of later commands, and the
+// values are in no file the workload can read.
 const SandboxSecretsDir = "/tmp/.agentd-secrets"
 
 // MaxSecretBytes bounds one delivered secret's value: the hub refuses a
@@ -50,8 +56,33 @@ const MaxSecretBytes = 64 << 10
 
 var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
+// reservedSecretPrefixes and reservedSecretNames are variables that change
+// what a program runs or loads rather than carry a value (the dynamic
+// loader's, shells' start-up files, interpreters' module paths and
+// options, the egress proxy's): no secret may set them, whatever its value.
+var (
+	reservedSecretPrefixes = []string{"AGENTD_", "LD_", "DYLD_", "BASH_FUNC_", "PYTHON", "PERL", "RUBY", "NODE_", "GCONV_", "GIT_"}
+	reservedSecretNames    = map[string]bool{
+		"PATH": true, "HOME": true, "SHELL": true, "USER": true, "LOGNAME": true, "PWD": true, "TMPDIR": true,
+		"IFS": true, "ENV": true, "BASH_ENV": true, "PS4": true, "PROMPT_COMMAND": true, "CDPATH": true,
+		"HOSTALIASES": true, "LOCPATH": true, "NLSPATH": true, "MALLOC_CHECK_": true, "TZDIR": true,
+		"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+		"http_proxy": true, "https_proxy": true, "all_proxy": true, "no_proxy": true,
+		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true, "REQUESTS_CA_BUNDLE": true, "CURL_CA_BUNDLE": true,
+	}
+)
+
 // ValidSecretName reports whether name may carry a delivered secret: a
-// variable name, not one of the daemon's own AGENTD_* names.
+// variable name, none of the daemon's own AGENTD_* names, and none that
+// changes what programs run or load (LD_PRELOAD, PATH, PYTHONPATH, …).
 func ValidSecretName(name string) bool {
-	return secretNameRE.MatchString(name) && !strings.HasPrefix(name, "AGENTD_")
+	if !secretNameRE.MatchString(name) || reservedSecretNames[name] {
+		return false
+	}
+	for _, p := range reservedSecretPrefixes {
+		if strings.HasPrefix(strings.ToUpper(name), p) {
+			return false
+		}
+	}
+	return true
 }

@@ -75,6 +75,7 @@ func validate(s sandbox.Spec) error {
 	for _, p := range []struct{ name, dir string }{
 		{"agentd host dir", s.AgentdHostDir},
 		{"hub socket host dir", s.HubSocketHostDir},
+		{"key host dir", s.KeyHostDir},
 	} {
 		if p.dir != "" && !filepath.IsAbs(p.dir) {
 			errs = append(errs, fmt.Errorf("%s %q is not absolute", p.name, p.dir))
@@ -347,6 +348,10 @@ func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 		if rc, err := hostResolvConf(); err == nil { // else Create refuses (validate)
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: rc, Target: "/etc/resolv.conf", ReadOnly: true})
 		}
+	}
+	if s.KeyHostDir != "" {
+		// Writable: agentd removes the key once read.
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.KeyHostDir, Target: sandbox.KeyDir})
 	}
 	pids := s.Limits.Pids
 	withInit := true
