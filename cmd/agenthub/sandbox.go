@@ -158,11 +158,16 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
 	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
+	var unbounded error                                      // why workspaces cannot be bounded here
 	if wsMax > 0 {
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
-			return hub.SandboxOptions{}, none, fmt.Errorf("--sandbox-workspace-max %s: %w; or give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded", f.wsMax, err)
+			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
+			if f.mode == "on" {
+				return hub.SandboxOptions{}, none, unbounded
+			}
+		} else {
+			dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
 		}
-		dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
 	}
 	drv, err := docker.New(dopts)
 	if err != nil {
@@ -177,6 +182,14 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 			return hub.SandboxOptions{}, none, fmt.Errorf("--sandboxes on: %w", err)
 		}
 		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
+		return hub.SandboxOptions{}, none, nil
+	}
+	if unbounded != nil {
+		// An engine answers, but this hub cannot bound what sandboxes
+		// write (not root, no e2fsprogs, a remote engine): auto starts the
+		// hub without them rather than with unbounded workspaces.
+		drv.Close()
+		log.Warn("no sandboxes (--sandboxes auto): " + unbounded.Error())
 		return hub.SandboxOptions{}, none, nil
 	}
 	if wsMax > 0 {

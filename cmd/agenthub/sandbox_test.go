@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -59,6 +62,62 @@ func TestSandboxQuotaFlagsRefused(t *testing.T) {
 		closeFn()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// An engine this hub cannot bound workspaces on (here: the local engine
+// reached over loopback TCP, as a remote one is) does not stop agenthub
+// serve in --sandboxes auto: it starts without sandboxes and says why
+// (a non-root user with Docker access is in the same place); with
+// --sandboxes on it is an error naming both ways out.
+func TestSandboxesAutoWithoutBoundedWorkspaces(t *testing.T) {
+	const sock = "/var/run/docker.sock"
+	if _, err := os.Stat(sock); err != nil {
+		t.Skipf("no Docker engine socket (%v)", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				e, err := net.Dial("unix", sock)
+				if err != nil {
+					return
+				}
+				defer e.Close()
+				go io.Copy(e, c)
+				io.Copy(c, e)
+			}()
+		}
+	}()
+	host := "tcp://" + lis.Addr().String()
+	for _, mode := range []string{"auto", "on"} {
+		var f sandboxFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse([]string{"--sandboxes", mode, "--docker-host", host, "--sandbox-dir", t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+		o, closeFn, err := f.options(t.Context(), t.TempDir()+"/hub.db", zaptest.NewLogger(t))
+		closeFn()
+		switch mode {
+		case "auto":
+			if err != nil || o.Driver != nil {
+				t.Errorf("--sandboxes auto: driver %v, error %v; want no sandboxes and no error", o.Driver, err)
+			}
+		case "on":
+			if err == nil || !strings.Contains(err.Error(), "--sandbox-workspace-max 0") || !strings.Contains(err.Error(), "--sandboxes off") {
+				t.Errorf("--sandboxes on: %v; want an error naming --sandbox-workspace-max 0 and --sandboxes off", err)
+			}
 		}
 	}
 }

@@ -39,6 +39,15 @@ type activityHub struct {
 func newActivityHub(s *Server) *activityHub {
 	h := &activityHub{s: s, cancels: map[string]context.CancelFunc{}, running: map[string]int{}, retired: map[string]bool{},
 		changed: make(chan struct{}), secrets: newRedactor()}
+	h.secrets.holds = func(id string) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		defer cancel()
+		sb, err := s.store.Sandbox(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil // gone: nothing is delivered to it any more
+		}
+		return sb.HoldsSecrets, err
+	}
 	h.calls = newCallWriter(h)
 	h.wg.Add(1)
 	go func() {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -137,5 +138,50 @@ func TestSandboxGoneForgetsSecrets(t *testing.T) {
 	h.secrets.redact("sb-c", r)
 	if string(r.Output) != "1234" {
 		t.Errorf("a 3-byte secret was redacted: %q", r.Output)
+	}
+}
+
+// A sandbox that holds secrets whose values this hub does not know (it
+// restarted since the run began, or another replica delivered them) has its
+// records' text withheld, not stored as it came: redaction fails closed.
+func TestSecretsUnknownWithheld(t *testing.T) {
+	t.Parallel()
+	r := newRedactor()
+	asked := map[string]int{}
+	r.holds = func(id string) (bool, error) {
+		asked[id]++
+		switch id {
+		case "sb-secret":
+			return true, nil
+		case "sb-broken":
+			return false, errors.New("store down")
+		}
+		return false, nil
+	}
+	for _, tc := range []struct {
+		id       string
+		withheld bool
+	}{
+		{"sb-secret", true}, // holds secrets, values unknown here
+		{"sb-plain", false}, // holds none
+		{"sb-broken", true}, // cannot tell: closed
+		{"m-laptop", false}, // not a sandbox
+		{"sb-secret", true}, // asked again: from the cache
+	} {
+		rec := &agentdv1.ActivityRecord{Summary: "ran `env`", Command: "env", Output: []byte("KEY=sk-0123456789\n")}
+		r.redact(tc.id, rec)
+		if got := rec.Summary == withheld && rec.Command == "" && string(rec.Output) == withheld; got != tc.withheld {
+			t.Errorf("%s: withheld %v (record %q %q %q), want %v", tc.id, got, rec.Summary, rec.Command, rec.Output, tc.withheld)
+		}
+	}
+	if asked["sb-secret"] != 1 {
+		t.Errorf("the store was asked %d times about sb-secret, want once", asked["sb-secret"])
+	}
+	// Once the values are held, they are redacted in place as before.
+	r.hold("sb-secret", map[string][]byte{"KEY": []byte("sk-0123456789")})
+	rec := &agentdv1.ActivityRecord{Output: []byte("KEY=sk-0123456789\n")}
+	r.redact("sb-secret", rec)
+	if string(rec.Output) != "KEY=[secret KEY]\n" {
+		t.Errorf("with the values held: %q", rec.Output)
 	}
 }

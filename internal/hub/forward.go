@@ -181,6 +181,11 @@ func (s *Server) routeForwarded(ctx context.Context, _ string) (Route, error) {
 	}
 	r := Route{Conn: cc, MD: out}
 	if s.sandboxes != nil && isSandboxID(id) {
+		// This replica's egress rules guard the sandbox, whichever
+		// replica the call came in on.
+		if err := s.sandboxes.egressRefusalFor(ctx, id); err != nil {
+			return Route{}, err
+		}
 		r.Done = s.sandboxes.enter(ctx, id)
 	}
 	return r, nil

@@ -90,12 +90,12 @@ func (m *sandboxes) admit(ctx context.Context, org store.Org, token string) erro
 	}
 	if n := m.o.OrgMaxSandboxes; n > 0 && inOrg >= n {
 		return status.Errorf(codes.ResourceExhausted,
-			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); remove one with agentctl sandbox rm or raise the limit",
+			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
 			org.Name, inOrg, n)
 	}
 	if n := m.o.TokenMaxSandboxes; n > 0 && token != "" && ofToken >= n {
 		return status.Errorf(codes.ResourceExhausted,
-			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); remove one with agentctl sandbox rm or raise the limit",
+			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
 			ofToken, org.Name, n)
 	}
 	return nil

@@ -477,7 +477,7 @@ func (m *sandboxes) create(ctx context.Context, org store.Org, env envSpec, conv
 		Image: env.image,
 		Labels: map[string]string{
 			sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID, sandbox.LabelID: id,
-			sandbox.LabelOrg: org.ID, sandbox.LabelEnv: env.name,
+			sandbox.LabelOrg: org.ID, sandbox.LabelEnv: env.name, sandbox.LabelNetwork: network,
 		},
 		Env: []string{
 			wire.EnvSandboxHub + "=unix://" + sandbox.HubSocketDir + "/" + SandboxSocketName,

@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // EgressGuard re-checks the sandbox network's egress rules (package
@@ -55,6 +57,13 @@ func (m *sandboxes) egressRefusalFor(ctx context.Context, id string) error {
 	}
 	if e, eerr := m.s.store.Environment(ctx, sb.OrgID, sb.Environment); eerr == nil && e.Network == "none" {
 		return nil
+	}
+	// An agent run's (no stored environment) or an older sandbox: the
+	// network its container joined.
+	if sb.ContainerID != "" {
+		if info, ierr := m.o.Driver.Inspect(ctx, sb.ContainerID); ierr == nil && info.Labels[sandbox.LabelNetwork] == "none" {
+			return nil
+		}
 	}
 	return err
 }

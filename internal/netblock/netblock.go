@@ -97,13 +97,29 @@ func HostPrefixes() ([]HostPrefix, error) {
 			if !ok {
 				continue
 			}
-			ip = ip.Unmap()
 			ones, _ := ipn.Mask.Size()
-			if ip.Is4() && ones > 32 {
-				ones -= 96
-			}
-			out = append(out, HostPrefix{Interface: ifc.Name, Prefix: netip.PrefixFrom(ip, ones)})
+			out = append(out, HostPrefix{Interface: ifc.Name, Prefix: onLink(ip, ones)})
 		}
 	}
 	return out, nil
+}
+
+// onLink is the on-link network of a host address with a mask of ones
+// bits. A network wider than /8 (IPv4) or /32 (IPv6) is not a LAN but a
+// misconfiguration or a catch-all route: dropping it would cut off all
+// egress, so only the address itself is taken.
+func onLink(ip netip.Addr, ones int) netip.Prefix {
+	if ip.Is4In6() {
+		ip = ip.Unmap()
+		if ones > 32 {
+			ones -= 96
+		}
+	}
+	switch {
+	case ip.Is4() && ones < 8:
+		ones = 32
+	case ip.Is6() && ones < 32:
+		ones = 128
+	}
+	return netip.PrefixFrom(ip, ones) // the address kept: its own is dropped too
 }

@@ -44,3 +44,27 @@ func TestIPv4(t *testing.T) {
 		}
 	}
 }
+
+// A host address's on-link network is taken as its mask says, except a
+// catch-all one (wider than /8, or /32 for IPv6), which would block every
+// destination: then only the address itself.
+func TestOnLink(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ip   string
+		ones int
+		want string
+	}{
+		{"192.168.1.7", 24, "192.168.1.7/24"},
+		{"203.0.113.9", 8, "203.0.113.9/8"},
+		{"203.0.113.9", 1, "203.0.113.9/32"},
+		{"10.0.0.1", 0, "10.0.0.1/32"},
+		{"::ffff:192.0.2.1", 120, "192.0.2.1/24"},
+		{"2001:db8::1", 64, "2001:db8::1/64"},
+		{"2001:db8::1", 16, "2001:db8::1/128"},
+	} {
+		if got := onLink(netip.MustParseAddr(tc.ip), tc.ones).String(); got != tc.want {
+			t.Errorf("onLink(%s, %d) = %s, want %s", tc.ip, tc.ones, got, tc.want)
+		}
+	}
+}
