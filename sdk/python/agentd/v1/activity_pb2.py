@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x02\n\x0e\x41\x63tivityRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x14\n\x0c\x63onversation\x18\x04 \x01(\t\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07summary\x18\x06 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x07 \x01(\t\x12\x0b\n\x03\x63wd\x18\x08 \x01(\t\x12\x0c\n\x04path\x18\t \x01(\t\x12\r\n\x05\x62ytes\x18\n \x01(\x03\x12\x0e\n\x06output\x18\x0b \x01(\x0c\x12#\n\x07outcome\x18\x0c \x01(\x0e\x32\x12.agentd.v1.Outcome\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x11\n\texit_code\x18\x0e \x01(\x05\x12+\n\x08\x64uration\x18\x0f \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tobject_id\x18\x10 \x01(\t\x12\x15\n\rclaimed_actor\x18\x11 \x01(\t\"P\n\x0cWatchRequest\x12\x11\n\tsince_seq\x18\x01 \x01(\x04\x12\x11\n\tno_follow\x18\x02 \x01(\x08\x12\x11\n\x04tail\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x07\n\x05_tail\":\n\rWatchResponse\x12)\n\x06record\x18\x01 \x01(\x0b\x32\x19.agentd.v1.ActivityRecord*Z\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_STARTED\x10\x01\x12\x0e\n\nOUTCOME_OK\x10\x02\x12\x11\n\rOUTCOME_ERROR\x10\x03\x32O\n\x0f\x41\x63tivityService\x12<\n\x05Watch\x12\x17.agentd.v1.WatchRequest\x1a\x18.agentd.v1.WatchResponse0\x01\x42<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentd/v1/activity.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x03\n\x0e\x41\x63tivityRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x14\n\x0c\x63onversation\x18\x04 \x01(\t\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x0f\n\x07summary\x18\x06 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x07 \x01(\t\x12\x0b\n\x03\x63wd\x18\x08 \x01(\t\x12\x0c\n\x04path\x18\t \x01(\t\x12\r\n\x05\x62ytes\x18\n \x01(\x03\x12\x0e\n\x06output\x18\x0b \x01(\x0c\x12#\n\x07outcome\x18\x0c \x01(\x0e\x32\x12.agentd.v1.Outcome\x12\r\n\x05\x65rror\x18\r \x01(\t\x12\x11\n\texit_code\x18\x0e \x01(\x05\x12+\n\x08\x64uration\x18\x0f \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tobject_id\x18\x10 \x01(\t\x12\x15\n\rclaimed_actor\x18\x11 \x01(\t\x12\x0e\n\x06\x63lient\x18\x12 \x01(\t\"P\n\x0cWatchRequest\x12\x11\n\tsince_seq\x18\x01 \x01(\x04\x12\x11\n\tno_follow\x18\x02 \x01(\x08\x12\x11\n\x04tail\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x07\n\x05_tail\":\n\rWatchResponse\x12)\n\x06record\x18\x01 \x01(\x0b\x32\x19.agentd.v1.ActivityRecord*Z\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_STARTED\x10\x01\x12\x0e\n\nOUTCOME_OK\x10\x02\x12\x11\n\rOUTCOME_ERROR\x10\x03\x32O\n\x0f\x41\x63tivityService\x12<\n\x05Watch\x12\x17.agentd.v1.WatchRequest\x1a\x18.agentd.v1.WatchResponse0\x01\x42<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.activity_pb2', globals())
@@ -23,14 +23,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1'
-  _OUTCOME._serialized_start=621
-  _OUTCOME._serialized_end=711
+  _OUTCOME._serialized_start=637
+  _OUTCOME._serialized_end=727
   _ACTIVITYRECORD._serialized_start=105
-  _ACTIVITYRECORD._serialized_end=477
-  _WATCHREQUEST._serialized_start=479
-  _WATCHREQUEST._serialized_end=559
-  _WATCHRESPONSE._serialized_start=561
-  _WATCHRESPONSE._serialized_end=619
-  _ACTIVITYSERVICE._serialized_start=713
-  _ACTIVITYSERVICE._serialized_end=792
+  _ACTIVITYRECORD._serialized_end=493
+  _WATCHREQUEST._serialized_start=495
+  _WATCHREQUEST._serialized_end=575
+  _WATCHRESPONSE._serialized_start=577
+  _WATCHRESPONSE._serialized_end=635
+  _ACTIVITYSERVICE._serialized_start=729
+  _ACTIVITYSERVICE._serialized_end=808
 # @@protoc_insertion_point(module_scope)

@@ -12,10 +12,11 @@ OUTCOME_STARTED: Outcome
 OUTCOME_UNSPECIFIED: Outcome
 
 class ActivityRecord(_message.Message):
-    __slots__ = ["actor", "bytes", "claimed_actor", "command", "conversation", "cwd", "duration", "error", "exit_code", "kind", "object_id", "outcome", "output", "path", "seq", "summary", "time"]
+    __slots__ = ["actor", "bytes", "claimed_actor", "client", "command", "conversation", "cwd", "duration", "error", "exit_code", "kind", "object_id", "outcome", "output", "path", "seq", "summary", "time"]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     CLAIMED_ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_FIELD_NUMBER: _ClassVar[int]
     CWD_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +34,7 @@ class ActivityRecord(_message.Message):
     actor: str
     bytes: int
     claimed_actor: str
+    client: str
     command: str
     conversation: str
     cwd: str
@@ -47,7 +49,7 @@ class ActivityRecord(_message.Message):
     seq: int
     summary: str
     time: _timestamp_pb2.Timestamp
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., conversation: _Optional[str] = ..., kind: _Optional[str] = ..., summary: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ..., output: _Optional[bytes] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., object_id: _Optional[str] = ..., claimed_actor: _Optional[str] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., conversation: _Optional[str] = ..., kind: _Optional[str] = ..., summary: _Optional[str] = ..., command: _Optional[str] = ..., cwd: _Optional[str] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ..., output: _Optional[bytes] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., error: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., object_id: _Optional[str] = ..., claimed_actor: _Optional[str] = ..., client: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ["no_follow", "since_seq", "tail"]
