@@ -8,14 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -56,22 +54,6 @@ type connLimiter struct {
 
 func newConnLimiter(total int) *connLimiter {
 	return &connLimiter{total: total, n: map[string]int{}}
-}
-
-// totalConnCap is how many connections the hub takes at once given its
-// file descriptor limit: the limit less a reserve for the database, the
-// Docker engine, tunnels' streams and the accept that refuses the excess.
-func totalConnCap() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
-		return 0
-	}
-	cur := int(min(rl.Cur, 1<<30))
-	reserve := min(max(cur/8, 64), 1024)
-	if reserve >= cur/2 {
-		return cur / 2
-	}
-	return cur - reserve
 }
 
 // acquire counts a connection of key; false (and nothing counted) if key
@@ -166,34 +148,6 @@ const unknownPeer = "peer:unknown"
 // namespace the hub cannot see (a hub in a container of its own): every
 // sandbox would look alike, so these are counted in the total only.
 const unseenPeer = "peer:unseen"
-
-// unixPeerKey is the cgroup of the process at the other end of a unix
-// connection (its container's, for a sandbox), and whether it is capped.
-func unixPeerKey(c net.Conn) (string, bool) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return unknownPeer, true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return unknownPeer, true
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || cerr != nil {
-		return unknownPeer, true
-	}
-	if cred.Pid == 0 {
-		return unseenPeer, false
-	}
-	cg, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/cgroup")
-	if err != nil || len(cg) == 0 {
-		return unknownPeer, true
-	}
-	return "cgroup:" + strings.TrimSpace(string(cg)), true
-}
 
 // limitListener counts the connections it accepts by key; those over the
 // limit are closed as they are accepted, and Accept goes on to the next.

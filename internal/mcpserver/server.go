@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -257,14 +256,4 @@ func (s *Server) addTool(name string) {
 	case "info":
 		mcp.AddTool(s.mcp, &mcp.Tool{Name: name, Description: infoDoc, Annotations: annotations(true, "Describe the machine")}, handler(s, s.info))
 	}
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

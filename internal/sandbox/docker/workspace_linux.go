@@ -159,7 +159,7 @@ func attachVia(loopControl, img, dev string) (string, error) {
 		}
 		tmp := dev + ".new"
 		_ = os.Remove(tmp)
-		if err := os.Symlink(path, tmp); err == nil {
+		if err = os.Symlink(path, tmp); err == nil {
 			err = os.Rename(tmp, dev)
 		}
 		if err != nil {
