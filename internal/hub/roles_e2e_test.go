@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/ctl"
@@ -115,6 +116,24 @@ func TestSecretSandboxForAdminsOnly(t *testing.T) {
 	}
 	if _, err := h.Store.Sandbox(t.Context(), sb); err != nil {
 		t.Errorf("the refused removal removed the sandbox: %v", err)
+	}
+	// Each refused call is the hub's record, under the member's name.
+	acts, err := h.Store.ListActivity(t.Context(), store.ActivityQuery{OrgID: h.Org.ID, MachineID: sb, Limit: store.MaxActivityLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, a := range acts {
+		var r agentdv1.ActivityRecord
+		if err := protojson.Unmarshal(a.Record, &r); err != nil {
+			t.Fatal(err)
+		}
+		if a.Source == store.SourceHub && r.GetKind() == wire.KindCallRefused && r.GetActor() == "mallory" {
+			refused++
+		}
+	}
+	if refused < 3 { // exec, read, Info
+		t.Errorf("%d hub records of the member's refused calls to %s, want at least 3", refused, sb)
 	}
 
 	// The starter and another admin reach it.

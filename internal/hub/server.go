@@ -33,6 +33,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
 
@@ -627,6 +628,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
 	if err := s.sandboxAccess(ctx, c, id); err != nil {
+		if status.Code(err) == codes.PermissionDenied {
+			msg := statusMessage(err)
+			s.activity.storeHub(context.WithoutCancel(ctx), c.org.ID, id, &agentdv1.ActivityRecord{
+				Actor: c.token.Name, Client: firstMD(md, wire.MDClient), Conversation: firstMD(md, wire.MDConversation),
+				Kind: wire.KindCallRefused, Summary: "refused " + method + ": " + msg,
+				Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: id})
+		}
 		return Route{}, err
 	}
 	cc, ok := s.registry.Get(id)

@@ -35,3 +35,8 @@ const (
 
 // KindCall is the kind of the hub's record of a call it routed.
 const KindCall = "call"
+
+// KindCallRefused is the kind of the hub's record of a call it refused to
+// route to a machine or sandbox the caller may not use (a member's call to
+// a sandbox holding another token's secrets).
+const KindCallRefused = "call.refused"
