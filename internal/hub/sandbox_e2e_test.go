@@ -71,8 +71,11 @@ func startSandboxHubWith(t *testing.T, tune func(*hub.SandboxOptions), ho hubtes
 	}
 	t.Cleanup(func() { cc.Close() })
 	sh := &sandboxHub{Hub: h, t: t, driver: drv, cc: cc}
-	// Whatever a test leaves, its containers go with it.
+	// Whatever a test leaves, its containers go with it: once the hub has
+	// stopped (this runs before hubtest's own stop), so that no warm-pool
+	// fill makes one after the list (TestSandboxCaps left one, 1 run in 3).
 	t.Cleanup(func() {
+		h.Stop()
 		ctx := context.Background()
 		infos, _ := drv.List(ctx, map[string]string{sandbox.LabelManaged: "1"})
 		sbs, _ := h.Store.ListSandboxes(ctx, "")
