@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/devdepot-ai/agentd/internal/listen"
 )
 
 // ErrNotLoopback refuses an HTTP address other than loopback without a
@@ -20,22 +21,13 @@ var ErrNotLoopback = errors.New("not a loopback address")
 // CheckHTTPAddr refuses addr unless its host is loopback (127.0.0.0/8,
 // ::1, localhost) or a token guards it. An empty host is every interface.
 func CheckHTTPAddr(addr string, haveToken bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("--http %q: want HOST:PORT, e.g. 127.0.0.1:8765: %w", addr, err)
 	}
-	if haveToken || isLoopback(host) {
+	if haveToken || (listen.Addr{Network: "tcp", Address: addr}).IsLoopback() {
 		return nil
 	}
 	return fmt.Errorf("--http %q: %w; serve on 127.0.0.1:PORT, or give --http-token-file FILE whose token HTTP clients must send (Authorization: Bearer TOKEN)", addr, ErrNotLoopback)
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // ServeHTTP serves MCP's streamable HTTP transport on lis until ctx ends.
