@@ -46,13 +46,18 @@ func (p *Process) startGroup() error { return nil }
 // finished: nothing to do on unix.
 func (p *Process) releaseGroup() {}
 
-// groupAliveLocked reports whether any process is left in the process
-// group (zombies not yet reaped by their new parent count). While one is,
-// the group id cannot be reused: the kernel keeps an id allocated while a
-// process group of that id exists, even after its leader was reaped.
+// groupAliveLocked reports whether a process that still runs is left in
+// the process group. Zombies do not count: they run nothing, and a zombie
+// whose new parent reaps late (or never) would make a finished process
+// look alive. While any member exists, zombie or not, the group id cannot
+// be reused: the kernel keeps an id allocated while a process group of
+// that id exists, even after its leader was reaped.
 func (p *Process) groupAliveLocked() bool {
 	err := unix.Kill(-p.pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+	if err != nil && !errors.Is(err, unix.EPERM) {
+		return false
+	}
+	return groupRuns(p.pid)
 }
 
 // signalLocked signals the process group. Callers make sure the process

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -15,17 +16,32 @@ type focused struct {
 	ID      string `json:"id"`
 	Text    string `json:"text"`
 	Visible bool   `json:"visible"`
+	// What the ring was judged by, for the failure message.
+	Outline string `json:"outline"`
+	Shadow  string `json:"shadow"`
+	Sheets  int    `json:"sheets"`
+	Ready   string `json:"ready"`
 }
 
 const focusedJS = `(() => { const e = document.activeElement; const s = getComputedStyle(e);
 	return {tag: e.tagName.toLowerCase(), id: e.id, text: (e.textContent || "").trim(),
-		visible: (s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2) || (s.boxShadow !== "none")}; })()`
+		visible: (s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2) || (s.boxShadow !== "none"),
+		outline: s.outlineStyle + " " + s.outlineWidth, shadow: s.boxShadow,
+		sheets: document.styleSheets.length, ready: document.readyState}; })()`
+
+// styledJS is true once the page has loaded, its stylesheet included:
+// an element can be visible (and focusable) before the stylesheet that
+// draws its focus ring has arrived.
+const styledJS = `document.readyState === "complete" && document.styleSheets.length > 0`
 
 // tabTo presses Tab until the focused element's text is want (or its id,
 // for an input), failing after limit presses; every element focused on
 // the way must show a focus ring.
 func (c *chromium) tabTo(want string, limit int) {
 	c.t.Helper()
+	if _, err := chromedp.Run(c.ctx, chromedp.Poll[bool](styledJS, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+		c.t.Fatalf("page never finished loading its stylesheet: %v", err)
+	}
 	for range limit {
 		c.run("tab", chromedp.KeyEvent(kb.Tab))
 		f, err := chromedp.Run(c.ctx, chromedp.Evaluate[focused](focusedJS))
@@ -33,7 +49,8 @@ func (c *chromium) tabTo(want string, limit int) {
 			c.t.Fatal(err)
 		}
 		if !f.Visible {
-			c.t.Errorf("<%s id=%q> %q has focus but no visible focus ring", f.Tag, f.ID, f.Text)
+			c.t.Errorf("<%s id=%q> %q has focus but no visible focus ring (outline %q, box-shadow %q; %d stylesheets, page %s)",
+				f.Tag, f.ID, f.Text, f.Outline, f.Shadow, f.Sheets, f.Ready)
 		}
 		if f.Text == want || f.ID == want {
 			return
