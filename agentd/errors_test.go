@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 )
 
 // TestStatusError maps every kind of domain error the handlers return.
@@ -78,23 +79,23 @@ func TestStatusError(t *testing.T) {
 func TestStatusInterceptors(t *testing.T) {
 	t.Parallel()
 	domain := errs.New(errs.NotFound, "no process p-1")
-	resp, err := statusUnary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
+	resp, err := rpcerr.Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
 		return "ignored", domain
 	})
 	if resp != nil || status.Code(err) != codes.NotFound || status.Convert(err).Message() != "no process p-1" {
 		t.Errorf("unary: got %v, %v; want nil, NotFound 'no process p-1'", resp, err)
 	}
-	resp, err = statusUnary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
+	resp, err = rpcerr.Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
 		return "ok", nil
 	})
 	if resp != "ok" || err != nil {
 		t.Errorf("unary success: got %v, %v", resp, err)
 	}
-	err = statusStream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return invalidf("bad %s", "field") })
+	err = rpcerr.Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return invalidf("bad %s", "field") })
 	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != "bad field" {
 		t.Errorf("stream: got %v, want InvalidArgument 'bad field'", err)
 	}
-	if err := statusStream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }); err != nil {
+	if err := rpcerr.Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }); err != nil {
 		t.Errorf("stream success: got %v", err)
 	}
 }

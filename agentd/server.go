@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
+
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -203,8 +205,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Names each connection's peer for the audit log (caller.go).
 		grpc.Creds(newPeerCreds(opts.Token, opts.Logger.Named("peer"))),
-		grpc.ChainUnaryInterceptor(statusUnary, s.authUnary),
-		grpc.ChainStreamInterceptor(statusStream, s.authStream, s.endWatches),
+		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.authUnary),
+		grpc.ChainStreamInterceptor(rpcerr.Stream, s.authStream, s.endWatches),
 	)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -27,6 +27,7 @@ const (
 	Unavailable              // try again later (UNAVAILABLE)
 	Canceled                 // the caller went away (CANCELED)
 	Timeout                  // a deadline passed (DEADLINE_EXCEEDED)
+	Unauthenticated          // the caller is not known: no or a bad credential (UNAUTHENTICATED)
 )
 
 // Error is a classified error with a message meant for the agent that made

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -89,6 +91,7 @@ func (s *Server) startForwarding(ctx context.Context) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
 		grpc.ConnectionTimeout(classifyTimeout),
+		grpc.StreamInterceptor(rpcerr.Stream),
 		grpc.UnknownServiceHandler(proxyHandler(s.routeForwarded)),
 	)
 	return nil

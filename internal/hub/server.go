@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
+
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -213,8 +215,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.ConnectionTimeout(classifyTimeout),
 		grpc.InTapHandle(s.gate.tap),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
-		grpc.ChainUnaryInterceptor(s.count, s.auth.unary),
-		grpc.ChainStreamInterceptor(s.countStream, s.auth.stream),
+		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.count, s.auth.unary),
+		grpc.ChainStreamInterceptor(rpcerr.Stream, s.countStream, s.auth.stream),
 	)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
