@@ -2,16 +2,12 @@ package agentd
 
 import (
 	"github.com/devdepot-ai/agentd/internal/errs"
-	"github.com/devdepot-ai/agentd/internal/rpcerr"
 )
 
 // The handlers return domain errors (an *errs.Error, an os or context error,
 // or a status from the stream they read); rpcerr's interceptors, the
 // outermost, turn them into gRPC status errors in one place, so no handler
 // converts by hand.
-
-// statusError is rpcerr.Status, for the tests of this package.
-var statusError = rpcerr.Status
 
 // invalidf is the error for a malformed request field (INVALID_ARGUMENT).
 func invalidf(format string, args ...any) error {

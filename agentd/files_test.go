@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -469,7 +470,7 @@ func TestModeConversion(t *testing.T) {
 			t.Errorf("%#o -> %v -> %#o", u, m, got)
 		}
 	}
-	if _, err := modeFromProto("mode", 0o100644); status.Code(statusError(err)) != codes.InvalidArgument {
+	if _, err := modeFromProto("mode", 0o100644); status.Code(rpcerr.Status(err)) != codes.InvalidArgument {
 		t.Errorf("mode with file type bits: %v", err)
 	}
 }

@@ -64,14 +64,9 @@ func Code(err error) codes.Code {
 }
 
 // Message is err's message as a caller reads it: a status's message
-// without the "rpc error: code = …" prefix, else err.Error().
-func Message(err error) string {
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		return se.GRPCStatus().Message()
-	}
-	return err.Error()
-}
+// without the "rpc error: code = …" prefix (the whole text of an error
+// that wraps one, as grpc sends it), else err.Error().
+func Message(err error) string { return status.Convert(err).Message() }
 
 // Unary maps a unary handler's error with Status.
 func Unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

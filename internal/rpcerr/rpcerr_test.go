@@ -1,4 +1,4 @@
-package agentd
+package rpcerr
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
-	"github.com/devdepot-ai/agentd/internal/rpcerr"
 )
 
-// TestStatusError maps every kind of domain error the handlers return.
-func TestStatusError(t *testing.T) {
+// TestStatus maps every kind of domain error the handlers return; Code
+// and Message agree with it.
+func TestStatus(t *testing.T) {
 	t.Parallel()
 	pathErr := &fs.PathError{Op: "open", Path: "/x/y", Err: syscall.ENOENT}
 	tests := []struct {
@@ -29,7 +29,7 @@ func TestStatusError(t *testing.T) {
 		wantMsg  string
 	}{
 		{"invalid", errs.New(errs.Invalid, "depth -1 is negative"), codes.InvalidArgument, "depth -1 is negative"},
-		{"invalidf", invalidf("size: rows and cols are required"), codes.InvalidArgument, "size: rows and cols are required"},
+		{"unauthenticated", errs.New(errs.Unauthenticated, "token revoked"), codes.Unauthenticated, "token revoked"},
 		{"not found", errs.New(errs.NotFound, "no process p-9"), codes.NotFound, "no process p-9"},
 		{"exists", errs.New(errs.Exists, "a.txt exists"), codes.AlreadyExists, "a.txt exists"},
 		{"precondition", errs.New(errs.Precondition, "old_string occurs 3 times (lines 4, 19, 40); add context or set replace_all"),
@@ -58,19 +58,25 @@ func TestStatusError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st, ok := status.FromError(statusError(tt.err))
+			st, ok := status.FromError(Status(tt.err))
 			if !ok {
-				t.Fatalf("statusError(%v) is no status", tt.err)
+				t.Fatalf("Status(%v) is no status", tt.err)
 			}
 			got := [2]string{st.Code().String(), st.Message()}
+			if c := Code(tt.err); c != tt.wantCode {
+				t.Errorf("Code(%v) = %v, want %v", tt.err, c, tt.wantCode)
+			}
+			if m := Message(Status(tt.err)); m != tt.wantMsg {
+				t.Errorf("Message(Status(%v)) = %q, want %q", tt.err, m, tt.wantMsg)
+			}
 			want := [2]string{tt.wantCode.String(), tt.wantMsg}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("statusError(%v) (-want +got):\n%s", tt.err, diff)
+				t.Errorf("Status(%v) (-want +got):\n%s", tt.err, diff)
 			}
 		})
 	}
-	if statusError(nil) != nil {
-		t.Error("statusError(nil) is not nil")
+	if Status(nil) != nil || Code(nil) != codes.OK {
+		t.Error("Status(nil) is not nil, or Code(nil) not OK")
 	}
 }
 
@@ -79,23 +85,23 @@ func TestStatusError(t *testing.T) {
 func TestStatusInterceptors(t *testing.T) {
 	t.Parallel()
 	domain := errs.New(errs.NotFound, "no process p-1")
-	resp, err := rpcerr.Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
+	resp, err := Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
 		return "ignored", domain
 	})
 	if resp != nil || status.Code(err) != codes.NotFound || status.Convert(err).Message() != "no process p-1" {
 		t.Errorf("unary: got %v, %v; want nil, NotFound 'no process p-1'", resp, err)
 	}
-	resp, err = rpcerr.Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
+	resp, err = Unary(t.Context(), "req", &grpc.UnaryServerInfo{}, func(context.Context, any) (any, error) {
 		return "ok", nil
 	})
 	if resp != "ok" || err != nil {
 		t.Errorf("unary success: got %v, %v", resp, err)
 	}
-	err = rpcerr.Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return invalidf("bad %s", "field") })
+	err = Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return errs.New(errs.Invalid, "bad %s", "field") })
 	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != "bad field" {
 		t.Errorf("stream: got %v, want InvalidArgument 'bad field'", err)
 	}
-	if err := rpcerr.Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }); err != nil {
+	if err := Stream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }); err != nil {
 		t.Errorf("stream success: got %v", err)
 	}
 }
