@@ -1,0 +1,53 @@
+package docker
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/drivertest"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
+)
+
+// conformanceScripts are the suite's behaviours for sh in the busybox-only
+// test image, under the engine's init (which forwards SIGTERM to sh).
+var conformanceScripts = map[drivertest.Behaviour]string{
+	drivertest.Serve:      `trap "exit 0" TERM; sleep 300 & wait`,
+	drivertest.IgnoreTerm: `trap "" TERM; sleep 300 & wait`,
+	drivertest.Exit3:      `exit 3`,
+	drivertest.WorkspaceOwned: `[ "$(id -u)" = 1000 ] && [ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && ` +
+		`touch /workspace/.owned`,
+}
+
+// The conformance suite on the engine: sandboxes of the minimal test image;
+// Pull from a registry on loopback (newTestRegistry), whose missing tag is
+// the missing image, so that nothing leaves the host.
+func TestConformance(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
+		d := engine(t)
+		image := sandboxtest.MinimalImage(t) // skips without an engine
+		reg, _, configDigest := newTestRegistry()
+		srv := httptest.NewServer(reg)
+		t.Cleanup(srv.Close)
+		repo := strings.TrimPrefix(srv.URL, "http://") + "/agentd-test/pull"
+		t.Cleanup(func() {
+			_, _ = d.cli.ImageRemove(cleanupCtx(t), configDigest, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		})
+		return drivertest.Harness{
+			Driver: d,
+			Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
+				return sandbox.Spec{
+					Image:   image,
+					Cmd:     []string{"sh", "-c", conformanceScripts[b]},
+					Network: "none",
+					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 64, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
+				}, true
+			},
+			MissingImage: repo + ":absent",
+			PullImage:    repo + ":1",
+		}
+	})
+}
