@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 )
 
 // A replica's sandbox hub ID is made once per --sandbox-dir and read back
@@ -19,7 +19,7 @@ func TestLoadHubID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hub.ValidHubID(first); err != nil {
+	if err := sandboxes.ValidHubID(first); err != nil {
 		t.Errorf("made %q: %v", first, err)
 	}
 	again, err := loadHubID(filepath.Join(dirA, "sub", "hub-id"))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/durable"
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/listen"
@@ -68,15 +69,15 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
 	fs.Float64Var(&f.cpus, "sandbox-cpus", 0, "CPU limit of each sandbox, as docker run --cpus (default 2, but at most the host's CPUs minus one; 0.5 on a 1-CPU host)")
 	fs.StringVar(&f.wsMax, "sandbox-workspace-max", "10GiB", "most each sandbox's /workspace holds (like 10GiB, 512MiB, 2G): an ext4 image per workspace on a loop device, in --sandbox-dir; needs root and the engine on this host; 0: unbounded (the engine's disk)")
-	fs.IntVar(&f.orgMax, "org-max-sandboxes", hub.DefaultOrgMaxSandboxes, "most sandboxes one org may have at once, agent runs included, warm ones not (0: no limit)")
-	fs.IntVar(&f.tokenMax, "token-max-sandboxes", hub.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
+	fs.IntVar(&f.orgMax, "org-max-sandboxes", sandboxes.DefaultOrgMaxSandboxes, "most sandboxes one org may have at once, agent runs included, warm ones not (0: no limit)")
+	fs.IntVar(&f.tokenMax, "token-max-sandboxes", sandboxes.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
 	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
 }
 
 // releaseResolver returns what answers agent run's newer-release question
 // (nil with --agent-releases off).
-func (f *sandboxFlags) releaseResolver() (hub.ReleaseResolver, error) {
+func (f *sandboxFlags) releaseResolver() (sandboxes.ReleaseResolver, error) {
 	if f.releases == "off" {
 		return nil, nil
 	}
@@ -111,45 +112,45 @@ func (f *sandboxFlags) secrets() (hub.SecretResolver, error) {
 // returns the hub's sandbox options. Sandboxes off, or auto without an
 // engine: a zero SandboxOptions (no driver). The returned close releases
 // the driver.
-func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) (hub.SandboxOptions, func(), error) {
+func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) (sandboxes.Options, func(), error) {
 	none := func() {}
 	switch f.mode {
 	case "off":
 		log.Info("sandboxes are off (--sandboxes off)")
-		return hub.SandboxOptions{}, none, nil
+		return sandboxes.Options{}, none, nil
 	case "auto", "on":
 	default:
-		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandboxes %q: want auto, on or off", f.mode)}
+		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandboxes %q: want auto, on or off", f.mode)}
 	}
 	if f.warmBuiltin < 0 || f.warmCustom < 0 || f.warmBuiltin > 100 || f.warmCustom > 100 {
-		return hub.SandboxOptions{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}
+		return sandboxes.Options{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}
 	}
 	if f.idleTTL < time.Minute {
-		return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
+		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
 	}
 	for _, r := range f.allow {
 		if err := imageref.CheckRegistryPattern(r); err != nil {
-			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--allow-registry: %w", err)}
+			return sandboxes.Options{}, none, usageError{fmt.Errorf("--allow-registry: %w", err)}
 		}
 	}
 	if f.orgMax < 0 || f.tokenMax < 0 {
-		return hub.SandboxOptions{}, none, usageError{errors.New("--org-max-sandboxes and --token-max-sandboxes: want 0 (no limit) or more")}
+		return sandboxes.Options{}, none, usageError{errors.New("--org-max-sandboxes and --token-max-sandboxes: want 0 (no limit) or more")}
 	}
 	wsMax, err := parseWorkspaceMax(f.wsMax)
 	if err != nil {
-		return hub.SandboxOptions{}, none, usageError{err}
+		return sandboxes.Options{}, none, usageError{err}
 	}
 	hostCPUs := runtime.NumCPU()
 	if f.cpus != 0 {
-		if err := hub.CheckSandboxCPUs(f.cpus, hostCPUs); err != nil {
-			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-cpus %w", err)}
+		if err := sandboxes.CheckSandboxCPUs(f.cpus, hostCPUs); err != nil {
+			return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-cpus %w", err)}
 		}
 	}
 	var subnet netip.Prefix
 	if f.subnet != "" {
 		p, err := netip.ParsePrefix(f.subnet)
 		if err != nil {
-			return hub.SandboxOptions{}, none, usageError{fmt.Errorf("--sandbox-subnet: %w", err)}
+			return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-subnet: %w", err)}
 		}
 		subnet = p
 	}
@@ -163,7 +164,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
 			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
 			if f.mode == "on" {
-				return hub.SandboxOptions{}, none, unbounded
+				return sandboxes.Options{}, none, unbounded
 			}
 		} else {
 			dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
@@ -171,7 +172,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	drv, err := docker.New(dopts)
 	if err != nil {
-		return hub.SandboxOptions{}, none, err
+		return sandboxes.Options{}, none, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err = drv.Ping(pctx)
@@ -179,10 +180,10 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if err != nil {
 		drv.Close()
 		if f.mode == "on" {
-			return hub.SandboxOptions{}, none, fmt.Errorf("--sandboxes on: %w", err)
+			return sandboxes.Options{}, none, fmt.Errorf("--sandboxes on: %w", err)
 		}
 		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
-		return hub.SandboxOptions{}, none, nil
+		return sandboxes.Options{}, none, nil
 	}
 	if unbounded != nil {
 		// An engine answers, but this hub cannot bound what sandboxes
@@ -190,7 +191,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		// hub without them rather than with unbounded workspaces.
 		drv.Close()
 		log.Warn("no sandboxes (--sandboxes auto): " + unbounded.Error())
-		return hub.SandboxOptions{}, none, nil
+		return sandboxes.Options{}, none, nil
 	}
 	if wsMax > 0 {
 		// Before any sandbox starts: workspaces whose volume went are
@@ -202,16 +203,16 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	// Before anything is written there: the agentd staged in dir is the
 	// one the other hub's sandboxes mount.
 	socketDir := filepath.Join(dir, "socket")
-	if sock := filepath.Join(socketDir, hub.SandboxSocketName); listen.Serving(sock) {
+	if sock := filepath.Join(socketDir, sandboxes.SandboxSocketName); listen.Serving(sock) {
 		drv.Close()
-		return hub.SandboxOptions{}, none, sandboxDirInUse(dir, f.dir == "", fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
+		return sandboxes.Options{}, none, sandboxDirInUse(dir, f.dir == "", fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse))
 	}
 	agentdDir, err := stageAgentd(f.agentd, filepath.Join(dir, "agentd"))
 	if err != nil {
 		drv.Close()
-		return hub.SandboxOptions{}, none, err
+		return sandboxes.Options{}, none, err
 	}
-	o := hub.SandboxOptions{
+	o := sandboxes.Options{
 		Driver: drv, AgentdDir: agentdDir, SocketDir: socketDir,
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
 		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
@@ -227,7 +228,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		// beside its socket so that a restart finds its sandboxes again.
 		if o.HubID, err = loadHubID(filepath.Join(dir, "hub-id")); err != nil {
 			drv.Close()
-			return hub.SandboxOptions{}, none, err
+			return sandboxes.Options{}, none, err
 		}
 	}
 	o.ImageCheck.AllowRegistries = f.allow
@@ -301,7 +302,7 @@ func loadHubID(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		id := strings.TrimSpace(string(b))
-		if err := hub.ValidHubID(id); err != nil {
+		if err := sandboxes.ValidHubID(id); err != nil {
 			return "", fmt.Errorf("%s: %w (delete the file for a new ID; this replica's sandboxes are then another hub's)", path, err)
 		}
 		return id, nil

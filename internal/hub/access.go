@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -24,13 +22,13 @@ func (s *Server) sandboxAccess(ctx context.Context, c *caller, id string) error 
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Its record is gone (removed): nothing says what it holds.
-		return status.Errorf(codes.NotFound, "sandbox %s not found in org %s; list them with 'agentctl sandbox ls'", id, c.org.Name)
+		return errs.New(errs.NotFound, "sandbox %s not found in org %s; list them with 'agentctl sandbox ls'", id, c.org.Name)
 	case err != nil:
-		return status.Errorf(codes.Unavailable, "sandbox lookup: %v", err)
+		return errs.New(errs.Unavailable, "sandbox lookup: %v", err)
 	}
 	if !sb.HoldsSecrets || (sb.Token != "" && sb.Token == c.token.ID) {
 		return nil
 	}
-	return status.Errorf(codes.PermissionDenied,
+	return errs.New(errs.Permission,
 		"sandbox %s holds secrets of an agent run started by another token; only admins or the starting token may call it", id)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
@@ -73,7 +74,7 @@ func TestAgentRun(t *testing.T) {
 
 	var skew atomic.Int64 // the hub's clock runs this far ahead
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
 		o.Releases = releases{"fixture": "1.10.0"}
 		o.Agents = []agentimage.Profile{
@@ -256,7 +257,7 @@ func TestAgentRunSecrets(t *testing.T) {
 	}
 	var logs syncBuffer
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&logs), zapcore.DebugLevel))
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.Agents = []agentimage.Profile{agentProfile(t, "secretfixture", builderProfile)}
 	}, hubtest.Options{Secrets: hub.DirSecrets{Dir: secretDir}, Logger: logger})
 	run := h.agentctl()

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
-	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -36,7 +36,7 @@ func TestAgentRunLikeExec(t *testing.T) {
 		t.Fatalf("docker tag: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", runner).Run() })
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.Agents = []agentimage.Profile{
 			agentProfile(t, "execfixture", builderProfile),
 			agentProfile(t, "execabsent", builderProfile),

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
-	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
@@ -35,7 +35,7 @@ func TestAgentRunOpenNetwork(t *testing.T) {
 			t.Errorf("docker network rm %s: %v: %s", network, err, out)
 		}
 	})
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.PublicNetwork = network
 		o.Agents = []agentimage.Profile{agentProfile(t, "netfixture", customProfile)}
 	}, hubtest.Options{})

@@ -16,6 +16,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -40,7 +41,7 @@ func TestAgentRunSecretRedacted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secretDir, "team", "openai"), []byte(value+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.Agents = []agentimage.Profile{agentProfile(t, "redactfixture", builderProfile)}
 	}, hubtest.Options{Secrets: hub.DirSecrets{Dir: secretDir}})
 	run := h.agentctl()

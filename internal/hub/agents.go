@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
 	"github.com/devdepot-ai/agentd/internal/allowlist"
-	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/imageref"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -27,7 +28,7 @@ import (
 )
 
 // agentService serves hubv1.AgentService: coding agents in disposable
-// sandboxes, one per run, from the profiles in SandboxOptions.Agents.
+// sandboxes, one per run, from the profiles in sandboxes.Options.Agents.
 type agentService struct {
 	hubv1.UnimplementedAgentServiceServer
 	s *Server
@@ -50,7 +51,7 @@ func (g *agentService) profiles() []agentimage.Profile {
 	if g.s.sandboxes == nil {
 		return agentimage.Profiles()
 	}
-	return g.s.sandboxes.o.Agents
+	return g.s.sandboxes.Options().Agents
 }
 
 func (g *agentService) profile(name string) (agentimage.Profile, error) {
@@ -61,7 +62,7 @@ func (g *agentService) profile(name string) (agentimage.Profile, error) {
 		}
 		names = append(names, p.Name)
 	}
-	return agentimage.Profile{}, status.Errorf(codes.InvalidArgument, "unknown agent profile %q (known: %s)",
+	return agentimage.Profile{}, errs.New(errs.Invalid, "unknown agent profile %q (known: %s)",
 		truncateRunes(name, 60), strings.Join(names, ", "))
 }
 
@@ -77,12 +78,6 @@ func defaultImage(p agentimage.Profile) (ref, hint string) {
 	return "", "agentctl agent run " + p.Name + " --image REF"
 }
 
-// ReleaseResolver returns the newest released version of a builder
-// profile's agent (e.g. from its npm registry), on the hub's host.
-type ReleaseResolver interface {
-	Latest(ctx context.Context, p agentimage.Profile) (string, error)
-}
-
 // releaseTimeout bounds the newer-release question: a run never waits on
 // it for long, and an unanswered one is no notice.
 const releaseTimeout = 3 * time.Second
@@ -90,7 +85,7 @@ const releaseTimeout = 3 * time.Second
 // newerRelease is the notice that the agent has a newer release than the
 // image (whose pinned version is its input.agent label), or "".
 func (g *agentService) newerRelease(ctx context.Context, p agentimage.Profile, labels map[string]string) string {
-	r := g.s.sandboxes.o.Releases
+	r := g.s.sandboxes.Options().Releases
 	in := labels[agentimage.LabelPrefix+"input.agent"]
 	at := strings.LastIndex(in, "@")
 	if r == nil || p.Strategy != agentimage.StrategyBuilder || at < 0 {
@@ -134,7 +129,7 @@ func newerVersion(a, b string) bool {
 
 func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsRequest) (*hubv1.ListAgentsResponse, error) {
 	if _, ok := callerFrom(ctx); !ok {
-		return nil, status.Error(codes.Unauthenticated, "no caller")
+		return nil, errs.New(errs.Unauthenticated, "no caller")
 	}
 	resp := &hubv1.ListAgentsResponse{}
 	for _, p := range g.profiles() {
@@ -146,7 +141,7 @@ func (g *agentService) ListAgents(ctx context.Context, _ *hubv1.ListAgentsReques
 			a.Network = l.String()
 		}
 		if m := g.s.sandboxes; m != nil && ref != "" {
-			_, err := m.o.Driver.Image(ctx, ref)
+			_, err := m.Options().Driver.Image(ctx, ref)
 			a.ImagePresent = err == nil
 		} else if m == nil {
 			a.ImageHint = "this hub runs no sandboxes"
@@ -174,27 +169,27 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	}
 	// An org or token at its cap is refused before any image or secret
 	// is fetched; create counts again as it records the sandbox.
-	if err := m.admit(ctx, org, c.token.ID); err != nil {
+	if err := m.Admit(ctx, org, c.token.ID); err != nil {
 		return nil, err
 	}
 	ref, hint := defaultImage(p)
 	if img := strings.TrimSpace(req.GetImage()); img != "" {
 		if len(img) > 512 {
-			return nil, status.Error(codes.InvalidArgument, "image reference longer than 512 characters")
+			return nil, errs.New(errs.Invalid, "image reference longer than 512 characters")
 		}
 		if err := imageref.CheckReference(img); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "--image: %v", err)
+			return nil, errs.New(errs.Invalid, "--image: %v", err)
 		}
 		ref, hint = img, "docker pull "+img
 	} else if ref == "" {
-		return nil, status.Errorf(codes.InvalidArgument, "%s has no default image: give one with --image REF (agentctl agent run %s --image REF)", p.Name, p.Name)
+		return nil, errs.New(errs.Invalid, "%s has no default image: give one with --image REF (agentctl agent run %s --image REF)", p.Name, p.Name)
 	}
 
 	ttl := p.TTL.Duration
 	if req.GetTtl() != nil {
 		ttl = req.GetTtl().AsDuration()
 		if ttl < minAgentTTL || ttl > maxAgentTTL {
-			return nil, status.Errorf(codes.InvalidArgument, "ttl %s: want %s to %s", ttl, minAgentTTL, maxAgentTTL)
+			return nil, errs.New(errs.Invalid, "ttl %s: want %s to %s", ttl, minAgentTTL, maxAgentTTL)
 		}
 	}
 	var notices []string
@@ -210,28 +205,29 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 
 	// The image by id: what was checked is what runs, and a missing one is
 	// an error that names the fix, never another image.
-	img, err := m.o.Driver.Image(ctx, ref)
+	o := m.Options()
+	img, err := o.Driver.Image(ctx, ref)
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
-		return nil, status.Errorf(codes.FailedPrecondition, "the image %s of %s is not on this hub's Docker engine: run '%s' on the hub's host", ref, p.Name, hint)
+		return nil, errs.New(errs.Precondition, "the image %s of %s is not on this hub's Docker engine: run '%s' on the hub's host", ref, p.Name, hint)
 	case err != nil:
-		return nil, engineStatus(err, "agent "+p.Name)
+		return nil, sandboxes.EngineError(err, "agent "+p.Name)
 	}
 	if n := g.newerRelease(ctx, p, img.Labels); n != "" {
 		notices = append(notices, n)
 	}
-	hubLimits := m.o.Limits
+	hubLimits := o.Limits
 	// The profile's CPUs are a default: never more than the host spares.
-	limits := sandbox.Limits{CPUs: min(p.Limits.CPUs, spareCPUs(m.o.HostCPUs)), MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
+	limits := sandbox.Limits{CPUs: min(p.Limits.CPUs, sandboxes.SpareCPUs(o.HostCPUs)), MemoryBytes: p.Limits.MemoryMiB << 20, Pids: p.Limits.Pids,
 		TmpBytes: hubLimits.TmpBytes, HomeBytes: hubLimits.HomeBytes, WorkspaceBytes: hubLimits.WorkspaceBytes}
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
-	env := envSpec{name: agentEnvPrefix + p.Name, image: img.ID, network: network, limits: &limits, ttl: ttl,
-		home: sandbox.WorkspaceDir + "/.home", allow: allow, secrets: len(secrets) > 0}
-	sb, err := m.create(ctx, org, env, store.NewID("run-"), false)
+	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
+		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0}
+	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
-		if s, ok := status.FromError(err); !ok || s.Code() == codes.Unknown {
-			err = status.Errorf(codes.Unavailable, "agent %s: %v", p.Name, err)
+		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {
+			err = errs.New(errs.Unavailable, "agent %s: %v", p.Name, err)
 		}
 		return nil, err
 	}
@@ -241,7 +237,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		// the sandbox's activity from the start.
 		g.s.activity.secrets.hold(sb.ID, secrets)
 		if err := g.s.deliverSecrets(ctx, sb.ID, secrets); err != nil {
-			m.destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
+			m.Destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
 			return nil, err
 		}
 	}
@@ -279,30 +275,30 @@ const maxRunAllow = 64
 func runNetwork(p agentimage.Profile, req *hubv1.RunAgentRequest) (string, allowlist.List, error) {
 	extra := req.GetAllow()
 	if len(extra) > maxRunAllow {
-		return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %d destinations; at most %d", len(extra), maxRunAllow)
+		return "", nil, errs.New(errs.Invalid, "--allow: %d destinations; at most %d", len(extra), maxRunAllow)
 	}
 	switch req.GetNetwork() {
 	case "":
 	case "open":
 		if len(extra) > 0 {
-			return "", nil, status.Error(codes.InvalidArgument, "--allow adds to the restricted network; with --network open the sandbox reaches every public host already: give one or the other")
+			return "", nil, errs.New(errs.Invalid, "--allow adds to the restricted network; with --network open the sandbox reaches every public host already: give one or the other")
 		}
 		return "public", nil, nil
 	default:
-		return "", nil, status.Errorf(codes.InvalidArgument, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
+		return "", nil, errs.New(errs.Invalid, "network %q: want open (the public network, no private ones), or nothing for the profile's restriction", truncateRunes(req.GetNetwork(), 40))
 	}
 	var allow allowlist.List
 	if p.Network.Default == agentimage.NetworkAllow {
 		l, err := allowlist.ParseList(p.Network.Allow) // checked when the profile was loaded
 		if err != nil {
-			return "", nil, status.Errorf(codes.Internal, "profile %s: %v", p.Name, err)
+			return "", nil, errs.New(errs.Unknown, "profile %s: %v", p.Name, err)
 		}
 		allow = l
 	}
 	for _, s := range extra {
 		e, err := allowlist.Parse(s)
 		if err != nil {
-			return "", nil, status.Errorf(codes.InvalidArgument, "--allow: %v", err)
+			return "", nil, errs.New(errs.Invalid, "--allow: %v", err)
 		}
 		if !slices.Contains(allow, e) {
 			allow = append(allow, e)

@@ -66,7 +66,7 @@ func (s *Server) onBroadcast(channel, payload string) {
 			return // a gap: the heartbeat re-checks every tunnel
 		}
 		if s.sandboxes != nil && isSandboxID(payload) {
-			s.sandboxes.removeGone(payload) // if it is this replica's and its row is gone
+			s.sandboxes.RemoveGone(payload) // if it is this replica's and its row is gone
 		}
 		if _, held := s.registry.Get(payload); !held {
 			return
@@ -80,7 +80,7 @@ func (s *Server) onBroadcast(channel, payload string) {
 		s.activity.notify()
 	case chSandbox:
 		if s.sandboxes != nil && isSandboxID(payload) {
-			s.sandboxes.asked(payload) // if it is this replica's
+			s.sandboxes.Asked(payload) // if it is this replica's
 		}
 	}
 }

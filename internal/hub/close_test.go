@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -106,7 +107,7 @@ func TestNewFailingLeaksNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "hub.sock"), []byte("not a socket"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t), Sandboxes: hub.SandboxOptions{
+	_, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t), Sandboxes: sandboxes.Options{
 		Driver: brokenDriver{}, AgentdDir: t.TempDir(), SocketDir: dir,
 	}})
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {

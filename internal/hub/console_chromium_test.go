@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/devdepot-ai/agentd/agentd"
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
@@ -230,7 +230,7 @@ func (c *chromium) signIn(token string) {
 // report says what breaks and the fix.
 func TestConsoleEnvironmentInChromium(t *testing.T) {
 	const host = "127.0.0.1:9" // the discard port: nothing listens
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.ImageCheck.AllowRegistries = []string{host}
 		o.ImageCheck.Insecure = func(h string) bool { return h == host }
 	})

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
-	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
@@ -64,7 +64,7 @@ func TestAgentEgressAllowList(t *testing.T) {
 	  "install": {"script": ["true"]}, "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 128},
 	  "network": {"default": "allow", "allow": ["api.example.com", "plain.example.com:80"]}, "ttl": "1h", "sensitivity": "low",
 	  "risk_notes": ["A test fixture."]}`
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.EgressDial = dial
 		o.Agents = []agentimage.Profile{agentProfile(t, "egressfixture", profile)}
 	}, hubtest.Options{})

@@ -12,7 +12,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -36,10 +39,10 @@ func statusMessage(err error) string {
 }
 
 // noSandboxes is the error of sandbox calls on a hub that runs none.
-var noSandboxes = status.Error(codes.FailedPrecondition,
+var noSandboxes = errs.New(errs.Precondition,
 	"this hub runs no sandboxes: start agenthub serve on a host whose Docker engine it can reach (--docker-host), as root so it can install the sandboxes' egress rules")
 
-func (v *environmentService) sandboxes() (*sandboxes, error) {
+func (v *environmentService) sandboxes() (*sandboxes.Manager, error) {
 	if v.s.sandboxes == nil {
 		return nil, noSandboxes
 	}
@@ -83,12 +86,20 @@ func (v *environmentService) environmentProto(e store.Environment, def string) *
 			p.Report = append(p.Report, &hubv1.Check{Id: c.ID, Status: checkStatusProto(c.Status), Title: c.Title, Breaks: c.Breaks, Fix: c.Fix})
 		}
 	}
-	var inv inventory
+	var inv sandboxes.Inventory
 	if json.Unmarshal(e.Inventory, &inv) == nil && (inv.Tools != nil || inv.PythonPackages != nil) {
 		p.Inventory = &hubv1.Inventory{Tools: inv.Tools, PythonPackages: inv.PythonPackages}
 	}
-	v.s.sandboxes.describeWorkspace(p, e.WorkspaceMax)
+	v.describeWorkspace(p, e.WorkspaceMax)
 	return p
+}
+
+// describeWorkspace says in p what bounds an environment's /workspace
+// (its own size, or the hub's).
+func (v *environmentService) describeWorkspace(p *hubv1.Environment, own int64) {
+	if m := v.s.sandboxes; m != nil {
+		p.WorkspaceMaxBytes, p.WorkspaceBound = m.Workspace(own)
+	}
 }
 
 // builtinProto describes the built-in environment.
@@ -97,17 +108,18 @@ func (v *environmentService) builtinProto(ctx context.Context, org store.Org, de
 		Image: sandbox.BaseImage, Network: "public", State: hubv1.EnvironmentState_ENVIRONMENT_STATE_READY}
 	m := v.s.sandboxes
 	if m == nil {
-		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, statusMessage(noSandboxes)
+		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, rpcerr.Message(noSandboxes)
 		return p
 	}
-	p.Image, p.Network = m.o.BaseImage, m.o.BuiltinNetwork
-	env, err := m.resolve(ctx, org, BuiltinEnvironment)
+	o := m.Options()
+	p.Image, p.Network = o.BaseImage, o.BuiltinNetwork
+	image, err := m.BuiltinImage(ctx, org)
 	if err != nil {
-		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, statusMessage(err)
+		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, rpcerr.Message(err)
 		return p
 	}
-	p.Pinned = env.image
-	m.describeWorkspace(p, 0)
+	p.Pinned = image
+	v.describeWorkspace(p, 0)
 	return p
 }
 
@@ -115,7 +127,7 @@ func (v *environmentService) builtinProto(ctx context.Context, org store.Org, de
 func (s *Server) defaultEnv(ctx context.Context, org store.Org) (string, error) {
 	d, err := s.store.DefaultEnvironment(ctx, org.ID)
 	if err != nil {
-		return "", status.Errorf(codes.Unavailable, "default environment: %v", err)
+		return "", errs.New(errs.Unavailable, "default environment: %v", err)
 	}
 	if d == "" {
 		d = BuiltinEnvironment
@@ -204,21 +216,21 @@ func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.C
 	name, image, network := req.GetName(), strings.TrimSpace(req.GetImage()), req.GetNetwork()
 	switch {
 	case !orgNameRE.MatchString(name):
-		return nil, status.Errorf(codes.InvalidArgument, "environment name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", truncateRunes(name, 80))
+		return nil, errs.New(errs.Invalid, "environment name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", truncateRunes(name, 80))
 	case name == BuiltinEnvironment || isSandboxID(name) || strings.HasPrefix(name, "m-"):
-		return nil, status.Errorf(codes.InvalidArgument, "environment name %q is reserved (builtin, and machine and sandbox ids)", name)
+		return nil, errs.New(errs.Invalid, "environment name %q is reserved (builtin, and machine and sandbox ids)", name)
 	case image == "":
-		return nil, status.Error(codes.InvalidArgument, "no image: give the reference with its registry host, e.g. ghcr.io/acme/sandbox:v1")
+		return nil, errs.New(errs.Invalid, "no image: give the reference with its registry host, e.g. ghcr.io/acme/sandbox:v1")
 	case len(image) > 512:
-		return nil, status.Error(codes.InvalidArgument, "image reference longer than 512 characters")
+		return nil, errs.New(errs.Invalid, "image reference longer than 512 characters")
 	}
 	if network == "" {
 		network = "public"
 	}
 	if network != "public" && network != "none" {
-		return nil, status.Errorf(codes.InvalidArgument, "network %q: want public (internet, no private networks) or none", truncateRunes(network, 40))
+		return nil, errs.New(errs.Invalid, "network %q: want public (internet, no private networks) or none", truncateRunes(network, 40))
 	}
-	wsMax, err := m.checkWorkspaceMax(req.GetWorkspaceMaxBytes())
+	wsMax, err := m.CheckWorkspaceMax(req.GetWorkspaceMaxBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +239,7 @@ func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.C
 	if err != nil {
 		return nil, storeError(err, "environment "+name)
 	}
-	m.startValidation(org, e)
+	m.StartValidation(org, e)
 	def, _ := v.s.defaultEnv(ctx, org)
 	return &hubv1.CreateEnvironmentResponse{Environment: v.environmentProto(e, def)}, nil
 }
@@ -246,13 +258,13 @@ func (v *environmentService) restart(ctx context.Context, orgName, name, kind st
 		return nil, err
 	}
 	if name == BuiltinEnvironment {
-		return nil, status.Errorf(codes.InvalidArgument, "builtin is the hub's own image: rebuild it on the hub with 'make sandbox-base'")
+		return nil, errs.New(errs.Invalid, "builtin is the hub's own image: rebuild it on the hub with 'make sandbox-base'")
 	}
 	e, err := v.s.store.StartValidation(ctx, org.ID, name, kind, v.s.opts.Now())
 	if err != nil {
 		return nil, storeError(err, "environment "+name)
 	}
-	m.startValidation(org, e)
+	m.StartValidation(org, e)
 	def, _ := v.s.defaultEnv(ctx, org)
 	return v.environmentProto(e, def), nil
 }
@@ -286,7 +298,7 @@ func (v *environmentService) SetDefaultEnvironment(ctx context.Context, req *hub
 		if _, err := v.s.store.Environment(ctx, org.ID, name); err != nil {
 			m, merr := v.s.store.Machine(ctx, name)
 			if merr != nil || m.OrgID != org.ID || isSandboxID(name) || !m.RevokedAt.IsZero() {
-				return nil, status.Errorf(codes.NotFound, "environment %s not found in org %s; list them with 'agentctl env ls'", truncateRunes(name, 80), org.Name)
+				return nil, errs.New(errs.NotFound, "environment %s not found in org %s; list them with 'agentctl env ls'", truncateRunes(name, 80), org.Name)
 			}
 		}
 	}
@@ -305,18 +317,13 @@ func (v *environmentService) DeleteEnvironment(ctx context.Context, req *hubv1.D
 		return nil, err
 	}
 	if req.GetName() == BuiltinEnvironment {
-		return nil, status.Error(codes.InvalidArgument, "builtin cannot be removed; make another environment the default with 'agentctl env default NAME'")
+		return nil, errs.New(errs.Invalid, "builtin cannot be removed; make another environment the default with 'agentctl env default NAME'")
 	}
 	if err := v.s.store.DeleteEnvironment(ctx, org.ID, req.GetName()); err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
 	if m := v.s.sandboxes; m != nil {
-		sbs, _ := v.s.store.ListSandboxes(ctx, org.ID)
-		for _, sb := range sbs {
-			if sb.Environment == req.GetName() {
-				m.destroy(context.WithoutCancel(ctx), sb, "its environment was removed")
-			}
-		}
+		m.RemoveEnvironment(ctx, org.ID, req.GetName())
 	}
 	return &hubv1.DeleteEnvironmentResponse{}, nil
 }
@@ -349,7 +356,7 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 			state = "stopped"
 		}
 		conv := sb.Conversation
-		if strings.HasPrefix(conv, validationConversation) {
+		if strings.HasPrefix(conv, sandboxes.ValidationConversation) {
 			conv = "(validation)"
 		}
 		p := &hubv1.Sandbox{Id: sb.ID, Environment: sb.Environment, Conversation: conv, State: state,
@@ -366,7 +373,7 @@ func (v *environmentService) startTimeout() time.Duration {
 	if v.s.sandboxes == nil {
 		return time.Minute
 	}
-	return v.s.sandboxes.o.StartTimeout
+	return v.s.sandboxes.Options().StartTimeout
 }
 
 func (v *environmentService) RemoveSandbox(ctx context.Context, req *hubv1.RemoveSandboxRequest) (*hubv1.RemoveSandboxResponse, error) {
@@ -381,14 +388,11 @@ func (v *environmentService) RemoveSandbox(ctx context.Context, req *hubv1.Remov
 	if err != nil {
 		return nil, err
 	}
-	if err := m.remove(ctx, org, req.GetId()); err != nil {
+	if err := m.Remove(ctx, org, req.GetId()); err != nil {
 		return nil, err
 	}
 	return &hubv1.RemoveSandboxResponse{}, nil
 }
-
-// isSandboxID reports whether a machine id is a sandbox's.
-func isSandboxID(id string) bool { return strings.HasPrefix(id, "sb-") }
 
 // truncateRunes cuts s to at most n runes for an error message.
 func truncateRunes(s string, n int) string {
@@ -402,7 +406,7 @@ func truncateRunes(s string, n int) string {
 // recordRefusal adds an activity record of a call an environment refused to
 // the org's stream (recordHub).
 func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, env, method string, refusal error) {
-	msg := statusMessage(refusal)
+	msg := rpcerr.Message(refusal)
 	s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: actor, Conversation: conv,
 		Kind: "environment.refused", Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)})
 }

@@ -186,10 +186,10 @@ func (s *Server) routeForwarded(ctx context.Context, _ string) (Route, error) {
 	if s.sandboxes != nil && isSandboxID(id) {
 		// This replica's egress rules guard the sandbox, whichever
 		// replica the call came in on.
-		if err := s.sandboxes.egressRefusalFor(ctx, id); err != nil {
+		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err
 		}
-		r.Done = s.sandboxes.enter(ctx, id)
+		r.Done = sandboxDone(s.sandboxes.Enter(ctx, id))
 	}
 	return r, nil
 }

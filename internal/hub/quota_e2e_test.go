@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
@@ -30,7 +30,7 @@ import (
 // flag, the sandboxes there keep working, the warm pool does not count,
 // and removing one makes room.
 func TestSandboxCaps(t *testing.T) {
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.OrgMaxSandboxes, o.TokenMaxSandboxes = 3, 2
 		o.WarmBuiltin = 1
 		// The default CPU limit on a 2-CPU host: 1, not 2.
@@ -117,7 +117,7 @@ func TestSandboxCaps(t *testing.T) {
 func TestSandboxWorkspaceMax(t *testing.T) {
 	wsDir := t.TempDir()
 	var drv *docker.Driver
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		if os.Geteuid() != 0 {
 			t.Skip("bounded workspaces need root (loop devices)")
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 )
 
 // A sandbox's default CPU limit leaves the host a CPU: 2 where it can,
@@ -20,10 +20,10 @@ func TestDefaultSandboxCPUs(t *testing.T) {
 		{4, 2},
 		{64, 2},
 	} {
-		if got := hub.DefaultSandboxCPUs(tc.host); got != tc.want {
+		if got := sandboxes.DefaultSandboxCPUs(tc.host); got != tc.want {
 			t.Errorf("DefaultSandboxCPUs(%d) = %g, want %g", tc.host, got, tc.want)
 		}
-		if err := hub.CheckSandboxCPUs(hub.DefaultSandboxCPUs(tc.host), tc.host); err != nil {
+		if err := sandboxes.CheckSandboxCPUs(sandboxes.DefaultSandboxCPUs(tc.host), tc.host); err != nil {
 			t.Errorf("the default on %d CPUs is refused: %v", tc.host, err)
 		}
 	}
@@ -44,7 +44,7 @@ func TestCheckSandboxCPUs(t *testing.T) {
 		{0, 2, "want more than 0"},
 		{-1, 2, "want more than 0"},
 	} {
-		err := hub.CheckSandboxCPUs(tc.cpus, tc.host)
+		err := sandboxes.CheckSandboxCPUs(tc.cpus, tc.host)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("CheckSandboxCPUs(%g, %d): %v; want accepted", tc.cpus, tc.host, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 )
 
 // NPMReleases answers ReleaseResolver for npm-installed agents from an npm
@@ -36,7 +37,7 @@ type release struct {
 // releaseCacheTTL is how long an answer is used again.
 const releaseCacheTTL = time.Hour
 
-var _ ReleaseResolver = (*NPMReleases)(nil)
+var _ sandboxes.ReleaseResolver = (*NPMReleases)(nil)
 
 // Latest returns the latest version of p's npm package.
 func (n *NPMReleases) Latest(ctx context.Context, p agentimage.Profile) (string, error) {

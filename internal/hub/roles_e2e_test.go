@@ -22,6 +22,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -51,7 +52,7 @@ func TestSecretSandboxForAdminsOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secretDir, "team", "openai"), []byte(value+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := startSandboxHubWith(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.Agents = []agentimage.Profile{agentProfile(t, "rolesfixture", builderProfile)}
 	}, hubtest.Options{Secrets: hub.DirSecrets{Dir: secretDir}})
 	starter := h.agentctl()
@@ -164,7 +165,7 @@ func TestSecretSandboxForAdminsOnly(t *testing.T) {
 
 	// Another hub on the same store (a replica) refuses the member alike,
 	// before any forwarding: what decides is stored with the sandbox.
-	other := h.ReplicaWith(nil, func(o *hubtest.Options) { o.Sandboxes = hub.SandboxOptions{} })
+	other := h.ReplicaWith(nil, func(o *hubtest.Options) { o.Sandboxes = sandboxes.Options{} })
 	otherCC, err := grpc.NewClient(other.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
@@ -68,7 +69,7 @@ type sbBench struct {
 
 // newSandboxBench starts the hub as startSandboxHub does (network none,
 // the same limits), tuned by tune.
-func newSandboxBench(b *testing.B, tune func(*hub.SandboxOptions)) *sbBench {
+func newSandboxBench(b *testing.B, tune func(*sandboxes.Options)) *sbBench {
 	b.Helper()
 	sandboxtest.BaseImage(b) // skips without an engine
 	drv, err := docker.New(docker.Options{})
@@ -86,7 +87,7 @@ func newSandboxBench(b *testing.B, tune func(*hub.SandboxOptions)) *sbBench {
 		sbRemoveLabelled(sandbox.LabelHub + "=" + hubID)
 		sbRemoveVolumes(td.names())
 	})
-	o := hub.SandboxOptions{
+	o := sandboxes.Options{
 		Driver:         td,
 		AgentdDir:      sbAgentdDir(b),
 		SocketDir:      b.TempDir(),
@@ -259,7 +260,7 @@ func BenchmarkDockerRunExec(b *testing.B) {
 // pool is waited for.
 func BenchmarkSandboxWarmFirstExec(b *testing.B) {
 	const pool = 1
-	h := newSandboxBench(b, func(o *hub.SandboxOptions) { o.WarmBuiltin = pool })
+	h := newSandboxBench(b, func(o *sandboxes.Options) { o.WarmBuiltin = pool })
 	// The org's first use of the environment starts filling its pool; a
 	// second warms the path from the pool.
 	h.exec(h.convCtx(hub.BuiltinEnvironment, "warm-warmup-0"))

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/ctl"
-	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
@@ -36,14 +36,14 @@ type sandboxHub struct {
 	cc     *grpc.ClientConn
 }
 
-func startSandboxHub(t *testing.T, tune func(*hub.SandboxOptions)) *sandboxHub {
+func startSandboxHub(t *testing.T, tune func(*sandboxes.Options)) *sandboxHub {
 	t.Helper()
 	return startSandboxHubWith(t, tune, hubtest.Options{})
 }
 
 // startSandboxHubWith is startSandboxHub with the hub's other options
 // (its Sandboxes are set here).
-func startSandboxHubWith(t *testing.T, tune func(*hub.SandboxOptions), ho hubtest.Options) *sandboxHub {
+func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest.Options) *sandboxHub {
 	t.Helper()
 	base := sandboxtest.BaseImage(t) // skips without an engine
 	_ = base
@@ -52,7 +52,7 @@ func startSandboxHubWith(t *testing.T, tune func(*hub.SandboxOptions), ho hubtes
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { drv.Close() })
-	o := hub.SandboxOptions{
+	o := sandboxes.Options{
 		Driver:         drv,
 		AgentdDir:      sandboxtest.AgentdBinary(t),
 		SocketDir:      t.TempDir(),

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -62,7 +62,7 @@ func TestSandboxEgressGuardRefuses(t *testing.T) {
 		}
 	})
 	g := &fakeGuard{ticks: make(chan struct{}, 1)}
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.PublicNetwork = network
 		o.BuiltinNetwork = "public"
 		o.IdleTTL = 8 * time.Second // a reaper tick every 2 s

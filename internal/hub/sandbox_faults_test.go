@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
@@ -291,7 +291,7 @@ func TestSandboxRestart(t *testing.T) {
 // fresh one), but not while a call is in flight: the TTL counts from the
 // end of the last call.
 func TestSandboxIdleTTL(t *testing.T) {
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.IdleTTL = 2 * time.Second })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.IdleTTL = 2 * time.Second })
 	idleCtx := h.ctx("builtin", "c-idle")
 	if _, code, err := h.run(idleCtx, "sh", "-c", "echo x > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
@@ -349,7 +349,7 @@ func TestSandboxIdleTTL(t *testing.T) {
 // (no conversation), the next conversation gets exactly that one, and the
 // pool refills.
 func TestSandboxWarmPool(t *testing.T) {
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.WarmBuiltin = 1 })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin = 1 })
 	first := h.sandboxOf(h.ctx("builtin", "c-1"))
 	warmOne := func(not ...string) string {
 		var id string
@@ -526,7 +526,7 @@ func TestSandboxEngineGone(t *testing.T) {
 	t.Cleanup(func() { dead.Close() })
 	hubID := "hub-faults-" + randomLower(8)
 	var orphanID string
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		// Made on the real engine before the hub starts, which cannot see it.
 		live, err := docker.New(docker.Options{})
 		if err != nil {
@@ -597,7 +597,7 @@ func TestSandboxEngineGone(t *testing.T) {
 // refused forks), and the sandbox's agentd survives both: the same
 // process, the same sandbox, its tunnel online, commands run again.
 func TestSandboxLimits(t *testing.T) {
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.Limits = sandbox.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 128, TmpBytes: 64 << 20, HomeBytes: 64 << 20}
 	})
 	ctx := h.ctx("builtin", "c-1")

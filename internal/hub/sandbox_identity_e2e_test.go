@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -23,7 +23,7 @@ import (
 // call for the conversation still reaches the real sandbox.
 func TestSandboxKeyElsewhereRefused(t *testing.T) {
 	keyDir := t.TempDir()
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.KeyDir = keyDir })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.KeyDir = keyDir })
 	ctx := h.ctx("builtin", "c-1")
 	real, code, err := h.run(ctx, "cat", "/proc/sys/kernel/hostname")
 	if err != nil || code != 0 {
@@ -154,7 +154,7 @@ echo "own $(try cat /proc/self/environ)"`
 // gets it again and comes back.
 func TestSandboxKeyNotInSandbox(t *testing.T) {
 	keyDir := t.TempDir()
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) { o.KeyDir = keyDir })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.KeyDir = keyDir })
 	ctx := h.ctx("builtin", "c-1")
 	probe := `n=0; for e in /proc/[0-9]*/environ; do tr '\0' '\n' 2>/dev/null <$e | grep -q '^AGENTD_SANDBOX_KEY=' && n=$((n+1)); done
 echo "environ $n"; echo "mount $(ls -A ` + sandbox.KeyDir + ` | wc -l)"`

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -27,7 +28,7 @@ type unusedDriver struct{ sandbox.Driver }
 func TestSandboxSocketServedByAnotherHub(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	sock := filepath.Join(dir, hub.SandboxSocketName)
+	sock := filepath.Join(dir, sandboxes.SandboxSocketName)
 	other, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestSandboxSocketServedByAnotherHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t), Sandboxes: hub.SandboxOptions{
+	srv, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t), Sandboxes: sandboxes.Options{
 		Driver: unusedDriver{}, AgentdDir: t.TempDir(), SocketDir: dir,
 	}})
 	if err == nil {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
@@ -121,7 +122,7 @@ func TestSandboxSocketCapPerSandbox(t *testing.T) {
 	st := openStore(t)
 	t.Cleanup(func() { st.Close() })
 	srv, err := hub.New(t.Context(), hub.Options{Store: st, Logger: zaptest.NewLogger(t), MaxConnsPerSandbox: perSandbox,
-		Sandboxes: hub.SandboxOptions{Driver: idleDriver{}, AgentdDir: t.TempDir(), SocketDir: sockDir}})
+		Sandboxes: sandboxes.Options{Driver: idleDriver{}, AgentdDir: t.TempDir(), SocketDir: sockDir}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestSandboxSocketHelperProcess(t *testing.T) {
 	st := openStore(t)
 	defer st.Close()
 	srv, err := hub.New(t.Context(), hub.Options{Store: st, MaxConnsPerSandbox: 100,
-		Sandboxes: hub.SandboxOptions{Driver: idleDriver{}, AgentdDir: t.TempDir(), SocketDir: dir}})
+		Sandboxes: sandboxes.Options{Driver: idleDriver{}, AgentdDir: t.TempDir(), SocketDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +25,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
-	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -63,7 +60,7 @@ type Options struct {
 	Heartbeat time.Duration
 	// Sandboxes configures the container sandboxes the hub runs (none
 	// without a Driver).
-	Sandboxes SandboxOptions
+	Sandboxes sandboxes.Options
 	// Secrets resolves the secret references of agent runs (--secret
 	// NAME=ref:PATH). Nil: runs that name secrets are refused.
 	Secrets SecretResolver
@@ -112,13 +109,9 @@ type Server struct {
 	peers    *peers            // replicas: connections to the others
 	internal *grpc.Server      // replicas: serves forwarded calls
 
-	bcast         Broadcaster         // replicas on Postgres: events to the others
-	activityPulse chan struct{}       // with bcast: activity stored, to tell the others
-	sandboxes     *sandboxes          // nil: no sandboxes
-	sbAcceptor    *transport.Acceptor // the tunnels of sandboxes, on the unix socket
-	sbListener    net.Listener
-	sbHTTP        *http.Server
-	egress        *egressproxy.Proxy // sandboxes' egress, on their socket
+	bcast         Broadcaster        // replicas on Postgres: events to the others
+	activityPulse chan struct{}      // with bcast: activity stored, to tell the others
+	sandboxes     *sandboxes.Manager // nil: no sandboxes
 
 	calls, pairs atomic.Int64
 	conns        *connLimiter  // connections open, on the port and the sandboxes' socket
@@ -257,90 +250,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// startSandboxes serves the sandboxes' unix socket, finds the sandboxes of
-// an earlier run again, and starts the reaper and unfinished validations.
-func (s *Server) startSandboxes(ctx context.Context) error {
-	o := s.opts.Sandboxes
-	if o.AgentdDir == "" || o.SocketDir == "" {
-		return errors.New("hub: sandboxes need AgentdDir (the static agentd) and SocketDir (the hub's socket)")
-	}
-	// Mounted into every sandbox, where uid 1000 must reach the socket.
-	if err := os.MkdirAll(o.SocketDir, 0o755); err != nil {
-		return fmt.Errorf("sandbox socket dir: %w", err)
-	}
-	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
-		return fmt.Errorf("sandbox socket dir: %w", err)
-	}
-	// The sandboxes' keys: the hub's alone (each sandbox gets a mount of
-	// its own subdirectory's mnt, never of this one).
-	o.defaults()
-	if err := os.MkdirAll(o.KeyDir, 0o700); err != nil {
-		return fmt.Errorf("sandbox key dir: %w", err)
-	}
-	if err := os.Chmod(o.KeyDir, 0o700); err != nil {
-		return fmt.Errorf("sandbox key dir: %w", err)
-	}
-	// listen.Listen replaces a stale socket of an earlier run, but not
-	// one another hub still serves, nor a file that is not a socket.
-	sock := filepath.Join(o.SocketDir, SandboxSocketName)
-	lis, err := listen.Listen(listen.Addr{Network: "unix", Address: sock})
-	if errors.Is(err, listen.ErrInUse) {
-		return fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse)
-	}
-	if err != nil {
-		return fmt.Errorf("sandbox socket: %w", err)
-	}
-	// uid 1000 in every sandbox dials it; the directory is mounted into
-	// sandboxes only, and the tunnel proves each one with its own key.
-	if err := os.Chmod(sock, 0o666); err != nil {
-		lis.Close()
-		return fmt.Errorf("sandbox socket: %w", err)
-	}
-	s.sbAcceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
-		Authenticate: s.authenticateSandbox,
-		OnTunnel:     s.registry.Add,
-		Host:         transport.UnixHost,
-		Logger:       s.log.Named("sandbox"),
-	})
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	if s.egress, err = s.newEgressProxy(); err != nil {
-		lis.Close()
-		return err
-	}
-	// Set before the socket serves: the egress proxy asks it.
-	m := newSandboxes(s, o)
-	s.sandboxes = m
-	mux := http.NewServeMux()
-	mux.Handle("GET /v1/tunnel", s.sbAcceptor)
-	s.sbListener = lis
-	s.sbHTTP = &http.Server{Handler: s.sandboxHandler(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
-		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(s.log.Named("sandbox.http"))}
-	limited := s.limitConns(lis, s.opts.MaxConnsPerSandbox, unixPeerKey)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		_ = s.sbHTTP.Serve(limited)
-	}()
-
-	if err := m.reconcile(ctx); err != nil {
-		s.log.Warn("finding sandboxes again", zap.Error(err))
-	}
-	m.goFn(m.run)
-	m.resumeValidations(ctx)
-	return nil
-}
-
-// authenticateSandbox admits, on the sandboxes' socket, only sandboxes.
-func (s *Server) authenticateSandbox(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
-	if !isSandboxID(id) {
-		return nil, "", fmt.Errorf("the sandboxes' socket takes sandbox ids only; machine %s dials the hub's public port: %w", id, transport.ErrWrongEndpoint)
-	}
-	return s.authenticateMachine(ctx, id)
-}
-
 // authenticatePublic is authenticateMachine for the public port, which
 // takes no sandbox id: a sandbox's key read inside it must not let a
 // daemon elsewhere open that sandbox's tunnel and answer its calls.
@@ -463,14 +372,8 @@ func (s *Server) close() {
 	if s.acceptor != nil {
 		_ = s.acceptor.Close()
 	}
-	if s.sbAcceptor != nil {
-		_ = s.sbAcceptor.Close()
-	}
-	if s.sbHTTP != nil {
-		_ = s.sbHTTP.Close()
-	}
-	if s.egress != nil {
-		_ = s.egress.Close()
+	if s.sandboxes != nil {
+		s.sandboxes.Close()
 	}
 	if s.internal != nil {
 		s.internal.Stop()
@@ -483,7 +386,7 @@ func (s *Server) close() {
 	}
 	s.wg.Wait()
 	if s.sandboxes != nil {
-		s.sandboxes.wait()
+		s.sandboxes.Wait()
 	}
 	s.activity.wait()
 }
@@ -613,7 +516,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		var err error
 		conv := firstMD(md, wire.MDConversation)
 		if id, err = s.routeEnvironment(ctx, c.org, env, conv); err != nil {
-			if status.Code(err) == codes.FailedPrecondition {
+			if rpcerr.Code(err) == codes.FailedPrecondition {
 				s.recordRefusal(ctx, c.org, c.token.Name, conv, env, method, err)
 			}
 			return Route{}, err
@@ -630,8 +533,8 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
 	}
 	if err := s.sandboxAccess(ctx, c, id); err != nil {
-		if status.Code(err) == codes.PermissionDenied {
-			msg := statusMessage(err)
+		if rpcerr.Code(err) == codes.PermissionDenied {
+			msg := rpcerr.Message(err)
 			s.activity.storeHub(context.WithoutCancel(ctx), c.org.ID, id, &agentdv1.ActivityRecord{
 				Actor: c.token.Name, Client: firstMD(md, wire.MDClient), Conversation: firstMD(md, wire.MDConversation),
 				Kind: wire.KindCallRefused, Summary: "refused " + method + ": " + msg,
@@ -663,10 +566,10 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	r := Route{Conn: cc, MD: out, Rec: rec}
 	if s.sandboxes != nil && isSandboxID(id) {
-		if err := s.sandboxes.egressRefusalFor(ctx, id); err != nil {
+		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err
 		}
-		r.Done = s.sandboxes.enter(ctx, id)
+		r.Done = sandboxDone(s.sandboxes.Enter(ctx, id))
 	}
 	return r, nil
 }
@@ -698,7 +601,7 @@ func (s *Server) routeEnvironment(ctx context.Context, org store.Org, env, conv 
 	if len(conv) > 256 || !utf8Printable(conv) || strings.HasPrefix(conv, "hub:") {
 		return "", status.Error(codes.InvalidArgument, "conversation id: want at most 256 printable characters, not starting with 'hub:' (the hub's own)")
 	}
-	return s.sandboxes.get(ctx, org, env, conv)
+	return s.sandboxes.Get(ctx, org, env, conv)
 }
 
 func firstMD(md metadata.MD, key string) string {
@@ -726,8 +629,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP agenthub_connections_refused_total Connections closed as they were accepted: over a client's or the hub's cap.\n# TYPE agenthub_connections_refused_total counter\nagenthub_connections_refused_total %d\n", s.connsRefused.Load())
 	fmt.Fprintf(w, "# HELP agenthub_tunnel_handshakes_refused_total Tunnel handshakes refused (machines' and sandboxes'), by reason.\n# TYPE agenthub_tunnel_handshakes_refused_total counter\n")
 	refused := s.acceptor.Refused()
-	if s.sbAcceptor != nil {
-		for i, r := range s.sbAcceptor.Refused() {
+	if s.sandboxes != nil {
+		for i, r := range s.sandboxes.Refused() {
 			refused[i].Count += r.Count // the same reasons in the same order
 		}
 	}

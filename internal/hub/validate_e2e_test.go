@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -131,7 +131,7 @@ func reportText(e *hubv1.Environment) string {
 // run nowhere else; update follows the tag, revalidate never does.
 func TestSandboxCustomImages(t *testing.T) {
 	reg := startTestRegistry(t)
-	h := startSandboxHub(t, func(o *hub.SandboxOptions) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.ImageCheck.AllowRegistries = []string{reg.host}
 		o.ImageCheck.Insecure = func(host string) bool { return host == reg.host }
 	})

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -199,7 +200,7 @@ func securityHeaders(next http.Handler) http.Handler {
 
 // httpStatus maps a service's error to an HTTP status and a message.
 func httpStatus(err error) (int, string) {
-	st := status.Convert(err)
+	st := status.Convert(rpcerr.Status(err)) // a domain error, or a status
 	switch st.Code() {
 	case codes.PermissionDenied:
 		return http.StatusForbidden, st.Message()

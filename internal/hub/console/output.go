@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -26,8 +27,8 @@ func (c *Console) output(w http.ResponseWriter, r *http.Request, s *session) {
 	d := outputData{Rec: rec, Now: c.opts.Now()}
 	evs, err := c.opts.Backend.Output(s.ctx, rec.GetMachineId(), rec.GetRecord().GetObjectId())
 	switch {
-	case status.Code(err) == codes.Unavailable || status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.NotFound:
-		d.Offline = status.Convert(err).Message()
+	case rpcerr.Code(err) == codes.Unavailable || rpcerr.Code(err) == codes.FailedPrecondition || rpcerr.Code(err) == codes.NotFound:
+		d.Offline = rpcerr.Message(err)
 		if out := rec.GetRecord().GetOutput(); len(out) > 0 {
 			d.Parts = []outputPart{{Text: string(out)}}
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -30,7 +31,7 @@ type Options struct {
 	Logger *zap.Logger // the hub's logger; default a zaptest logger named "hub"
 	TLS    *tls.Config // set: the hub serves TLS with it
 	// Sandboxes, with a Driver, makes the hub run container sandboxes.
-	Sandboxes hub.SandboxOptions
+	Sandboxes sandboxes.Options
 	// Now is the hub's clock; default time.Now.
 	Now func() time.Time
 	// Secrets resolves agent runs' secret references; nil: none.

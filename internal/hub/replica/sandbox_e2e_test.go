@@ -25,6 +25,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -109,7 +110,7 @@ type sbReplica struct {
 
 // sandboxReplicas starts replicas A and B on one new database; tune
 // changes each one's sandbox options (i is 0 for A, 1 for B).
-func sandboxReplicas(t *testing.T, tune func(i int, o *hub.SandboxOptions)) (a, b *sbReplica) {
+func sandboxReplicas(t *testing.T, tune func(i int, o *sandboxes.Options)) (a, b *sbReplica) {
 	t.Helper()
 	sandboxtest.BaseImage(t) // skips without an engine
 	drv, err := docker.New(docker.Options{})
@@ -136,7 +137,7 @@ func sandboxReplicas(t *testing.T, tune func(i int, o *hub.SandboxOptions)) (a, 
 				t.Errorf("replica %s: %s", name, v)
 			}
 		})
-		o := hub.SandboxOptions{
+		o := sandboxes.Options{
 			Driver: g, HubID: g.hub, AgentdDir: agentdDir, SocketDir: t.TempDir(),
 			BuiltinNetwork: "none", StartTimeout: 60 * time.Second,
 			Limits: sandbox.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 256, TmpBytes: 16 << 20, HomeBytes: 16 << 20},
@@ -269,7 +270,7 @@ func containerGone(t *testing.T, drv sandbox.Driver, id string) bool {
 // sandbox; each warm pool is its replica's; one replica removes the
 // other's sandbox, and the owner removes its container.
 func TestSandboxesAcrossReplicas(t *testing.T) {
-	a, b := sandboxReplicas(t, func(_ int, o *hub.SandboxOptions) { o.WarmBuiltin = 1 })
+	a, b := sandboxReplicas(t, func(_ int, o *sandboxes.Options) { o.WarmBuiltin = 1 })
 	if a.hubID == b.hubID || !strings.HasPrefix(a.Server.ReplicaID(), a.hubID+"/") || !strings.HasPrefix(b.Server.ReplicaID(), b.hubID+"/") {
 		t.Fatalf("replica IDs %s and %s, hub IDs %s and %s: want each replica's ID to start with its own hub ID",
 			a.Server.ReplicaID(), b.Server.ReplicaID(), a.hubID, b.hubID)
@@ -373,7 +374,7 @@ func TestSandboxesAcrossReplicas(t *testing.T) {
 // conversation goes on in the same sandbox; a sandbox removed while its
 // replica was down has its container removed when the replica is back.
 func TestSandboxReplicaDown(t *testing.T) {
-	a, b := sandboxReplicas(t, func(i int, o *hub.SandboxOptions) {
+	a, b := sandboxReplicas(t, func(i int, o *sandboxes.Options) {
 		if i == 1 {
 			o.IdleTTL = time.Second // B's reaper runs every 250 ms
 		}
@@ -452,7 +453,7 @@ func TestSandboxCustomImageAcrossReplicas(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
-	a, b := sandboxReplicas(t, func(_ int, o *hub.SandboxOptions) {
+	a, b := sandboxReplicas(t, func(_ int, o *sandboxes.Options) {
 		o.ImageCheck.AllowRegistries = []string{host}
 		o.ImageCheck.Insecure = func(h string) bool { return h == host }
 	})
@@ -522,7 +523,7 @@ func TestSandboxReplicaNeedsHubID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := hub.New(t.Context(), hub.Options{Store: st, Replica: &replica.Options{},
-				Sandboxes: hub.SandboxOptions{Driver: struct{ sandbox.Driver }{}, HubID: tc.hubID, AgentdDir: t.TempDir(), SocketDir: t.TempDir()}})
+				Sandboxes: sandboxes.Options{Driver: struct{ sandbox.Driver }{}, HubID: tc.hubID, AgentdDir: t.TempDir(), SocketDir: t.TempDir()}})
 			if err == nil {
 				srv.Close()
 			}

@@ -1,4 +1,4 @@
-package hub
+package sandboxes
 
 import (
 	"context"
@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -34,37 +33,25 @@ import (
 // UNAVAILABLE saying so: the conversation's /workspace is on A's engine,
 // and it never moves to a new sandbox unless the user removes the old one.
 
-// replicaHubSep separates a sandbox replica's hub ID from the rest of its
+// ReplicaHubSep separates a sandbox replica's hub ID from the rest of its
 // replica ID.
-const replicaHubSep = "/"
+const ReplicaHubSep = "/"
 
-// chSandbox carries the ID of a sandbox another replica has a call for:
-// its replica brings it online if it is not.
-const chSandbox = "agenthub_sandbox"
+// Channel carries the ID of a sandbox another replica has a call for: its
+// replica brings it online if it is not (Options.Notify; the hub hands what
+// it hears on it to Asked).
+const Channel = "agenthub_sandbox"
 
 // errLookAgain tells get that the conversation's sandbox changed under it
 // (made or removed by another replica): look it up again.
 var errLookAgain = errors.New("look again")
 
-// sandboxHubID sets the hub ID of a hub that runs sandboxes: derived from
-// the store's secret for the only hub on a store (the same across its
-// restarts); a replica must be given its own.
-func (s *Server) sandboxHubID(ctx context.Context) error {
-	o := &s.opts.Sandboxes
-	switch {
-	case o.Driver == nil:
-		return nil
-	case o.HubID == "" && s.opts.Replica != nil:
-		return errors.New("hub: a replica that runs sandboxes needs its own SandboxOptions.HubID, the same across its restarts (agenthub keeps it in --sandbox-dir)")
-	case o.HubID == "":
-		secret, err := s.store.ServerSecret(ctx)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
-		o.HubID = "hub-" + hex.EncodeToString(sum[:6])
-	}
-	return ValidHubID(o.HubID)
+// DefaultHubID is the hub ID of the only hub on a store, derived from the
+// store's secret (the same across its restarts); a replica must be given
+// its own.
+func DefaultHubID(secret []byte) string {
+	sum := sha256.Sum256(append([]byte("sandbox-hub-id:"), secret...))
+	return "hub-" + hex.EncodeToString(sum[:6])
 }
 
 // ValidHubID checks a sandbox hub ID: 1 to 40 letters, digits, '-', '_'
@@ -83,7 +70,7 @@ func ValidHubID(id string) error {
 // current reports whether the conversation's sandbox sb runs what env
 // runs now. The built-in image's ID is each engine's own, so another
 // replica's built-in sandbox is its replica's to judge.
-func (m *sandboxes) current(sb store.Sandbox, env envSpec) bool {
+func (m *Manager) current(sb store.Sandbox, env envSpec) bool {
 	return sb.Image == env.image || (sb.Hub != m.o.HubID && env.name == BuiltinEnvironment)
 }
 
@@ -91,8 +78,8 @@ func (m *sandboxes) current(sb store.Sandbox, env envSpec) bool {
 // is up there, asking that replica to bring it online, and returns its ID
 // (the call is forwarded to it). errLookAgain if the sandbox was removed
 // meanwhile; UNAVAILABLE if its replica is not running.
-func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error) {
-	if m.s.replicas == nil {
+func (m *Manager) remote(ctx context.Context, sb store.Sandbox) (string, error) {
+	if m.o.Replicas == nil {
 		return "", m.ownerGone(sb)
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.o.StartTimeout)
@@ -101,14 +88,14 @@ func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error
 	defer tick.Stop()
 	asked := false
 	for {
-		r, err := m.s.replicas.Lookup(wctx, sb.ID)
+		r, err := m.o.Replicas.Lookup(wctx, sb.ID)
 		switch {
-		case err == nil && r.ReplicaID != m.s.replicas.ID():
+		case err == nil && r.ReplicaID != m.o.Replicas.ID():
 			return sb.ID, nil
 		case err != nil && !errors.Is(err, store.ErrNotFound) && wctx.Err() == nil:
-			return "", status.Errorf(codes.Unavailable, "route of sandbox %s: %v", sb.ID, err)
+			return "", unavailable("route of sandbox "+sb.ID, err)
 		}
-		now, err := m.s.store.Sandbox(wctx, sb.ID)
+		now, err := m.o.Store.Sandbox(wctx, sb.ID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && now.Hub != sb.Hub) {
 			return "", errLookAgain
 		}
@@ -116,18 +103,18 @@ func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error
 		switch {
 		case wctx.Err() != nil:
 		case err != nil || aerr != nil:
-			return "", status.Errorf(codes.Unavailable, "sandbox %s: %v", sb.ID, errors.Join(err, aerr))
+			return "", unavailable("sandbox "+sb.ID, errors.Join(err, aerr))
 		case !alive:
 			return "", m.ownerGone(sb)
 		case !asked:
-			m.s.notify(wctx, chSandbox, sb.ID)
+			m.o.Notify(wctx, Channel, sb.ID)
 			asked = true
 		}
 		select {
 		case <-ctx.Done():
-			return "", status.FromContextError(ctx.Err()).Err()
+			return "", ctx.Err()
 		case <-wctx.Done():
-			return "", status.Errorf(codes.Unavailable, "environment %s: sandbox %s, on hub replica %s, did not come online within %s; retry",
+			return "", fail(ErrReplicaDown, errs.Unavailable, "environment %s: sandbox %s, on hub replica %s, did not come online within %s; retry",
 				sb.Environment, sb.ID, sb.Hub, m.o.StartTimeout)
 		case <-tick.C:
 		}
@@ -136,13 +123,13 @@ func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error
 
 // hubAlive reports whether a replica with the hub ID is registered (the
 // replicas expire those that stop heartbeating).
-func (m *sandboxes) hubAlive(ctx context.Context, hubID string) (bool, error) {
-	rs, err := m.s.store.ListReplicas(ctx)
+func (m *Manager) hubAlive(ctx context.Context, hubID string) (bool, error) {
+	rs, err := m.o.Store.ListReplicas(ctx)
 	if err != nil {
 		return false, err
 	}
 	for _, r := range rs {
-		if strings.HasPrefix(r.ID, hubID+replicaHubSep) {
+		if strings.HasPrefix(r.ID, hubID+ReplicaHubSep) {
 			return true, nil
 		}
 	}
@@ -151,8 +138,8 @@ func (m *sandboxes) hubAlive(ctx context.Context, hubID string) (bool, error) {
 
 // ownerGone is the error of a call whose sandbox is on a replica that is
 // not running.
-func (m *sandboxes) ownerGone(sb store.Sandbox) error {
-	return status.Errorf(codes.Unavailable,
+func (m *Manager) ownerGone(sb store.Sandbox) error {
+	return fail(ErrReplicaDown, errs.Unavailable,
 		"conversation %q's sandbox %s (environment %s) is on hub replica %s, which is not running: its container and /workspace are on that replica's Docker engine. "+
 			"Calls reach it again once that replica is back; or remove it with 'agentctl sandbox rm %s', and the conversation's next call starts a new sandbox (without that /workspace)",
 		sb.Conversation, sb.ID, sb.Environment, sb.Hub, sb.ID)
@@ -161,48 +148,49 @@ func (m *sandboxes) ownerGone(sb store.Sandbox) error {
 // destroyRemote removes a sandbox another replica drives, in the store: its
 // identity is revoked and its row deleted; told so, its replica closes its
 // tunnel and removes its container (or its next sweep, or its start does).
-func (m *sandboxes) destroyRemote(ctx context.Context, sb store.Sandbox, why string) {
-	if err := m.s.store.RevokeMachine(ctx, sb.OrgID, sb.ID, m.s.opts.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+func (m *Manager) destroyRemote(ctx context.Context, sb store.Sandbox, why string) {
+	if err := m.o.Store.RevokeMachine(ctx, sb.OrgID, sb.ID, m.o.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
-	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
+	if err := m.o.Store.DeleteSandbox(ctx, sb.ID); err != nil {
 		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
-	m.s.broadcastRevoke(ctx, sb.ID)
+	m.o.Revoke(ctx, sb.ID)
 	m.log.Info("sandbox removed; its replica removes its container", zap.String("sandbox", sb.ID), zap.String("hub", sb.Hub),
 		zap.String("environment", sb.Environment), zap.String("why", why))
 }
 
-// asked brings online, in the background, this replica's sandbox id that
-// another replica has a call for.
-func (m *sandboxes) asked(id string) {
+// Asked brings online, in the background, this replica's sandbox id that
+// another replica has a call for (heard on Channel).
+func (m *Manager) Asked(id string) {
 	m.goFn(func(ctx context.Context) {
-		if _, ok := m.s.registry.Get(id); ok {
+		if _, ok := m.o.Tunnels.Get(id); ok {
 			return
 		}
-		sb, err := m.s.store.Sandbox(ctx, id)
+		sb, err := m.o.Store.Sandbox(ctx, id)
 		if err != nil || sb.Hub != m.o.HubID || sb.Warm {
 			return
 		}
-		org, err := m.s.store.Org(ctx, sb.OrgID)
+		org, err := m.o.Store.Org(ctx, sb.OrgID)
 		if err != nil {
 			return
 		}
-		if _, err := m.get(ctx, org, sb.Environment, sb.Conversation); err != nil && ctx.Err() == nil {
+		if _, err := m.Get(ctx, org, sb.Environment, sb.Conversation); err != nil && ctx.Err() == nil {
 			m.log.Warn("bringing a sandbox online for another replica's call", zap.String("sandbox", id), zap.Error(err))
 		}
 	})
 }
 
-// removeGone removes, in the background, the container of this replica's
-// sandbox id once its row is gone (another replica removed it).
-func (m *sandboxes) removeGone(id string) {
+// RemoveGone removes, in the background, the container of this replica's
+// sandbox id once its row is gone (another replica removed it and
+// broadcast its revocation).
+func (m *Manager) RemoveGone(id string) {
 	m.goFn(func(ctx context.Context) {
 		infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID, sandbox.LabelID: id})
 		if err != nil || len(infos) == 0 {
 			return
 		}
-		if _, err := m.s.store.Sandbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		if _, err := m.o.Store.Sandbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			return
 		}
 		m.removeOrphans(ctx, infos, map[string]bool{}, "removed on another replica")
@@ -213,12 +201,12 @@ func (m *sandboxes) removeGone(id string) {
 // another replica while a broadcast was lost). Containers are listed
 // before rows: a row is made before its container, so one listed without
 // a row was removed.
-func (m *sandboxes) sweep(ctx context.Context) {
+func (m *Manager) sweep(ctx context.Context) {
 	infos, err := m.o.Driver.List(ctx, map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID})
 	if err != nil || len(infos) == 0 {
 		return
 	}
-	sbs, err := m.s.store.ListSandboxes(ctx, "")
+	sbs, err := m.o.Store.ListSandboxes(ctx, "")
 	if err != nil {
 		return
 	}
@@ -231,13 +219,13 @@ func (m *sandboxes) sweep(ctx context.Context) {
 
 // removeOrphans removes the containers among infos whose sandbox is not
 // known, with their workspaces.
-func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, known map[string]bool, why string) {
+func (m *Manager) removeOrphans(ctx context.Context, infos []sandbox.Info, known map[string]bool, why string) {
 	for _, in := range infos {
 		id := in.Labels[sandbox.LabelID]
 		if known[id] {
 			continue
 		}
-		m.s.registry.Close(id)
+		m.o.Tunnels.Close(id)
 		if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
 			m.log.Warn("removing a container whose sandbox is gone", zap.String("sandbox", id), zap.String("why", why), zap.Error(err))
 			continue
@@ -260,7 +248,7 @@ func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, kno
 // container after its client gave up, and a container made after the
 // hub's clean-up would be left behind. Finished, it is removed by the
 // caller's failure path like any other.
-func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (string, error) {
+func (m *Manager) createContainer(ctx context.Context, spec sandbox.Spec) (string, error) {
 	cid, err := m.engineCreate(ctx, spec)
 	if !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(spec.Image, "@sha256:") {
 		return cid, err
@@ -277,7 +265,7 @@ func (m *sandboxes) createContainer(ctx context.Context, spec sandbox.Spec) (str
 
 // engineCreate is Driver.Create, finished whatever becomes of ctx (within
 // createTimeout).
-func (m *sandboxes) engineCreate(ctx context.Context, spec sandbox.Spec) (string, error) {
+func (m *Manager) engineCreate(ctx context.Context, spec sandbox.Spec) (string, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	return m.o.Driver.Create(cctx, spec)

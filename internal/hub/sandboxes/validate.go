@@ -1,4 +1,4 @@
-package hub
+package sandboxes
 
 import (
 	"context"
@@ -22,25 +22,26 @@ import (
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// validationConversation prefixes the conversation of the sandbox a
+// ValidationConversation prefixes the conversation of the sandbox a
 // validation runs its checks in; nothing routes to it.
-const validationConversation = "hub:validate:"
+const ValidationConversation = "hub:validate:"
 
-// inventory is what an image adds to the base image, as stored.
-type inventory struct {
+// Inventory is what an image adds to the base image, as stored (in
+// store.Environment.Inventory, as JSON).
+type Inventory struct {
 	Tools          []string `json:"tools"`
 	PythonPackages []string `json:"python_packages"`
 }
 
-// startValidation runs a validation of env (whose generation is current)
-// in the background.
-func (m *sandboxes) startValidation(org store.Org, e store.Environment) {
+// StartValidation runs a validation of e (whose generation is current) in
+// the background: its outcome is written to the store.
+func (m *Manager) StartValidation(org store.Org, e store.Environment) {
 	key := org.ID + "/" + e.Name
 	m.mu.Lock()
 	if cancel, ok := m.jobs[key]; ok {
 		cancel() // superseded: its writes are refused by generation anyway
 	}
-	ctx, cancel := context.WithCancel(m.s.ctx)
+	ctx, cancel := context.WithCancel(m.ctx)
 	m.jobs[key] = cancel
 	m.mu.Unlock()
 	m.goFn(func(context.Context) {
@@ -54,10 +55,10 @@ func (m *sandboxes) startValidation(org store.Org, e store.Environment) {
 
 // validate runs every check on a custom image and records the outcome:
 // ready with the digest pinned, or rejected with the report.
-func (m *sandboxes) validate(ctx context.Context, org store.Org, e store.Environment) {
+func (m *Manager) validate(ctx context.Context, org store.Org, e store.Environment) {
 	log := m.log.With(zap.String("org", org.Name), zap.String("environment", e.Name), zap.Int64("generation", e.Generation))
 	progress := func(reason string) {
-		if err := m.s.store.SetValidationReason(ctx, org.ID, e.Name, e.Generation, reason, m.s.opts.Now()); err != nil && ctx.Err() == nil {
+		if err := m.o.Store.SetValidationReason(ctx, org.ID, e.Name, e.Generation, reason, m.o.Now()); err != nil && ctx.Err() == nil {
 			log.Info("validation progress not recorded", zap.Error(err))
 		}
 	}
@@ -90,7 +91,7 @@ func (m *sandboxes) validate(ctx context.Context, org store.Org, e store.Environ
 	if inv != nil {
 		out.Inventory, _ = json.Marshal(inv)
 	}
-	if _, err := m.s.store.FinishValidation(context.WithoutCancel(ctx), org.ID, e.Name, e.Generation, out, m.s.opts.Now()); err != nil {
+	if _, err := m.o.Store.FinishValidation(context.WithoutCancel(ctx), org.ID, e.Name, e.Generation, out, m.o.Now()); err != nil {
 		log.Info("validation outcome not recorded", zap.Error(err))
 		return
 	}
@@ -104,7 +105,7 @@ func (m *sandboxes) validate(ctx context.Context, org store.Org, e store.Environ
 // checkImage runs the checks in order: the registry's (before any pull),
 // the pull by digest, then the image run as a sandbox with every operation
 // an agent uses, end to end through the hub.
-func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Environment, ref string, progress func(string)) (sandbox.Report, string, *inventory) {
+func (m *Manager) checkImage(ctx context.Context, org store.Org, e store.Environment, ref string, progress func(string)) (sandbox.Report, string, *Inventory) {
 	progress("checking the image in its registry")
 	opts := m.o.ImageCheck
 	if base, err := m.o.Driver.Image(ctx, m.o.BaseImage); err == nil {
@@ -133,16 +134,16 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 
 	progress("starting a sandbox of the image")
 	env := envSpec{name: e.Name, image: digest, network: e.Network, workspaceMax: e.WorkspaceMax}
-	sb, err := m.create(ctx, org, env, fmt.Sprintf("%s%d", validationConversation, e.Generation), false)
+	sb, err := m.create(ctx, org, env, fmt.Sprintf("%s%d", ValidationConversation, e.Generation), false)
 	if err != nil {
 		return append(report, sandbox.Check{ID: "sandbox.start", Status: sandbox.Fail,
 			Title:  "start as uid 1000 on a read-only root, with agentd connected",
-			Breaks: "no sandbox can start from this image: " + statusMessage(err),
+			Breaks: "no sandbox can start from this image: " + err.Error(),
 			Fix:    "build FROM " + sandbox.BaseImage + " and keep its user (1000), /workspace and /tmp; do not replace its entrypoint's needs (a static agentd is mounted at " + sandbox.AgentdDir + ")"}), "", nil
 	}
 	defer m.destroy(context.WithoutCancel(ctx), sb, "validation done")
 	report = append(report, sandbox.Check{ID: "sandbox.start", Status: sandbox.Pass, Title: "start as uid 1000 on a read-only root, with agentd connected"})
-	cc, ok := m.s.registry.Get(sb.ID)
+	cc, ok := m.o.Tunnels.Get(sb.ID)
 	if !ok {
 		return append(report, sandbox.Check{ID: "sandbox.online", Status: sandbox.Fail, Title: "agentd stays connected",
 			Breaks: "agentd disconnected right after it started", Fix: "check the image's limits and entrypoint"}), "", nil
@@ -178,7 +179,7 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 const rootOnlyToolsScript = `IFS=:; for d in $PATH; do [ -d "$d" ] || continue; for f in "$d"/*; do if [ -f "$f" ] && [ ! -x "$f" ]; then echo "$f"; fi; done; done`
 
 // rootOnlyTools checks that every program on PATH is runnable by uid 1000.
-func (m *sandboxes) rootOnlyTools(ctx context.Context, cc grpc.ClientConnInterface) sandbox.Check {
+func (m *Manager) rootOnlyTools(ctx context.Context, cc grpc.ClientConnInterface) sandbox.Check {
 	c := sandbox.Check{ID: "tools.uid1000", Title: "every program on PATH runs as uid 1000", Status: sandbox.Pass}
 	out, code, err := runOutput(ctx, cc, []string{"sh", "-c", rootOnlyToolsScript})
 	switch {
@@ -228,7 +229,7 @@ func runOutput(ctx context.Context, cc grpc.ClientConnInterface, argv []string) 
 
 // imageInventory lists the tools and Python packages the image has that
 // the base image has not.
-func (m *sandboxes) imageInventory(ctx context.Context, org store.Org, cc grpc.ClientConnInterface) (*inventory, error) {
+func (m *Manager) imageInventory(ctx context.Context, org store.Org, cc grpc.ClientConnInterface) (*Inventory, error) {
 	base, err := m.baseInventory(ctx, org)
 	if err != nil {
 		return nil, fmt.Errorf("the base image's inventory: %w", err)
@@ -237,7 +238,7 @@ func (m *sandboxes) imageInventory(ctx context.Context, org store.Org, cc grpc.C
 	if err != nil {
 		return nil, err
 	}
-	inv := &inventory{Tools: []string{}, PythonPackages: []string{}}
+	inv := &Inventory{Tools: []string{}, PythonPackages: []string{}}
 	for _, t := range got.GetTools() {
 		if !slices.Contains(base.Tools, t.GetName()) {
 			inv.Tools = append(inv.Tools, t.GetName())
@@ -253,7 +254,7 @@ func (m *sandboxes) imageInventory(ctx context.Context, org store.Org, cc grpc.C
 
 // baseInventory is the base image's tools and Python packages (names),
 // learned once per base image from a sandbox of it.
-func (m *sandboxes) baseInventory(ctx context.Context, org store.Org) (*inventory, error) {
+func (m *Manager) baseInventory(ctx context.Context, org store.Org) (*Inventory, error) {
 	env, err := m.resolve(ctx, org, BuiltinEnvironment)
 	if err != nil {
 		return nil, err
@@ -265,12 +266,12 @@ func (m *sandboxes) baseInventory(ctx context.Context, org store.Org) (*inventor
 		return inv, nil
 	}
 	env.network = "none"
-	sb, err := m.create(ctx, org, env, validationConversation+"base", false)
+	sb, err := m.create(ctx, org, env, ValidationConversation+"base", false)
 	if err != nil {
 		return nil, err
 	}
 	defer m.destroy(context.WithoutCancel(ctx), sb, "base inventory taken")
-	cc, ok := m.s.registry.Get(sb.ID)
+	cc, ok := m.o.Tunnels.Get(sb.ID)
 	if !ok {
 		return nil, errors.New("the base sandbox disconnected")
 	}
@@ -278,7 +279,7 @@ func (m *sandboxes) baseInventory(ctx context.Context, org store.Org) (*inventor
 	if err != nil {
 		return nil, err
 	}
-	inv = &inventory{}
+	inv = &Inventory{}
 	for _, t := range got.GetTools() {
 		inv.Tools = append(inv.Tools, t.GetName())
 	}
@@ -293,17 +294,17 @@ func (m *sandboxes) baseInventory(ctx context.Context, org store.Org) (*inventor
 
 // resumeValidations runs again the validations a previous hub process left
 // unfinished.
-func (m *sandboxes) resumeValidations(ctx context.Context) {
-	es, err := m.s.store.ListValidating(ctx)
+func (m *Manager) resumeValidations(ctx context.Context) {
+	es, err := m.o.Store.ListValidating(ctx)
 	if err != nil {
 		m.log.Warn("listing unfinished validations", zap.Error(err))
 		return
 	}
 	for _, e := range es {
-		org, err := m.s.store.Org(ctx, e.OrgID)
+		org, err := m.o.Store.Org(ctx, e.OrgID)
 		if err != nil {
 			continue
 		}
-		m.startValidation(org, e)
+		m.StartValidation(org, e)
 	}
 }

@@ -1,11 +1,9 @@
-package hub
+package sandboxes
 
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
@@ -19,7 +17,7 @@ type EgressGuard interface {
 }
 
 // checkEgress runs the guard's tick (the reaper calls it).
-func (m *sandboxes) checkEgress(ctx context.Context) {
+func (m *Manager) checkEgress(ctx context.Context) {
 	if m.o.Egress != nil {
 		m.o.Egress.Tick(ctx)
 	}
@@ -27,25 +25,25 @@ func (m *sandboxes) checkEgress(ctx context.Context) {
 
 // egressRefusal is the FAILED_PRECONDITION a call to a network sandbox
 // gets while the egress rules are missing, or nil.
-func (m *sandboxes) egressRefusal() error {
+func (m *Manager) egressRefusal() error {
 	if m.o.Egress == nil {
 		return nil
 	}
 	if err := m.o.Egress.Err(); err != nil {
-		return status.Error(codes.FailedPrecondition, err.Error())
+		return fail(ErrEgress, errs.Precondition, "%s", err.Error())
 	}
 	return nil
 }
 
-// egressRefusalFor is egressRefusal for a call to sandbox id, which only
+// EgressRefusalFor is egressRefusal for a call to sandbox id, which only
 // sandboxes with network access get (one on network none is served). It
 // costs nothing while the rules are in place.
-func (m *sandboxes) egressRefusalFor(ctx context.Context, id string) error {
+func (m *Manager) EgressRefusalFor(ctx context.Context, id string) error {
 	err := m.egressRefusal()
 	if err == nil {
 		return nil
 	}
-	sb, serr := m.s.store.Sandbox(ctx, id)
+	sb, serr := m.o.Store.Sandbox(ctx, id)
 	if serr != nil {
 		return err // unknown: refuse rather than guess
 	}
@@ -55,7 +53,7 @@ func (m *sandboxes) egressRefusalFor(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	if e, eerr := m.s.store.Environment(ctx, sb.OrgID, sb.Environment); eerr == nil && e.Network == "none" {
+	if e, eerr := m.o.Store.Environment(ctx, sb.OrgID, sb.Environment); eerr == nil && e.Network == "none" {
 		return nil
 	}
 	// An agent run's (no stored environment) or an older sandbox: the

@@ -1,4 +1,4 @@
-package hub
+package sandboxes
 
 import (
 	"context"
@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/units"
-	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
 // Defaults of what one org or token may run at once.
@@ -33,12 +30,12 @@ const (
 // one busy sandbox leaves the hub (and the other sandboxes) a CPU. On a
 // host with a single CPU it is half of it.
 func DefaultSandboxCPUs(hostCPUs int) float64 {
-	return min(defaultSandboxCPUs, spareCPUs(hostCPUs))
+	return min(defaultSandboxCPUs, SpareCPUs(hostCPUs))
 }
 
-// spareCPUs is the most CPUs a default gives one sandbox: the host's but
+// SpareCPUs is the most CPUs a default gives one sandbox: the host's but
 // one, or half of a single CPU.
-func spareCPUs(hostCPUs int) float64 {
+func SpareCPUs(hostCPUs int) float64 {
 	if hostCPUs <= 1 {
 		return 0.5
 	}
@@ -62,7 +59,14 @@ func CheckSandboxCPUs(cpus float64, hostCPUs int) error {
 // token's caps: every sandbox a call or a run asked for, not the warm pool
 // (until a conversation claims it) nor the hub's own validation sandboxes.
 func counted(sb store.Sandbox) bool {
-	return !sb.Warm && !strings.HasPrefix(sb.Conversation, validationConversation)
+	return !sb.Warm && !strings.HasPrefix(sb.Conversation, ValidationConversation)
+}
+
+// Admit refuses a new sandbox for the org when the caller's token (token
+// "": none) or the org is at its cap, before a run fetches anything: see
+// admit. The sandbox's creation counts again as it records it.
+func (m *Manager) Admit(ctx context.Context, org store.Org, token string) error {
+	return m.admit(ctx, org, token)
 }
 
 // admit refuses a new sandbox for the org (and the caller's token, when a
@@ -70,13 +74,13 @@ func counted(sb store.Sandbox) bool {
 // naming the flag that sets it. It counts the store's sandboxes, every
 // replica's. The caller holds m.quota while it counts and records the new
 // sandbox, so that this replica's concurrent calls cannot both pass.
-func (m *sandboxes) admit(ctx context.Context, org store.Org, token string) error {
+func (m *Manager) admit(ctx context.Context, org store.Org, token string) error {
 	if m.o.OrgMaxSandboxes <= 0 && m.o.TokenMaxSandboxes <= 0 {
 		return nil
 	}
-	sbs, err := m.s.store.ListSandboxes(ctx, org.ID)
+	sbs, err := m.o.Store.ListSandboxes(ctx, org.ID)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "count the org's sandboxes: %v", err)
+		return unavailable("count the org's sandboxes", err)
 	}
 	var inOrg, ofToken int
 	for _, sb := range sbs {
@@ -89,30 +93,21 @@ func (m *sandboxes) admit(ctx context.Context, org store.Org, token string) erro
 		}
 	}
 	if n := m.o.OrgMaxSandboxes; n > 0 && inOrg >= n {
-		return status.Errorf(codes.ResourceExhausted,
+		return fail(ErrQuota, errs.Exhausted,
 			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
 			org.Name, inOrg, n)
 	}
 	if n := m.o.TokenMaxSandboxes; n > 0 && token != "" && ofToken >= n {
-		return status.Errorf(codes.ResourceExhausted,
+		return fail(ErrQuota, errs.Exhausted,
 			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
 			ofToken, org.Name, n)
 	}
 	return nil
 }
 
-// callerToken is the id of the API token that made the call, "" for the
-// hub's own work (warm pool, validations, reconnecting replicas).
-func callerToken(ctx context.Context) string {
-	if c, ok := callerFrom(ctx); ok {
-		return c.token.ID
-	}
-	return ""
-}
-
 // record registers a new sandbox's machine identity and stores its row,
 // once admit lets it in (when it counts against the caps).
-func (m *sandboxes) record(ctx context.Context, org store.Org, sb store.Sandbox, pub ed25519.PublicKey) (store.Sandbox, error) {
+func (m *Manager) record(ctx context.Context, org store.Org, sb store.Sandbox, pub ed25519.PublicKey) (store.Sandbox, error) {
 	if counted(sb) {
 		m.quota.Lock()
 		defer m.quota.Unlock() // until the row is in, or not
@@ -120,17 +115,17 @@ func (m *sandboxes) record(ctx context.Context, org store.Org, sb store.Sandbox,
 			return store.Sandbox{}, err
 		}
 	}
-	if _, err := m.s.store.CreateMachine(ctx, store.Machine{ID: sb.ID, OrgID: org.ID, Name: sb.ID, Hostname: sb.ID, OS: "linux", Arch: "amd64",
+	if _, err := m.o.Store.CreateMachine(ctx, store.Machine{ID: sb.ID, OrgID: org.ID, Name: sb.ID, Hostname: sb.ID, OS: "linux", Arch: "amd64",
 		PublicKey: pub, CreatedAt: sb.CreatedAt}); err != nil {
-		return store.Sandbox{}, status.Errorf(codes.Unavailable, "register sandbox: %v", err)
+		return store.Sandbox{}, unavailable("register sandbox", err)
 	}
-	out, err := m.s.store.CreateSandbox(ctx, sb)
+	out, err := m.o.Store.CreateSandbox(ctx, sb)
 	if err != nil {
-		_ = m.s.store.RevokeMachine(context.WithoutCancel(ctx), org.ID, sb.ID, sb.CreatedAt)
+		_ = m.o.Store.RevokeMachine(context.WithoutCancel(ctx), org.ID, sb.ID, sb.CreatedAt)
 		if errors.Is(err, store.ErrConflict) {
 			return store.Sandbox{}, err
 		}
-		return store.Sandbox{}, status.Errorf(codes.Unavailable, "record sandbox: %v", err)
+		return store.Sandbox{}, unavailable("record sandbox", err)
 	}
 	return out, nil
 }
@@ -141,36 +136,33 @@ const (
 	maxWorkspaceMax = 1 << 40
 )
 
-// checkWorkspaceMax refuses an environment's workspace size the hub cannot
+// CheckWorkspaceMax refuses an environment's workspace size the hub cannot
 // carry out (too small for a filesystem, absurd, or a hub whose
 // workspaces are unbounded), and returns it (0: the hub's).
-func (m *sandboxes) checkWorkspaceMax(n int64) (int64, error) {
+func (m *Manager) CheckWorkspaceMax(n int64) (int64, error) {
 	switch {
 	case n == 0:
 		return 0, nil
 	case n < minWorkspaceMax || n > maxWorkspaceMax:
-		return 0, status.Errorf(codes.InvalidArgument, "workspace size %s: want %s to %s",
+		return 0, errs.New(errs.Invalid, "workspace size %s: want %s to %s",
 			units.Bytes(n), units.Bytes(minWorkspaceMax), units.Bytes(maxWorkspaceMax))
 	case m.o.Limits.WorkspaceBytes == 0:
-		return 0, status.Error(codes.FailedPrecondition,
+		return 0, errs.New(errs.Precondition,
 			"this hub's workspaces are unbounded (agenthub serve --sandbox-workspace-max 0): it cannot bound one environment's")
 	}
 	return n, nil
 }
 
-// describeWorkspace says in p what bounds an environment's /workspace
-// (its own size, or the hub's).
-func (m *sandboxes) describeWorkspace(p *hubv1.Environment, own int64) {
-	if m == nil {
-		return
-	}
+// Workspace says what bounds an environment's /workspace whose own size
+// is own (0: none): its size (0: unbounded) and what bounds it ("none":
+// nothing).
+func (m *Manager) Workspace(own int64) (maxBytes int64, bound string) {
 	if m.o.Limits.WorkspaceBytes == 0 {
-		p.WorkspaceBound = "none"
-		return
+		return 0, "none"
 	}
-	p.WorkspaceMaxBytes = m.o.Limits.WorkspaceBytes
+	maxBytes = m.o.Limits.WorkspaceBytes
 	if own > 0 {
-		p.WorkspaceMaxBytes = own
+		maxBytes = own
 	}
-	p.WorkspaceBound = m.o.WorkspaceBound
+	return maxBytes, m.o.WorkspaceBound
 }

@@ -1,4 +1,4 @@
-package hub
+package sandboxes
 
 import (
 	"encoding/base64"
@@ -22,10 +22,10 @@ const sandboxKeyFile = "key"
 // reads it there and removes it before it runs anything.
 
 // keyMount is the host directory mounted at sandbox.KeyDir in sandbox id.
-func (m *sandboxes) keyMount(id string) string { return filepath.Join(m.o.KeyDir, id, "mnt") }
+func (m *Manager) keyMount(id string) string { return filepath.Join(m.o.KeyDir, id, "mnt") }
 
 // saveKey keeps a new sandbox's seed and offers it to its first start.
-func (m *sandboxes) saveKey(id string, seed []byte) error {
+func (m *Manager) saveKey(id string, seed []byte) error {
 	dir := filepath.Join(m.o.KeyDir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (m *sandboxes) saveKey(id string, seed []byte) error {
 // offerKey puts the sandbox's key where its agentd reads it at start. A
 // sandbox of a hub that gave keys in the environment has no seed here:
 // nothing to do.
-func (m *sandboxes) offerKey(id string) error {
+func (m *Manager) offerKey(id string) error {
 	seed, err := os.ReadFile(filepath.Join(m.o.KeyDir, id, "seed"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -78,8 +78,8 @@ func (m *sandboxes) offerKey(id string) error {
 }
 
 // removeKey forgets a removed sandbox's key.
-func (m *sandboxes) removeKey(id string) {
-	if m.o.KeyDir == "" || !isSandboxID(id) || filepath.Base(id) != id {
+func (m *Manager) removeKey(id string) {
+	if m.o.KeyDir == "" || !IsID(id) || filepath.Base(id) != id {
 		return
 	}
 	if err := os.RemoveAll(filepath.Join(m.o.KeyDir, id)); err != nil {

@@ -1,0 +1,98 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// The hub's side of package sandboxes: what it hands the manager.
+
+// BuiltinEnvironment is the name of the environment every org has.
+const BuiltinEnvironment = sandboxes.BuiltinEnvironment
+
+// replicaHubSep separates a sandbox replica's hub ID from the rest of its
+// replica ID.
+const replicaHubSep = sandboxes.ReplicaHubSep
+
+// chSandbox carries the ID of a sandbox another replica has a call for.
+const chSandbox = sandboxes.Channel
+
+// isSandboxID reports whether a machine id is a sandbox's.
+func isSandboxID(id string) bool { return sandboxes.IsID(id) }
+
+// sandboxHubID sets the hub ID of a hub that runs sandboxes: derived from
+// the store's secret for the only hub on a store (the same across its
+// restarts); a replica must be given its own.
+func (s *Server) sandboxHubID(ctx context.Context) error {
+	o := &s.opts.Sandboxes
+	switch {
+	case o.Driver == nil:
+		return nil
+	case o.HubID == "" && s.opts.Replica != nil:
+		return errors.New("hub: a replica that runs sandboxes needs its own SandboxOptions.HubID, the same across its restarts (agenthub keeps it in --sandbox-dir)")
+	case o.HubID == "":
+		secret, err := s.store.ServerSecret(ctx)
+		if err != nil {
+			return err
+		}
+		o.HubID = sandboxes.DefaultHubID(secret)
+	}
+	return sandboxes.ValidHubID(o.HubID)
+}
+
+// startSandboxes makes the sandbox manager: it serves the sandboxes' unix
+// socket, finds the sandboxes of an earlier run again, and starts the
+// reaper and unfinished validations.
+func (s *Server) startSandboxes(ctx context.Context) error {
+	o := s.opts.Sandboxes
+	o.Store = s.store
+	o.Tunnels = s.registry
+	if s.replicas != nil {
+		o.Replicas = s.replicas
+	}
+	o.OnTunnel = s.registry.Add
+	o.Authenticate = s.authenticateMachine
+	o.LimitConns = func(lis net.Listener) net.Listener {
+		return s.limitConns(lis, s.opts.MaxConnsPerSandbox, unixPeerKey)
+	}
+	o.CallerToken = func(ctx context.Context) string {
+		if c, ok := callerFrom(ctx); ok {
+			return c.token.ID
+		}
+		return ""
+	}
+	o.Notify = s.notify
+	o.Revoke = s.broadcastRevoke
+	o.Gone = s.activity.sandboxGone
+	o.Record = func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord) {
+		s.recordHub(ctx, store.Org{ID: orgID}, r)
+	}
+	o.Now = s.opts.Now
+	o.Logger = s.log
+	m, err := sandboxes.New(o)
+	if err != nil {
+		return err
+	}
+	// Set before Start: Close stops whatever Start started.
+	s.sandboxes = m
+	return m.Start(ctx)
+}
+
+// sandboxDone is a sandbox call's Done (the manager's Enter) with its
+// error as the proxy's call record reads it: a status.
+func sandboxDone(done func(error) error) func(error) error {
+	return func(err error) error {
+		err = done(err)
+		if e := (*errs.Error)(nil); errors.As(err, &e) {
+			return rpcerr.Status(err) // the manager's own: why the call broke
+		}
+		return err // as the call ended
+	}
+}

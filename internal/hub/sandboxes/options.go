@@ -1,0 +1,259 @@
+package sandboxes
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"net"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
+)
+
+// Options configures the container sandboxes a hub runs. A hub without a
+// Driver runs none, and says so to calls that need one.
+//
+// The first fields are the sandboxes' settings (agenthub's flags); the
+// last ones are what the manager needs of the hub around it, filled in by
+// the hub (agenthub leaves them unset).
+type Options struct {
+	// Driver runs the containers. Nil: no sandboxes.
+	Driver sandbox.Driver
+	// AgentdDir is a host directory holding the static agentd binary that
+	// every sandbox runs (mounted read-only). Required with Driver.
+	AgentdDir string
+	// SocketDir is the host directory where the hub serves the unix socket
+	// sandboxes dial (mounted read-only into each). Required with Driver.
+	SocketDir string
+	// KeyDir is a host directory, the hub's alone (0700), where each
+	// sandbox's key is kept for its restarts, and from where it is handed
+	// to the sandbox's agentd through a mount of its own, which agentd
+	// empties. Default: sandbox-keys beside SocketDir.
+	KeyDir string
+	// BaseImage is the built-in sandbox's image. Default sandbox.BaseImage.
+	BaseImage string
+	// PublicNetwork is the Docker network of environments with network
+	// "public" (internet yes, private networks no: see package egress).
+	// Empty: such environments are refused, never run on another network.
+	PublicNetwork string
+	// BuiltinNetwork is the built-in environment's network, "public" or
+	// "none". Default "public".
+	BuiltinNetwork string
+	// Limits bound each sandbox. Zero fields get defaults (CPUs:
+	// DefaultSandboxCPUs of the host's, 2 GiB, 512 pids, /tmp 1 GiB,
+	// HOME 1 GiB).
+	Limits sandbox.Limits
+	// WorkspaceBound says what bounds Limits.WorkspaceBytes, for env
+	// show ("ext4 on loop"); the driver must carry the limit out.
+	WorkspaceBound string
+	// HostCPUs is the host's CPU count the CPU default derives from.
+	// Default runtime.NumCPU().
+	HostCPUs int
+	// OrgMaxSandboxes caps the sandboxes of one org (every replica's, the
+	// warm pool not counted until claimed, agent runs counted); 0: no cap.
+	// agenthub's default is DefaultOrgMaxSandboxes.
+	OrgMaxSandboxes int
+	// TokenMaxSandboxes caps the sandboxes one API token's calls made in
+	// its org; 0: no cap. agenthub's default is DefaultTokenMaxSandboxes.
+	TokenMaxSandboxes int
+	// IdleTTL is how long a sandbox lives without calls. Default 30 min.
+	IdleTTL time.Duration
+	// WarmBuiltin and WarmCustom are the warm-pool sizes per org and
+	// environment, filled after the org first uses the environment.
+	WarmBuiltin, WarmCustom int
+	// StartTimeout bounds a sandbox's start until its agentd is connected.
+	// Default 60 s.
+	StartTimeout time.Duration
+	// HubID names this hub on the containers it makes, so that a restart
+	// finds them again and leaves other hubs' alone. Default: derived from
+	// the store's secret (the same across restarts of one hub; see
+	// DefaultHubID).
+	HubID string
+	// ImageCheck configures the registry checks of custom images (allowed
+	// registries, size limit).
+	ImageCheck imagecheck.Options
+	// Agents are the coding-agent profiles RunAgent knows. Default
+	// agentimage.Profiles().
+	Agents []agentimage.Profile
+	// EgressDial connects the egress proxy of sandboxes with an allow list
+	// to a destination the list allows. Default: egressproxy.PublicDialer
+	// (it resolves the name and dials public addresses only). Tests map
+	// names to servers on loopback with it.
+	EgressDial func(ctx context.Context, host string, port int) (net.Conn, error)
+	// Releases tells RunAgent the newest release of an agent, for the
+	// notice that a newer one than the image's exists. Nil: no notice (as
+	// offline: the image in place is used either way).
+	Releases ReleaseResolver
+	// Egress re-checks PublicNetwork's egress rules on every reaper tick;
+	// while its Err is set, calls to sandboxes on that network are refused
+	// (see egressguard.go). Nil: no re-check.
+	Egress EgressGuard
+
+	// Store holds the sandboxes' rows, their machine identities and the
+	// environments. Required (the hub's).
+	Store Store
+	// Tunnels are the live tunnels of machines, the sandboxes' among them.
+	// Required (the hub's registry).
+	Tunnels Tunnels
+	// Replicas finds which replica holds a tunnel. Nil: the only hub.
+	Replicas Replicas
+	// OnTunnel takes a sandbox's tunnel once its handshake on the
+	// sandboxes' socket succeeded. Required (the registry's Add).
+	OnTunnel func(machineID string, conn net.Conn, remote string)
+	// Authenticate tells the socket's tunnel acceptor a machine's key and
+	// org (only sandbox ids reach it). Required.
+	Authenticate func(ctx context.Context, machineID string) (ed25519.PublicKey, string, error)
+	// LimitConns wraps the socket's listener with the hub's connection
+	// caps. Nil: none.
+	LimitConns func(net.Listener) net.Listener
+	// CallerToken is the id of the API token that made the call in ctx,
+	// "" for the hub's own work. Nil: always "".
+	CallerToken func(ctx context.Context) string
+	// Notify tells the other replicas payload on channel (Channel: a
+	// sandbox a call waits for). Nil: no other replicas to tell.
+	Notify func(ctx context.Context, channel, payload string)
+	// Revoke tells every replica to close a removed sandbox's tunnel.
+	// Nil: nothing to tell.
+	Revoke func(ctx context.Context, machineID string)
+	// Gone says a sandbox was removed (the activity collectors forget its
+	// secrets). Nil: nobody to tell.
+	Gone func(id string)
+	// Record adds an activity record of the hub's own to an org's stream
+	// (the egress proxy's connections). Nil: not recorded.
+	Record func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives the manager's logs (named "sandbox"). Default: a
+	// no-op logger.
+	Logger *zap.Logger
+}
+
+// Store is what the manager asks of the hub's store.
+type Store interface {
+	Sandbox(ctx context.Context, id string) (store.Sandbox, error)
+	ListSandboxes(ctx context.Context, orgID string) ([]store.Sandbox, error)
+	ConversationSandbox(ctx context.Context, orgID, env, conv string) (store.Sandbox, error)
+	ClaimWarmSandbox(ctx context.Context, orgID, env, hub, conv string, now time.Time) (store.Sandbox, error)
+	CreateSandbox(ctx context.Context, sb store.Sandbox) (store.Sandbox, error)
+	DeleteSandbox(ctx context.Context, id string) error
+	TouchSandbox(ctx context.Context, id string, at time.Time) error
+	SetSandboxToken(ctx context.Context, id, token string) error
+	SetSandboxContainer(ctx context.Context, id, containerID string) error
+	Machine(ctx context.Context, id string) (store.Machine, error)
+	CreateMachine(ctx context.Context, m store.Machine) (store.Machine, error)
+	RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error
+	Org(ctx context.Context, id string) (store.Org, error)
+	Environment(ctx context.Context, orgID, name string) (store.Environment, error)
+	ListValidating(ctx context.Context) ([]store.Environment, error)
+	SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error
+	FinishValidation(ctx context.Context, orgID, name string, generation int64, out store.Environment, at time.Time) (store.Environment, error)
+	ListReplicas(ctx context.Context) ([]store.Replica, error)
+}
+
+// Tunnels is what the manager asks of the hub's tunnel registry.
+type Tunnels interface {
+	// Get returns the machine's live tunnel.
+	Get(machineID string) (transport.MachineConn, bool)
+	// Wait waits for the machine's tunnel to be up.
+	Wait(ctx context.Context, machineID string) (transport.MachineConn, error)
+	// Close closes the machine's tunnel, if it has one.
+	Close(machineID string) bool
+}
+
+// Replicas is what the manager asks of the hub's replica registry.
+type Replicas interface {
+	// Lookup returns the route of a machine's tunnel (store.ErrNotFound:
+	// no replica holds it).
+	Lookup(ctx context.Context, machineID string) (store.Route, error)
+	// ID is this replica's ID.
+	ID() string
+}
+
+// ReleaseResolver returns the newest released version of a builder
+// profile's agent (e.g. from its npm registry), on the hub's host.
+type ReleaseResolver interface {
+	Latest(ctx context.Context, p agentimage.Profile) (string, error)
+}
+
+func (o *Options) defaults() {
+	if o.KeyDir == "" && o.SocketDir != "" {
+		o.KeyDir = filepath.Join(filepath.Dir(filepath.Clean(o.SocketDir)), "sandbox-keys")
+	}
+	if o.BaseImage == "" {
+		o.BaseImage = sandbox.BaseImage
+	}
+	if o.BuiltinNetwork == "" {
+		o.BuiltinNetwork = "public"
+	}
+	if o.HostCPUs <= 0 {
+		o.HostCPUs = runtime.NumCPU()
+	}
+	l := &o.Limits
+	if l.CPUs <= 0 {
+		l.CPUs = DefaultSandboxCPUs(o.HostCPUs)
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = 2 << 30
+	}
+	if l.Pids <= 0 {
+		l.Pids = 512
+	}
+	if l.TmpBytes <= 0 {
+		l.TmpBytes = 1 << 30
+	}
+	if l.HomeBytes <= 0 {
+		l.HomeBytes = 1 << 30
+	}
+	if o.IdleTTL <= 0 {
+		o.IdleTTL = 30 * time.Minute
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	if o.Agents == nil {
+		o.Agents = agentimage.Profiles()
+	}
+	if o.CallerToken == nil {
+		o.CallerToken = func(context.Context) string { return "" }
+	}
+	if o.Notify == nil {
+		o.Notify = func(context.Context, string, string) {}
+	}
+	if o.Revoke == nil {
+		o.Revoke = func(context.Context, string) {}
+	}
+	if o.Gone == nil {
+		o.Gone = func(string) {}
+	}
+	if o.Record == nil {
+		o.Record = func(context.Context, string, *agentdv1.ActivityRecord) {}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// check refuses Options a manager cannot run with.
+func (o *Options) check() error {
+	switch {
+	case o.Driver == nil:
+		return errors.New("hub: sandboxes need a Driver")
+	case o.AgentdDir == "" || o.SocketDir == "":
+		return errors.New("hub: sandboxes need AgentdDir (the static agentd) and SocketDir (the hub's socket)")
+	case o.Store == nil || o.Tunnels == nil || o.OnTunnel == nil || o.Authenticate == nil:
+		return errors.New("hub: sandboxes need the hub's Store, Tunnels, OnTunnel and Authenticate")
+	}
+	return ValidHubID(o.HubID)
+}

@@ -1,0 +1,171 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// reap removes conversations' sandboxes idle for longer than IdleTTL. Warm
+// ones stay (a stale one is removed when claimed, or with its environment).
+func (m *Manager) reap(ctx context.Context) {
+	sbs, err := m.o.Store.ListSandboxes(ctx, "")
+	if err != nil {
+		return
+	}
+	now := m.o.Now()
+	for _, sb := range sbs {
+		if sb.Hub != m.o.HubID || sb.Warm || strings.HasPrefix(sb.Conversation, ValidationConversation) {
+			continue
+		}
+		m.mu.Lock()
+		busy := m.active[sb.ID] > 0
+		last := sb.LastUsedAt
+		if t := m.used[sb.ID]; t.After(last) {
+			last = t
+		}
+		m.mu.Unlock()
+		if !sb.ExpiresAt.IsZero() {
+			// An agent run: removed at its end, busy or not, never for idling.
+			if !now.Before(sb.ExpiresAt) {
+				m.destroy(ctx, sb, fmt.Sprintf("its TTL of %s ended", sb.ExpiresAt.Sub(sb.CreatedAt).Round(time.Second)))
+			}
+			continue
+		}
+		if !busy && now.Sub(last) > m.o.IdleTTL {
+			m.destroy(ctx, sb, fmt.Sprintf("idle for %s", now.Sub(last).Round(time.Second)))
+		}
+	}
+}
+
+// reconcile runs at start: sandboxes whose containers are still there are
+// kept (and started again if they stopped); containers nothing knows and
+// rows without a container are removed.
+func (m *Manager) reconcile(ctx context.Context) error { return m.findAgain(ctx, false) }
+
+// findAgain is reconcile. Late (the hub serves calls already: the engine
+// was unreachable at the start, or a removal failed since) it removes only
+// containers no row knows, and starts again the stopped containers of
+// rows; it leaves alone rows without their container listed, which may be
+// being made meanwhile, and validations.
+func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
+	m.setFound(true) // a removal failing from now on clears it
+	defer func() {
+		if err != nil {
+			m.setFound(false)
+		}
+	}()
+	mine := map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: m.o.HubID}
+	// Volumes first, rows after: a sandbox being made has its row before
+	// its volume, so every volume listed here has its row listed below.
+	vols, err := m.o.Driver.Volumes(ctx, mine)
+	if err != nil {
+		return err
+	}
+	infos, err := m.o.Driver.List(ctx, mine)
+	if err != nil {
+		return err
+	}
+	byID := map[string]sandbox.Info{}
+	for _, in := range infos {
+		byID[in.Labels[sandbox.LabelID]] = in
+	}
+	sbs, err := m.o.Store.ListSandboxes(ctx, "")
+	if err != nil {
+		return err
+	}
+	known, rows := map[string]bool{}, map[string]bool{}
+	for _, sb := range sbs {
+		if sb.Hub != m.o.HubID {
+			continue
+		}
+		rows[sb.ID] = true
+		in, ok := byID[sb.ID]
+		switch {
+		case late && (!ok || in.ID != sb.ContainerID || strings.HasPrefix(sb.Conversation, ValidationConversation)):
+			// Maybe being made or validated now (its container listed
+			// before it was made): kept. A lost one is removed by the
+			// next call that finds it.
+		case !ok || strings.HasPrefix(sb.Conversation, ValidationConversation):
+			m.destroy(ctx, sb, "not found again after a restart")
+			continue
+		case in.State != sandbox.StateRunning:
+			if err := m.offerKey(sb.ID); err != nil {
+				m.destroy(ctx, sb, "could not be started again: "+err.Error())
+				continue
+			}
+			if err := m.o.Driver.Start(ctx, in.ID); err != nil {
+				m.destroy(ctx, sb, "could not be started again: "+err.Error())
+				continue
+			}
+		}
+		known[sb.ID] = true
+	}
+	for id, in := range byID {
+		if !known[id] {
+			if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
+				m.log.Warn("removing an orphaned sandbox", zap.String("container", in.ID), zap.Error(err))
+				m.setFound(false)
+			} else {
+				m.log.Info("orphaned sandbox removed", zap.String("sandbox", id), zap.String("container", in.ID))
+			}
+		}
+	}
+	m.pruneVolumes(ctx, vols, byID, rows)
+	m.log.Info("sandboxes found again", zap.Int("kept", len(known)), zap.Int("containers", len(infos)))
+	return nil
+}
+
+// pruneVolumes removes the workspaces that lost their container and their
+// row: what a removal leaves when the engine answered its first step but
+// the answer was lost, or the engine went away between the two steps.
+func (m *Manager) pruneVolumes(ctx context.Context, vols []sandbox.Volume, containers map[string]sandbox.Info, rows map[string]bool) {
+	for _, v := range vols {
+		id := v.Labels[sandbox.LabelID]
+		if _, ok := containers[id]; ok || rows[id] {
+			continue
+		}
+		if err := m.o.Driver.RemoveVolume(ctx, v.Name); err != nil {
+			m.log.Warn("removing an orphaned workspace", zap.String("volume", v.Name), zap.Error(err))
+			m.setFound(false)
+			continue
+		}
+		m.log.Info("orphaned workspace removed", zap.String("sandbox", id), zap.String("volume", v.Name))
+	}
+}
+
+func (m *Manager) setFound(v bool) {
+	m.mu.Lock()
+	m.found = v
+	m.mu.Unlock()
+}
+
+// run is the background work: the idle reaper, and reconcile again until
+// it succeeds.
+func (m *Manager) run(ctx context.Context) {
+	every := min(m.o.IdleTTL/4, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.mu.Lock()
+			found := m.found
+			m.mu.Unlock()
+			if !found {
+				_ = m.findAgain(ctx, true) // logged at the start; calls say why meanwhile
+			} else {
+				m.sweep(ctx)
+			}
+			m.checkEgress(ctx)
+			m.reap(ctx)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package sandboxes
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
+	"github.com/devdepot-ai/agentd/internal/listen"
+	"github.com/devdepot-ai/agentd/transport"
+)
+
+// SandboxSocketName is the unix socket the hub serves sandboxes on, in
+// Options.SocketDir.
+const SandboxSocketName = "hub.sock"
+
+// Bounds of the socket's HTTP server, as the hub's port has them.
+const (
+	maxHeaderBytes  = 64 << 10
+	idleConnTimeout = 5 * time.Minute
+)
+
+// IsID reports whether a machine id is a sandbox's.
+func IsID(id string) bool { return strings.HasPrefix(id, "sb-") }
+
+// socket is the hub's end of the sandboxes' unix socket: their tunnels,
+// and CONNECT to their egress proxy.
+type socket struct {
+	lis      net.Listener // with the hub's connection caps
+	acceptor *transport.Acceptor
+	http     *http.Server
+	egress   *egressproxy.Proxy
+}
+
+// listen prepares the socket's and the keys' directories and listens on
+// the socket.
+func (m *Manager) listen() (*socket, error) {
+	o := m.o
+	// Mounted into every sandbox, where uid 1000 must reach the socket.
+	if err := os.MkdirAll(o.SocketDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox socket dir: %w", err)
+	}
+	if err := os.Chmod(o.SocketDir, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox socket dir: %w", err)
+	}
+	// The sandboxes' keys: the hub's alone (each sandbox gets a mount of
+	// its own subdirectory's mnt, never of this one).
+	if err := os.MkdirAll(o.KeyDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox key dir: %w", err)
+	}
+	if err := os.Chmod(o.KeyDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox key dir: %w", err)
+	}
+	// listen.Listen replaces a stale socket of an earlier run, but not
+	// one another hub still serves, nor a file that is not a socket.
+	sock := filepath.Join(o.SocketDir, SandboxSocketName)
+	lis, err := listen.Listen(listen.Addr{Network: "unix", Address: sock})
+	if errors.Is(err, listen.ErrInUse) {
+		return nil, fmt.Errorf("sandbox socket %s: another agenthub is %w", sock, listen.ErrInUse)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox socket: %w", err)
+	}
+	// uid 1000 in every sandbox dials it; the directory is mounted into
+	// sandboxes only, and the tunnel proves each one with its own key.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("sandbox socket: %w", err)
+	}
+	s := &socket{lis: lis}
+	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
+		Authenticate: m.authenticate,
+		OnTunnel:     o.OnTunnel,
+		Host:         transport.UnixHost,
+		Logger:       o.Logger.Named("sandbox"),
+	})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	// The hub's end of the sandboxes' egress proxy (package egressproxy
+	// says why a proxy).
+	s.egress, err = egressproxy.NewProxy(egressproxy.ProxyOptions{
+		Lookup: m.egressLookup,
+		Dial:   o.EgressDial,
+		Record: m.recordEgress,
+		Logger: o.Logger.Named("sandbox"),
+		// Now stays the real clock, not Options.Now: the sandboxes sign
+		// their requests with it.
+	})
+	if err != nil {
+		_ = s.acceptor.Close()
+		lis.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/tunnel", s.acceptor)
+	// CONNECT to the egress proxy, everything else (the tunnel) to mux.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			s.egress.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(o.Logger.Named("sandbox.http"))}
+	if o.LimitConns != nil {
+		s.lis = o.LimitConns(lis)
+	}
+	return s, nil
+}
+
+// serve serves the socket until close.
+func (s *socket) serve() { _ = s.http.Serve(s.lis) }
+
+// close stops the socket: its tunnels' acceptor, its server, the proxy.
+func (s *socket) close() {
+	_ = s.acceptor.Close()
+	_ = s.http.Close()
+	_ = s.egress.Close()
+}
+
+// authenticate admits, on the sandboxes' socket, only sandboxes.
+func (m *Manager) authenticate(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
+	if !IsID(id) {
+		return nil, "", fmt.Errorf("the sandboxes' socket takes sandbox ids only; machine %s dials the hub's public port: %w", id, transport.ErrWrongEndpoint)
+	}
+	return m.o.Authenticate(ctx, id)
+}
+
+// Refused counts the tunnel handshakes the socket refused, by reason (the
+// reasons and their order are the transport's, as on the hub's port).
+func (m *Manager) Refused() []transport.RefusalCount {
+	if m.sock == nil {
+		return nil
+	}
+	return m.sock.acceptor.Refused()
+}
