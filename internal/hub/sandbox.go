@@ -622,7 +622,7 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	delete(m.stored, sb.ID)
 	delete(m.egress, sb.ID)
 	m.mu.Unlock()
-	m.s.activity.sandboxGone(sb.ID)
+	m.s.activity.SandboxGone(sb.ID)
 	m.log.Info("sandbox removed", zap.String("sandbox", sb.ID), zap.String("environment", sb.Environment), zap.String("why", why))
 }
 
