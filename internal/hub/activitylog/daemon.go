@@ -158,9 +158,17 @@ func headTail(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
 	}
-	mark := fmt.Appendf(nil, "\n[… %d bytes …]\n", len(b)-n)
-	out := make([]byte, 0, n+len(mark))
-	out = append(out, b[:n/2]...)
-	out = append(out, mark...)
-	return append(out, b[len(b)-(n-n/2):]...)
+	return joinHeadTail(b[:n/2], b[len(b)-(n-n/2):], int64(len(b)-n))
+}
+
+// joinHeadTail is head, a mark saying how many bytes were omitted between
+// it and tail (none: no mark), and tail, in a new slice. Every output the
+// hub keeps in part (a routed command's, a daemon's record's) reads so.
+func joinHeadTail(head, tail []byte, omitted int64) []byte {
+	out := make([]byte, 0, len(head)+len(tail)+32)
+	out = append(out, head...)
+	if omitted > 0 {
+		out = fmt.Appendf(out, "\n[… %d bytes …]\n", omitted)
+	}
+	return append(out, tail...)
 }
