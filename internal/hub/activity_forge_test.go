@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -208,7 +208,7 @@ func TestActivityForgedAccount(t *testing.T) {
 func TestActivityForgedFlood(t *testing.T) {
 	t.Parallel()
 	// A bucket that does not refill during the test: the burst is stored.
-	lim := hub.ActivityLimits{PerSecond: 0.001, Burst: 40}
+	lim := activitylog.Limits{PerSecond: 0.001, Burst: 40}
 	hb := hubtest.Start(t, hubtest.Options{ActivityLimits: lim})
 	h := &hubEnv{t: t, hub: hb, store: hb.Store, owner: hb.Token}
 	h.sync()

@@ -235,7 +235,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if len(secrets) > 0 {
 		// Known before they are there: their values are redacted from
 		// the sandbox's activity from the start.
-		g.s.activity.secrets.hold(sb.ID, secrets)
+		g.s.activity.Hold(sb.ID, secrets)
 		if err := g.s.deliverSecrets(ctx, sb.ID, secrets); err != nil {
 			m.Destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
 			return nil, err

@@ -77,7 +77,7 @@ func (s *Server) onBroadcast(channel, payload string) {
 			s.registry.Close(payload)
 		}
 	case chActivity:
-		s.activity.notify()
+		s.activity.Notify()
 	case chSandbox:
 		if s.sandboxes != nil && isSandboxID(payload) {
 			s.sandboxes.Asked(payload) // if it is this replica's

@@ -31,15 +31,12 @@ var _ console.Backend = (*consoleBackend)(nil)
 
 func (b *consoleBackend) Admin() hubv1.AdminServiceServer              { return b.admin }
 func (b *consoleBackend) Environments() hubv1.EnvironmentServiceServer { return b.envs }
-func (b *consoleBackend) Activity() hubv1.ActivityServiceServer        { return b.s.activity }
+func (b *consoleBackend) Activity() hubv1.ActivityServiceServer        { return &activityService{s: b.s} }
 
 // Changed returns a channel closed at the next stored activity or machine
 // tunnel coming up or going down.
 func (b *consoleBackend) Changed() <-chan struct{} {
-	h := b.s.activity
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.changed
+	return b.s.activity.Changed()
 }
 
 // CheckToken resolves an API token as the gRPC surface does.

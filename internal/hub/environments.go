@@ -412,20 +412,7 @@ func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, 
 }
 
 // recordHub adds an activity record of the hub's own (a refusal, an agent
-// run) to the org's stream (activityHub.storeHub).
+// run) to the org's stream (activitylog.Recorder.Record).
 func (s *Server) recordHub(ctx context.Context, org store.Org, r *agentdv1.ActivityRecord) {
-	s.activity.storeHub(context.WithoutCancel(ctx), org.ID, "", r)
-}
-
-// nextHubSeq numbers the hub's own records: the time in microseconds, or
-// one past the last number when records come faster than that (the egress
-// proxy's, from concurrent connections), so none collides with another.
-func (s *Server) nextHubSeq(now time.Time) uint64 {
-	for {
-		last := s.hubSeq.Load()
-		seq := max(uint64(now.UnixMicro()), last+1)
-		if s.hubSeq.CompareAndSwap(last, seq) {
-			return seq
-		}
-	}
+	s.activity.Record(ctx, org.ID, "", r)
 }

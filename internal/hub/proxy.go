@@ -72,7 +72,16 @@ type Route struct {
 	Done func(error) error
 	// Rec, if set, is the hub's record of the call: it reads the frames it
 	// needs as they pass and is finished with how the call ended.
-	Rec *callRecord
+	Rec CallRecorder
+}
+
+// CallRecorder records a routed call as it goes (activitylog.Call): the
+// frames from the caller (Up) and from the machine (Down) as they pass,
+// then how the call ended (Finish).
+type CallRecorder interface {
+	Up(data mem.BufferSlice)
+	Down(data mem.BufferSlice)
+	Finish(err error)
 }
 
 // Router authenticates and authorises a call to method and finds its
@@ -100,7 +109,9 @@ func proxyHandler(route Router) grpc.StreamHandler {
 		if r.Done != nil {
 			err = r.Done(err)
 		}
-		r.Rec.finish(err)
+		if r.Rec != nil {
+			r.Rec.Finish(err)
+		}
 		return err
 	}
 }
@@ -129,7 +140,9 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 				}
 				return
 			}
-			r.Rec.up(f)
+			if r.Rec != nil {
+				r.Rec.Up(f.data)
+			}
 			err := cs.SendMsg(f)
 			f.free()
 			if err != nil {
@@ -162,7 +175,9 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			return err
 		}
-		r.Rec.down(f)
+		if r.Rec != nil {
+			r.Rec.Down(f.data)
+		}
 		err = ss.SendMsg(f)
 		f.free()
 		if err != nil {

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
@@ -63,7 +64,7 @@ func TestSandboxPathDocker(t *testing.T) {
 // it (in its workspace), a second call of the conversation reaches the same
 // sandbox, and sandbox rm removes its container and workspace volume.
 func sandboxPath(t *testing.T, drv sandbox.Driver) {
-	h := hubtest.Start(t, hubtest.Options{Sandboxes: hub.SandboxOptions{
+	h := hubtest.Start(t, hubtest.Options{Sandboxes: sandboxes.Options{
 		Driver:         drv,
 		AgentdDir:      sandboxtest.AgentdBinary(t),
 		SocketDir:      t.TempDir(),

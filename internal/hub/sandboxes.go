@@ -70,7 +70,7 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	}
 	o.Notify = s.notify
 	o.Revoke = s.broadcastRevoke
-	o.Gone = s.activity.sandboxGone
+	o.Gone = s.activity.SandboxGone
 	o.Record = func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord) {
 		s.recordHub(ctx, store.Org{ID: orgID}, r)
 	}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
@@ -54,7 +55,7 @@ type Options struct {
 	ActivityKeepBytesPerOrg int64
 	// ActivityLimits caps what a daemon's account may store (defaults in
 	// ActivityLimits' fields).
-	ActivityLimits ActivityLimits
+	ActivityLimits activitylog.Limits
 	// Heartbeat is how often live tunnels are re-checked against
 	// revocation and their last-seen time stored (default 30 s).
 	Heartbeat time.Duration
@@ -102,7 +103,7 @@ type Server struct {
 	acceptor *transport.Acceptor
 	grpc     *grpc.Server
 	health   *health.Server
-	activity *activityHub
+	activity *activitylog.Recorder
 	mux      *http.ServeMux
 
 	replicas *replica.Registry // nil: the only hub
@@ -114,9 +115,8 @@ type Server struct {
 	sandboxes     *sandboxes.Manager // nil: no sandboxes
 
 	calls, pairs atomic.Int64
-	conns        *connLimiter  // connections open, on the port and the sandboxes' socket
-	connsRefused atomic.Int64  // connections closed at once by conns
-	hubSeq       atomic.Uint64 // the last sequence number of the hub's own records
+	conns        *connLimiter // connections open, on the port and the sandboxes' socket
+	connsRefused atomic.Int64 // connections closed at once by conns
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -151,7 +151,6 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.ActivityKeepBytesPerOrg <= 0 {
 		opts.ActivityKeepBytesPerOrg = 256 << 20
 	}
-	opts.ActivityLimits.defaults()
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 30 * time.Second
 	}
@@ -165,8 +164,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
 	s.gate = newTokenGate(s.auth, opts.Now)
-	s.activity = newActivityHub(s)
 	var err error
+	s.activity, err = activitylog.New(activitylog.Options{Store: opts.Store, Now: opts.Now, Logger: s.log, Limits: opts.ActivityLimits,
+		Conn:  func(id string) (grpc.ClientConnInterface, bool) { return s.registry.Get(id) },
+		Drain: func(id string) { s.registry.Drain(id) }, Pulse: s.pulseActivity})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.pairing, err = pairing.New(ctx, pairing.Options{Store: opts.Store, Now: opts.Now})
 	if err != nil {
 		s.Close()
@@ -214,7 +219,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
-	hubv1.RegisterActivityServiceServer(s.grpc, s.activity)
+	hubv1.RegisterActivityServiceServer(s.grpc, &activityService{s: s})
 	admin := &adminService{s: s}
 	envs := &environmentService{s: s, a: admin}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
@@ -369,6 +374,9 @@ func (s *Server) close() {
 	s.serves.Wait()
 
 	s.cancel()
+	if s.activity != nil {
+		s.activity.Close()
+	}
 	if s.acceptor != nil {
 		_ = s.acceptor.Close()
 	}
@@ -388,7 +396,9 @@ func (s *Server) close() {
 	if s.sandboxes != nil {
 		s.sandboxes.Wait()
 	}
-	s.activity.wait()
+	if s.activity != nil {
+		s.activity.Wait()
+	}
 }
 
 // authenticateMachine tells the tunnel acceptor a machine's key and org.
@@ -411,7 +421,7 @@ func (s *Server) authenticateMachine(ctx context.Context, id string) (ed25519.Pu
 }
 
 func (s *Server) machineUp(id string) {
-	s.activity.machineUp(id)
+	s.activity.MachineUp(id)
 	if s.replicas != nil {
 		s.replicas.Up(id)
 	}
@@ -467,7 +477,7 @@ func (s *Server) machineDown(id string) {
 	if err := s.store.MachineSeen(context.WithoutCancel(s.ctx), id, s.opts.Now(), ""); err != nil {
 		s.log.Warn("recording last seen", zap.String("machine", id), zap.Error(err))
 	}
-	s.activity.machineDown(id)
+	s.activity.MachineDown(id)
 }
 
 // heartbeat stores last-seen times of live tunnels and closes those whose
@@ -535,7 +545,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if err := s.sandboxAccess(ctx, c, id); err != nil {
 		if rpcerr.Code(err) == codes.PermissionDenied {
 			msg := rpcerr.Message(err)
-			s.activity.storeHub(context.WithoutCancel(ctx), c.org.ID, id, &agentdv1.ActivityRecord{
+			s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{
 				Actor: c.token.Name, Client: firstMD(md, wire.MDClient), Conversation: firstMD(md, wire.MDConversation),
 				Kind: wire.KindCallRefused, Summary: "refused " + method + ": " + msg,
 				Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: id})
@@ -550,7 +560,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if client := firstMD(md, wire.MDClient); client != "" {
 		out.Set(wire.MDClient, client)
 	}
-	rec := s.activity.newCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
+	rec := s.activity.NewCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
 	if !ok {
 		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
 			r.Rec = rec

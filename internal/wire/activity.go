@@ -40,3 +40,14 @@ const KindCall = "call"
 // route to a machine or sandbox the caller may not use (a member's call to
 // a sandbox holding another token's secrets).
 const KindCallRefused = "call.refused"
+
+// Kinds of the hub's notes about a daemon's account of its own work.
+const (
+	// KindActivityGap: the daemon's numbering jumped; the records after
+	// the jump are stored, the jump not trusted (the hub resumes after the
+	// last record numbered in order).
+	KindActivityGap = "activity.gap"
+	// KindActivityDropped: records were dropped, a daemon's over its rate
+	// or the hub's own when its store fell behind.
+	KindActivityDropped = "activity.dropped"
+)

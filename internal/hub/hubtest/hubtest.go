@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -49,7 +50,7 @@ type Options struct {
 	MaxConnsPerClient int
 	// ActivityLimits and ActivityKeepBytesPerOrg: see hub.Options;
 	// default the hub's.
-	ActivityLimits          hub.ActivityLimits
+	ActivityLimits          activitylog.Limits
 	ActivityKeepBytesPerOrg int64
 }
 

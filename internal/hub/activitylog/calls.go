@@ -1,4 +1,4 @@
-package hub
+package activitylog
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -28,9 +29,9 @@ import (
 func hubMachineID(orgID string) string { return "sb-hub-" + orgID }
 
 // ensureHubMachine makes the org's hub pseudo-machine if it is not there.
-func (h *activityHub) ensureHubMachine(ctx context.Context, orgID string) error {
+func (h *Recorder) ensureHubMachine(ctx context.Context, orgID string) error {
 	id := hubMachineID(orgID)
-	_, err := h.s.store.Machine(ctx, id)
+	_, err := h.store.Machine(ctx, id)
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -38,40 +39,43 @@ func (h *activityHub) ensureHubMachine(ctx context.Context, orgID string) error 
 	if err != nil {
 		return err
 	}
-	_, err = h.s.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: orgID, Name: "hub", Hostname: "hub", OS: "-", Arch: "-",
-		PublicKey: pub, CreatedAt: h.s.opts.Now()})
+	_, err = h.store.CreateMachine(ctx, store.Machine{ID: id, OrgID: orgID, Name: "hub", Hostname: "hub", OS: "-", Arch: "-",
+		PublicKey: pub, CreatedAt: h.now()})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
 	return err
 }
 
-// storeHub stores one record of the hub's own about subject (empty: the
-// org's hub itself): it sets the record's sequence number and time.
-func (h *activityHub) storeHub(ctx context.Context, orgID, subject string, r *agentdv1.ActivityRecord) {
+// Record stores one record of the hub's own about subject (empty: the
+// org's hub itself; a machine or sandbox: redacted as its records are),
+// in org orgID's stream: it sets the record's sequence number and time.
+// It is stored even if ctx is cancelled; what fails is logged.
+func (h *Recorder) Record(ctx context.Context, orgID, subject string, r *agentdv1.ActivityRecord) {
+	ctx = context.WithoutCancel(ctx)
 	if err := h.ensureHubMachine(ctx, orgID); err != nil {
-		h.s.log.Warn("activity: the hub's record", zap.Error(err))
+		h.log.Warn("activity: the hub's record", zap.Error(err))
 		return
 	}
-	a, ok := h.hubActivity(subject, r, h.s.opts.Now())
+	a, ok := h.hubActivity(subject, r, h.now())
 	if !ok {
 		return
 	}
-	if err := h.s.store.AppendActivity(ctx, hubMachineID(orgID), []store.Activity{a}); err != nil {
-		h.s.log.Warn("activity: the hub's record", zap.Error(err))
+	if err := h.store.AppendActivity(ctx, hubMachineID(orgID), []store.Activity{a}); err != nil {
+		h.log.Warn("activity: the hub's record", zap.Error(err))
 		return
 	}
-	h.notify()
-	h.s.pulseActivity()
+	h.Notify()
+	h.pulse()
 }
 
 // hubActivity is the record to store of the hub's own about subject,
 // numbered and timed now unless it has a time already (a call's start).
-func (h *activityHub) hubActivity(subject string, r *agentdv1.ActivityRecord, now time.Time) (store.Activity, bool) {
+func (h *Recorder) hubActivity(subject string, r *agentdv1.ActivityRecord, now time.Time) (store.Activity, bool) {
 	if r.Time == nil {
 		r.Time = timestamppb.New(now)
 	}
-	r.Seq = h.s.nextHubSeq(now)
+	r.Seq = h.nextSeq(now)
 	if subject != "" {
 		h.secrets.redact(subject, r)
 	}
@@ -82,11 +86,24 @@ func (h *activityHub) hubActivity(subject string, r *agentdv1.ActivityRecord, no
 	return store.Activity{Seq: r.Seq, Time: r.Time.AsTime(), Record: b, Source: store.SourceHub, Subject: subject}, true
 }
 
-// callRecord is the hub's record of one call it routes, filled in as the
+// nextSeq numbers the hub's own records: the time in microseconds, or
+// one past the last number when records come faster than that (the egress
+// proxy's, from concurrent connections), so none collides with another.
+func (h *Recorder) nextSeq(now time.Time) uint64 {
+	for {
+		last := h.seq.Load()
+		seq := max(uint64(now.UnixMicro()), last+1)
+		if h.seq.CompareAndSwap(last, seq) {
+			return seq
+		}
+	}
+}
+
+// Call is the hub's record of one call it routes, filled in as the
 // call goes: who (from the caller's token), what, where, and for
 // ProcessService Start and Attach, the command, its exit and its output
 // (bounded) read from the proxied stream.
-type callRecord struct {
+type Call struct {
 	w       *callWriter
 	orgID   string
 	subject string // the machine or sandbox the call went to
@@ -101,25 +118,29 @@ type callRecord struct {
 	upSeen bool
 }
 
-// newCall starts the record of a call routed to machine id.
-func (h *activityHub) newCall(orgID, actor, client, conv, env, id, method string) *callRecord {
+// NewCall starts the record of a call to method, routed to machine id
+// (the machine or sandbox the route chose; env, the environment the caller
+// named, if any), made by actor with the client program and conversation
+// the caller named. The router hands it to the proxy, which calls Up and
+// Down with the frames as they pass and Finish with how the call ended.
+func (h *Recorder) NewCall(orgID, actor, client, conv, env, id, method string) *Call {
 	short := strings.TrimPrefix(method, "/agentd.v1.")
 	summary := "called " + short
 	if env != "" {
 		summary += " (environment " + cut(env, 100) + ")"
 	}
-	c := &callRecord{w: h.calls, orgID: orgID, subject: id, method: method, start: h.s.opts.Now(),
+	c := &Call{w: h.calls, orgID: orgID, subject: id, method: method, start: h.now(),
 		rec: &agentdv1.ActivityRecord{Actor: actor, Client: cut(client, 200), Conversation: cut(conv, 200), Kind: wire.KindCall, Summary: summary}}
 	switch method {
 	case methodStart, methodAttach:
-		c.proc.init(h.s.opts.ActivityLimits.OutputBytes)
+		c.proc.init(h.lim.OutputBytes)
 	}
 	return c
 }
 
-// up reads a frame from the caller: the first of a Start or an Attach
+// Up reads a frame from the caller: the first of a Start or an Attach
 // (its request). It returns at once for every other call.
-func (c *callRecord) up(f *frame) {
+func (c *Call) Up(data mem.BufferSlice) {
 	if c == nil || !c.proc.on {
 		return
 	}
@@ -129,7 +150,7 @@ func (c *callRecord) up(f *frame) {
 		return
 	}
 	c.upSeen = true
-	b := f.data.Materialize() // one small request per call
+	b := data.Materialize() // one small request per call
 	switch c.method {
 	case methodStart:
 		cmd, cwd := parseStartRequest(b)
@@ -139,21 +160,21 @@ func (c *callRecord) up(f *frame) {
 	}
 }
 
-// down reads a frame from the machine: the events of a Start or an Attach.
-func (c *callRecord) down(f *frame) {
+// Down reads a frame from the machine: the events of a Start or an Attach.
+func (c *Call) Down(data mem.BufferSlice) {
 	if c == nil || !c.proc.on {
 		return
 	}
-	c.proc.event(f.data)
+	c.proc.event(data)
 }
 
-// finish completes the record with how the call ended and hands it to the
+// Finish completes the record with how the call ended and hands it to the
 // writer.
-func (c *callRecord) finish(err error) {
+func (c *Call) Finish(err error) {
 	if c == nil {
 		return
 	}
-	now := c.w.h.s.opts.Now()
+	now := c.w.h.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.upSeen = true // a frame read late changes nothing now: the writer has the record
@@ -162,8 +183,8 @@ func (c *callRecord) finish(err error) {
 	r.Duration = durationpb.New(now.Sub(c.start))
 	r.Outcome = agentdv1.Outcome_OUTCOME_OK
 	if err != nil {
-		st := status.Convert(err)
-		r.Outcome, r.Error = agentdv1.Outcome_OUTCOME_ERROR, cut(st.Code().String()+": "+st.Message(), 1024)
+		// As the caller gets it: a domain error as rpcerr makes it a status.
+		r.Outcome, r.Error = agentdv1.Outcome_OUTCOME_ERROR, cut(rpcerr.Code(err).String()+": "+rpcerr.Message(err), 1024)
 	}
 	if c.proc.on {
 		p := &c.proc
@@ -194,7 +215,7 @@ func (c *callRecord) finish(err error) {
 		}
 	}
 	if err != nil {
-		r.Summary += ": " + cut(status.Convert(err).Message(), 200)
+		r.Summary += ": " + cut(rpcerr.Message(err), 200)
 	}
 	c.w.add(c)
 }
@@ -203,8 +224,8 @@ func (c *callRecord) finish(err error) {
 // calls' paths: a call never waits for the store. When the store falls
 // behind by more than its queue, records are dropped and counted.
 type callWriter struct {
-	h     *activityHub
-	queue chan *callRecord
+	h     *Recorder
+	queue chan *Call
 
 	mu      sync.Mutex
 	dropped map[string]int64 // org -> records not stored since its last note
@@ -213,11 +234,11 @@ type callWriter struct {
 // callQueue is how many finished calls may wait to be stored.
 const callQueue = 4096
 
-func newCallWriter(h *activityHub) *callWriter {
-	return &callWriter{h: h, queue: make(chan *callRecord, callQueue), dropped: map[string]int64{}}
+func newCallWriter(h *Recorder) *callWriter {
+	return &callWriter{h: h, queue: make(chan *Call, callQueue), dropped: map[string]int64{}}
 }
 
-func (w *callWriter) add(c *callRecord) {
+func (w *callWriter) add(c *Call) {
 	select {
 	case w.queue <- c:
 	default:
@@ -248,19 +269,19 @@ func (w *callWriter) run(ctx context.Context) {
 
 // store writes c and whatever else is queued for the same org (at most a
 // batch), in one transaction.
-func (w *callWriter) store(ctx context.Context, c *callRecord) {
+func (w *callWriter) store(ctx context.Context, c *Call) {
 	const batch = 256
 	h := w.h
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	if err := h.ensureHubMachine(ctx, c.orgID); err != nil {
-		h.s.log.Warn("activity: the hub's record of a call", zap.Error(err))
+		h.log.Warn("activity: the hub's record of a call", zap.Error(err))
 		return
 	}
-	now := h.s.opts.Now()
+	now := h.now()
 	var recs []store.Activity
-	var later []*callRecord
-	add := func(c *callRecord) {
+	var later []*Call
+	add := func(c *Call) {
 		if a, ok := h.hubActivity(c.subject, c.rec, now); ok {
 			recs = append(recs, a)
 		}
@@ -271,7 +292,7 @@ func (w *callWriter) store(ctx context.Context, c *callRecord) {
 	delete(w.dropped, c.orgID)
 	w.mu.Unlock()
 	if n > 0 {
-		note := &agentdv1.ActivityRecord{Kind: kindDropped, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Bytes: n,
+		note := &agentdv1.ActivityRecord{Kind: wire.KindActivityDropped, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Bytes: n,
 			Summary: fmt.Sprintf("the hub could not record %d calls: its store fell behind", n)}
 		if a, ok := h.hubActivity("", note, now); ok {
 			recs = append(recs, a)
@@ -290,11 +311,11 @@ more:
 			break more
 		}
 	}
-	if err := h.s.store.AppendActivity(ctx, hubMachineID(c.orgID), recs); err != nil {
-		h.s.log.Warn("activity: the hub's records of calls", zap.Error(err), zap.Int("records", len(recs)))
+	if err := h.store.AppendActivity(ctx, hubMachineID(c.orgID), recs); err != nil {
+		h.log.Warn("activity: the hub's records of calls", zap.Error(err), zap.Int("records", len(recs)))
 	} else {
-		h.notify()
-		h.s.pulseActivity()
+		h.Notify()
+		h.pulse()
 	}
 	for _, o := range later {
 		w.store(ctx, o)

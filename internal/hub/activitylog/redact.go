@@ -1,4 +1,4 @@
-package hub
+package activitylog
 
 import (
 	"bytes"
@@ -104,7 +104,7 @@ func (r *redactor) redact(sandboxID string, rec *agentdv1.ActivityRecord) {
 // known here. Asked of the store once per sandbox (what it holds is fixed
 // when it is made); a failed lookup counts as holding them.
 func (r *redactor) blind(sandboxID string) bool {
-	if r.holds == nil || !isSandboxID(sandboxID) {
+	if r.holds == nil || !strings.HasPrefix(sandboxID, "sb-") {
 		return false
 	}
 	r.mu.RLock()

@@ -1,4 +1,4 @@
-package hub
+package activitylog
 
 import (
 	"bytes"
@@ -112,7 +112,7 @@ func BenchmarkProcStreamOutput(b *testing.B) {
 // stored their last records, not before (those are redacted too).
 func TestSandboxGoneForgetsSecrets(t *testing.T) {
 	t.Parallel()
-	h := &activityHub{running: map[string]int{}, retired: map[string]bool{}, secrets: newRedactor()}
+	h := &Recorder{running: map[string]int{}, retired: map[string]bool{}, secrets: newRedactor()}
 	held := func(id string) bool {
 		r := &agentdv1.ActivityRecord{Summary: "the key is sk-0123456789"}
 		h.secrets.redact(id, r)
@@ -122,8 +122,8 @@ func TestSandboxGoneForgetsSecrets(t *testing.T) {
 	h.secrets.hold("sb-b", map[string][]byte{"KEY": []byte("sk-0123456789")})
 	h.running["sb-a"] = 1
 
-	h.sandboxGone("sb-a") // its collector is still storing
-	h.sandboxGone("sb-b") // none is
+	h.SandboxGone("sb-a") // its collector is still storing
+	h.SandboxGone("sb-b") // none is
 	if !held("sb-a") || held("sb-b") {
 		t.Fatalf("after removal: sb-a redacted %v (want true, its collector runs), sb-b %v (want false)", held("sb-a"), held("sb-b"))
 	}

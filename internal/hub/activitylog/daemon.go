@@ -1,4 +1,4 @@
-package hub
+package activitylog
 
 import (
 	"fmt"
@@ -7,13 +7,14 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// ActivityLimits bounds, at the hub, what one machine's account of its own
+// Limits bounds, at the hub, what one machine's account of its own
 // work (ActivityService.Watch) may store, and the output the hub keeps of
 // the calls it routes. Zero fields get the defaults named on them.
-type ActivityLimits struct {
+type Limits struct {
 	// RecordBytes bounds one stored record of a daemon's account, as
 	// JSON, after its output and text are cut (default 64 KiB).
 	RecordBytes int
@@ -28,7 +29,7 @@ type ActivityLimits struct {
 	OutputBytes int
 }
 
-func (l *ActivityLimits) defaults() {
+func (l *Limits) defaults() {
 	if l.RecordBytes <= 0 {
 		l.RecordBytes = 64 << 10
 	}
@@ -43,21 +44,11 @@ func (l *ActivityLimits) defaults() {
 	}
 }
 
-// Kinds of the hub's notes about a daemon's account.
-const (
-	// kindGap: the daemon's numbering jumped; the records after the jump
-	// are stored, the jump not trusted (the hub resumes after the last
-	// record numbered in order).
-	kindGap = "activity.gap"
-	// kindDropped: records over the machine's rate were dropped.
-	kindDropped = "activity.dropped"
-)
-
 // daemonAccount is the hub's view of one machine's Watch stream while it
 // lasts: its numbering, its rate and the size of its records. It is used
 // by the one goroutine that reads the stream.
 type daemonAccount struct {
-	lim ActivityLimits
+	lim Limits
 	now func() time.Time
 
 	cursor uint64 // the last sequence number received in order
@@ -68,7 +59,7 @@ type daemonAccount struct {
 	dropped int // records dropped since the last note
 }
 
-func newDaemonAccount(lim ActivityLimits, cursor uint64, now func() time.Time) *daemonAccount {
+func newDaemonAccount(lim Limits, cursor uint64, now func() time.Time) *daemonAccount {
 	lim.defaults()
 	return &daemonAccount{lim: lim, now: now, cursor: cursor, tokens: float64(lim.Burst), last: now()}
 }
@@ -91,7 +82,7 @@ func (a *daemonAccount) admit(r *agentdv1.ActivityRecord) (notes []*agentdv1.Act
 	}
 	if r.GetSeq() == 0 || r.GetTime() == nil {
 		// Nothing to number it by: the note says so, the record goes.
-		return append(notes, &agentdv1.ActivityRecord{Kind: kindGap, Outcome: agentdv1.Outcome_OUTCOME_ERROR,
+		return append(notes, &agentdv1.ActivityRecord{Kind: wire.KindActivityGap, Outcome: agentdv1.Outcome_OUTCOME_ERROR,
 			Summary: fmt.Sprintf("the daemon sent a record without a sequence number or time (kind %q): not stored", cut(r.GetKind(), 100))}), false
 	}
 	switch seq := r.GetSeq(); {
@@ -100,7 +91,7 @@ func (a *daemonAccount) admit(r *agentdv1.ActivityRecord) (notes []*agentdv1.Act
 		// daemon's numbers start at the time in microseconds).
 		a.cursor = seq
 	case seq > a.cursor+1 && seq != a.run+1:
-		notes = append(notes, &agentdv1.ActivityRecord{Kind: kindGap, Outcome: agentdv1.Outcome_OUTCOME_ERROR,
+		notes = append(notes, &agentdv1.ActivityRecord{Kind: wire.KindActivityGap, Outcome: agentdv1.Outcome_OUTCOME_ERROR,
 			Summary: fmt.Sprintf("the daemon's record numbers jumped from %d to %d: stored as it sent them, not trusted (the hub resumes after %d)", a.cursor, seq, a.cursor)})
 		fallthrough
 	case seq > a.cursor+1:
@@ -122,7 +113,7 @@ func (a *daemonAccount) droppedNote() *agentdv1.ActivityRecord {
 	}
 	n := a.dropped
 	a.dropped = 0
-	return &agentdv1.ActivityRecord{Kind: kindDropped, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Bytes: int64(n),
+	return &agentdv1.ActivityRecord{Kind: wire.KindActivityDropped, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Bytes: int64(n),
 		Summary: fmt.Sprintf("dropped %d records of the daemon's account: over its rate (%g a second, bursts of %d)", n, a.lim.PerSecond, a.lim.Burst)}
 }
 
@@ -167,9 +158,17 @@ func headTail(b []byte, n int) []byte {
 	if len(b) <= n {
 		return b
 	}
-	mark := fmt.Appendf(nil, "\n[… %d bytes …]\n", len(b)-n)
-	out := make([]byte, 0, n+len(mark))
-	out = append(out, b[:n/2]...)
-	out = append(out, mark...)
-	return append(out, b[len(b)-(n-n/2):]...)
+	return joinHeadTail(b[:n/2], b[len(b)-(n-n/2):], int64(len(b)-n))
+}
+
+// joinHeadTail is head, a mark saying how many bytes were omitted between
+// it and tail (none: no mark), and tail, in a new slice. Every output the
+// hub keeps in part (a routed command's, a daemon's record's) reads so.
+func joinHeadTail(head, tail []byte, omitted int64) []byte {
+	out := make([]byte, 0, len(head)+len(tail)+32)
+	out = append(out, head...)
+	if omitted > 0 {
+		out = fmt.Appendf(out, "\n[… %d bytes …]\n", omitted)
+	}
+	return append(out, tail...)
 }

@@ -1,7 +1,6 @@
-package hub
+package activitylog
 
 import (
-	"fmt"
 	"strings"
 
 	"google.golang.org/grpc/mem"
@@ -188,11 +187,7 @@ func (p *procStream) output() []byte {
 	if len(p.head) == 0 {
 		return nil
 	}
-	out := append([]byte(nil), p.head...)
-	if omitted := p.seen - int64(len(p.head)) - int64(len(p.tail)); omitted > 0 {
-		out = fmt.Appendf(out, "\n[… %d bytes …]\n", omitted)
-	}
-	return append(out, p.tail...)
+	return joinHeadTail(p.head, p.tail, p.seen-int64(len(p.head))-int64(len(p.tail)))
 }
 
 // copyAt copies data[off:] into dst, as much as fits; it returns how many
