@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/listen"
@@ -331,8 +332,8 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
 	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "loopback host:port to serve /metrics on without a token (e.g. 127.0.0.1:9464); on the main port /metrics needs the hub owner's token")
-	f.IntVar(&maxPerClient, "max-conns-per-client", hub.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
-	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", hub.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
+	f.IntVar(&maxPerClient, "max-conns-per-client", conns.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
+	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", conns.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
 	f.StringVar(&activityKeepBytes, "activity-keep-bytes", activityKeepBytes, "bytes of activity records kept per org (the oldest go first), beside the 100,000 records kept per org")
 	sb.register(f)
 	return cmd

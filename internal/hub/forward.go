@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -89,8 +90,8 @@ func (s *Server) startForwarding(ctx context.Context) error {
 		grpc.Creds(credentials.NewTLS(cfg)),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxHeaderListSize(maxHeaderBytes),
-		grpc.ConnectionTimeout(classifyTimeout),
+		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
+		grpc.ConnectionTimeout(conns.ClassifyTimeout),
 		grpc.StreamInterceptor(rpcerr.Stream),
 		grpc.UnknownServiceHandler(proxyHandler(s.routeForwarded)),
 	)

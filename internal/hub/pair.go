@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
@@ -34,7 +35,7 @@ func (s *Server) handlePair(w http.ResponseWriter, r *http.Request) {
 		writePairError(w, http.StatusBadRequest, "malformed pairing request: more than one JSON object")
 		return
 	}
-	id, org, err := s.pairing.Redeem(r.Context(), req.Code, clientAddr(r, s.opts.TrustedProxies), pairing.MachineRequest{
+	id, org, err := s.pairing.Redeem(r.Context(), req.Code, conns.ClientAddr(r, s.opts.TrustedProxies), pairing.MachineRequest{
 		PublicKey: req.PublicKey, Hostname: req.Hostname, OS: req.OS, Arch: req.Arch, Name: req.Name, Version: req.Version,
 	})
 	if err != nil {

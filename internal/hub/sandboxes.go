@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
+
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -60,7 +62,7 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	o.OnTunnel = s.registry.Add
 	o.Authenticate = s.authenticateMachine
 	o.LimitConns = func(lis net.Listener) net.Listener {
-		return s.limitConns(lis, s.opts.MaxConnsPerSandbox, unixPeerKey)
+		return s.conns.Limit(lis, s.opts.MaxConnsPerSandbox, conns.UnixPeerKey)
 	}
 	o.CallerToken = func(ctx context.Context) string {
 		if c, ok := callerFrom(ctx); ok {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
@@ -81,12 +82,12 @@ type Options struct {
 	PublicURL string
 	// MaxConnsPerClient caps the connections one client address (an IPv6
 	// /64) holds open on the hub's port; the excess is closed at once.
-	// Trusted proxies are not capped. Default DefaultMaxConnsPerClient;
+	// Trusted proxies are not capped. Default conns.DefaultMaxConnsPerClient;
 	// negative: no cap.
 	MaxConnsPerClient int
 	// MaxConnsPerSandbox caps the connections one sandbox (its cgroup)
 	// holds open on the sandboxes' socket: its tunnel and its egress.
-	// Default DefaultMaxConnsPerSandbox; negative: no cap.
+	// Default conns.DefaultMaxConnsPerSandbox; negative: no cap.
 	MaxConnsPerSandbox int
 }
 
@@ -115,8 +116,7 @@ type Server struct {
 	sandboxes     *sandboxes.Manager // nil: no sandboxes
 
 	calls, pairs atomic.Int64
-	conns        *connLimiter // connections open, on the port and the sandboxes' socket
-	connsRefused atomic.Int64 // connections closed at once by conns
+	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -155,12 +155,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.Heartbeat = 30 * time.Second
 	}
 	if opts.MaxConnsPerClient == 0 {
-		opts.MaxConnsPerClient = DefaultMaxConnsPerClient
+		opts.MaxConnsPerClient = conns.DefaultMaxConnsPerClient
 	}
 	if opts.MaxConnsPerSandbox == 0 {
-		opts.MaxConnsPerSandbox = DefaultMaxConnsPerSandbox
+		opts.MaxConnsPerSandbox = conns.DefaultMaxConnsPerSandbox
 	}
-	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{}), conns: newConnLimiter(totalConnCap())}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{}), conns: conns.NewLimiter(conns.TotalCap())}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
 	s.gate = newTokenGate(s.auth, opts.Now)
@@ -208,9 +208,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.ForceServerCodecV2(rawCodec{}),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: idleConnTimeout}),
-		grpc.MaxHeaderListSize(maxHeaderBytes),
-		grpc.ConnectionTimeout(classifyTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),
+		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
+		grpc.ConnectionTimeout(conns.ClassifyTimeout),
 		grpc.InTapHandle(s.gate.tap),
 		grpc.UnknownServiceHandler(proxyHandler(s.route)),
 		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.count, s.auth.unary),
@@ -285,7 +285,7 @@ func (s *Server) Handler() http.Handler {
 // down and closes the server (see Close): tunnels are closed with a
 // going-away status so daemons reconnect to the next hub. gRPC clients are
 // served by the native gRPC transport, everything else by net/http (see
-// splitter). Serve is called once; after Close it returns ErrServerClosed.
+// conns.Splitter). Serve is called once; after Close it returns ErrServerClosed.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
 	s.mu.Lock()
 	if s.closed {
@@ -305,8 +305,8 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    maxHeaderBytes,
-		IdleTimeout:       idleConnTimeout,
+		MaxHeaderBytes:    conns.MaxHeaderBytes,
+		IdleTimeout:       conns.IdleConnTimeout,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	hs.Protocols = new(http.Protocols)
@@ -316,12 +316,12 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	if tlsConfig != nil {
 		hs.TLSConfig = tlsConfig.Clone()
 	}
-	lis = s.limitConns(lis, s.opts.MaxConnsPerClient, func(c net.Conn) (string, bool) { return tcpClientKey(c, s.opts.TrustedProxies) })
-	sp := newSplitter(lis, tlsConfig, s.log.Named("listener"))
+	lis = s.conns.Limit(lis, s.opts.MaxConnsPerClient, conns.TCPClientKey(s.opts.TrustedProxies))
+	sp := conns.NewSplitter(lis, tlsConfig, s.log.Named("listener"))
 	errc := make(chan error, 3)
-	go func() { errc <- sp.run() }()
-	go func() { errc <- ignoreClosed(hs.Serve(sp.http)) }()
-	go func() { errc <- ignoreClosed(s.grpc.Serve(sp.grpc)) }()
+	go func() { errc <- sp.Run() }()
+	go func() { errc <- ignoreClosed(hs.Serve(sp.HTTP())) }()
+	go func() { errc <- ignoreClosed(s.grpc.Serve(sp.GRPC())) }()
 	var err error
 	select {
 	case err = <-errc:
@@ -336,7 +336,7 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	s.grpc.Stop()
-	sp.wait()
+	sp.Wait()
 	for range 2 {
 		if e := <-errc; err == nil {
 			err = e
@@ -636,7 +636,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.registry.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
 	fmt.Fprintf(w, "# HELP agenthub_pair_requests_total Pairing requests received.\n# TYPE agenthub_pair_requests_total counter\nagenthub_pair_requests_total %d\n", s.pairs.Load())
-	fmt.Fprintf(w, "# HELP agenthub_connections_refused_total Connections closed as they were accepted: over a client's or the hub's cap.\n# TYPE agenthub_connections_refused_total counter\nagenthub_connections_refused_total %d\n", s.connsRefused.Load())
+	fmt.Fprintf(w, "# HELP agenthub_connections_refused_total Connections closed as they were accepted: over a client's or the hub's cap.\n# TYPE agenthub_connections_refused_total counter\nagenthub_connections_refused_total %d\n", s.conns.Refused())
 	fmt.Fprintf(w, "# HELP agenthub_tunnel_handshakes_refused_total Tunnel handshakes refused (machines' and sandboxes'), by reason.\n# TYPE agenthub_tunnel_handshakes_refused_total counter\n")
 	refused := s.acceptor.Refused()
 	if s.sandboxes != nil {

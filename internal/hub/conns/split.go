@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"bytes"
@@ -14,35 +14,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// The hub serves gRPC and HTTP on one port. Handing gRPC to net/http
-// (grpc.Server.ServeHTTP) works but costs a write system call per 16 KiB
-// HTTP/2 frame and several copies: through the hub, stdout moved far
-// slower than over a direct connection. So each accepted connection is
-// classified once and handed whole to one of two servers:
-//
-//   - plaintext: a connection that opens with the HTTP/2 client preface
-//     ("PRI * HTTP/2.0…", which gRPC clients send at once) goes to the
-//     native grpc.Server; anything else (HTTP/1.1: pairing, the tunnel
-//     websocket, /healthz, /metrics) to net/http.
-//   - TLS: a client whose hello offers "h2" and not "http/1.1" is a gRPC
-//     client (grpc-go and the other gRPC stacks offer only "h2") and goes to
-//     the grpc.Server; a client that offers "http/1.1" (browsers, curl,
-//     Prometheus, the daemon's websocket) goes to net/http, which still
-//     serves gRPC over HTTP/2 through ServeHTTP should such a client speak it.
-//
-// Not served here: a plaintext HTTP/2 request that is not gRPC (curl
-// --http2-prior-knowledge): the grpc.Server answers it 415.
-
 // http2Preface is what every HTTP/2 client sends first (RFC 9113 §3.4).
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// classifyTimeout bounds how long a new connection may take to show what it
-// speaks (its first bytes, or its TLS handshake).
-const classifyTimeout = 10 * time.Second
+// ClassifyTimeout bounds how long a new connection may take to show what it
+// speaks (its first bytes, or its TLS handshake); the hub's gRPC servers
+// take it as their connection timeout too.
+const ClassifyTimeout = 10 * time.Second
 
-// splitter accepts connections from a listener and hands each to the gRPC
-// or the HTTP listener it feeds.
-type splitter struct {
+// Splitter accepts connections from a listener and hands each, whole, to
+// one of two listeners it feeds: GRPC's for the native grpc.Server, HTTP's
+// for net/http (see the package doc for how it tells them apart).
+type Splitter struct {
 	inner     net.Listener
 	tlsConfig *tls.Config // nil: plaintext
 	log       *zap.Logger
@@ -55,8 +38,11 @@ type splitter struct {
 	cancel    context.CancelFunc
 }
 
-func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *splitter {
-	s := &splitter{inner: inner, log: log}
+// NewSplitter returns a Splitter on inner, which it owns from now on. With
+// tlsConfig set it terminates TLS (NextProtos default to h2 and
+// http/1.1); nil: plaintext. Call Run to start accepting.
+func NewSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *Splitter {
+	s := &Splitter{inner: inner, log: log}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if tlsConfig != nil {
 		s.tlsConfig = tlsConfig.Clone()
@@ -69,8 +55,17 @@ func newSplitter(inner net.Listener, tlsConfig *tls.Config, log *zap.Logger) *sp
 	return s
 }
 
-// run accepts until the inner listener fails or the splitter is closed.
-func (s *splitter) run() error {
+// GRPC is the listener of the connections for the native gRPC server.
+func (s *Splitter) GRPC() net.Listener { return s.grpc }
+
+// HTTP is the listener of the connections for net/http.
+func (s *Splitter) HTTP() net.Listener { return s.http }
+
+// Run accepts until the splitter is closed (nil) or the inner listener
+// fails (that error; the splitter is closed then). Accept errors that pass
+// (out of file descriptors, a connection aborted) are retried after a
+// backoff of up to a second.
+func (s *Splitter) Run() error {
 	var delay time.Duration
 	for {
 		c, err := s.inner.Accept()
@@ -99,8 +94,8 @@ func (s *splitter) run() error {
 	}
 }
 
-func (s *splitter) classify(c net.Conn) {
-	_ = c.SetDeadline(time.Now().Add(classifyTimeout))
+func (s *Splitter) classify(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(ClassifyTimeout))
 	// Closing the splitter ends a classification still waiting for bytes.
 	stop := context.AfterFunc(s.ctx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
@@ -116,7 +111,7 @@ func (s *splitter) classify(c net.Conn) {
 			return nil, nil
 		}
 		tc := tls.Server(c, cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), classifyTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), ClassifyTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
@@ -169,7 +164,7 @@ func sniffPreface(c net.Conn) (head []byte, isH2 bool, err error) {
 
 // Close stops accepting and closes the inner listener and both outputs;
 // connections already handed out are their servers' to close.
-func (s *splitter) Close() error {
+func (s *Splitter) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.cancel()
@@ -189,10 +184,10 @@ func temporaryAccept(err error) bool {
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
-// wait waits for connections being classified.
-func (s *splitter) wait() { s.wg.Wait() }
+// Wait waits for the connections being classified (call it after Close).
+func (s *Splitter) Wait() { s.wg.Wait() }
 
-// chanListener is a net.Listener fed by a splitter.
+// chanListener is a net.Listener fed by a Splitter.
 type chanListener struct {
 	addr      net.Addr
 	conns     chan net.Conn

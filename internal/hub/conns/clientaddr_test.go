@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"net/http"
@@ -32,8 +32,8 @@ func TestClientAddr(t *testing.T) {
 		for _, v := range tt.xff {
 			r.Header.Add("X-Forwarded-For", v)
 		}
-		if got := clientAddr(r, tt.trusted); got != tt.want {
-			t.Errorf("%s: clientAddr = %q, want %q", tt.name, got, tt.want)
+		if got := ClientAddr(r, tt.trusted); got != tt.want {
+			t.Errorf("%s: ClientAddr = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"net"
@@ -10,10 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// totalConnCap is how many connections the hub takes at once given its
-// file descriptor limit: the limit less a reserve for the database, the
-// Docker engine, tunnels' streams and the accept that refuses the excess.
-func totalConnCap() int {
+// TotalCap is how many connections the hub takes at once given its file
+// descriptor limit (RLIMIT_NOFILE): the limit less a reserve for the
+// database, the Docker engine, tunnels' streams and the accept that
+// refuses the excess; 0 (no cap) when the limit is infinite or unknown.
+func TotalCap() int {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
 		return 0
@@ -26,9 +27,10 @@ func totalConnCap() int {
 	return cur - reserve
 }
 
-// unixPeerKey is the cgroup of the process at the other end of a unix
-// connection (its container's, for a sandbox), and whether it is capped.
-func unixPeerKey(c net.Conn) (string, bool) {
+// UnixPeerKey is the KeyFunc of the sandboxes' unix socket: the cgroup of
+// the process at the other end of a unix connection (its container's, for
+// a sandbox), and whether it is capped.
+func UnixPeerKey(c net.Conn) (string, bool) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return unknownPeer, true

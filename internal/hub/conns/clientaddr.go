@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"net"
@@ -7,12 +7,12 @@ import (
 	"strings"
 )
 
-// clientAddr is the address of the client that sent r: its connection's
+// ClientAddr is the address of the client that sent r: its connection's
 // remote address, unless that is a trusted reverse proxy, in which case
 // the rightmost address of X-Forwarded-For that is not itself a trusted
 // proxy (what a client prepends to the header is never believed, since
 // each proxy appends the address it saw).
-func clientAddr(r *http.Request, trusted []netip.Prefix) string {
+func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
 	if len(trusted) == 0 {
 		return r.RemoteAddr
 	}

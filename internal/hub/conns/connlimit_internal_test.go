@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"net"
@@ -37,7 +37,7 @@ func TestTCPClientKey(t *testing.T) {
 		{"[fd00::1]:80", key{"fd00::/64", false}},
 	} {
 		ap := netip.MustParseAddrPort(tc.remote)
-		k, capped := tcpClientKey(fakeAddrConn{remote: net.TCPAddrFromAddrPort(ap)}, trusted)
+		k, capped := TCPClientKey(trusted)(fakeAddrConn{remote: net.TCPAddrFromAddrPort(ap)})
 		if diff := cmp.Diff(key{k, capped}, tc.want); diff != "" {
 			t.Errorf("%s (-got +want):\n%s", tc.remote, diff)
 		}
@@ -48,7 +48,7 @@ func TestTCPClientKey(t *testing.T) {
 // connection gives its slot back once (closing twice does not free two).
 func TestConnLimiter(t *testing.T) {
 	t.Parallel()
-	l := newConnLimiter(3)
+	l := NewLimiter(3)
 	a1, b1 := net.Pipe()
 	defer b1.Close()
 	c1 := l.wrap(a1, "a", 2)
@@ -78,3 +78,53 @@ func TestConnLimiter(t *testing.T) {
 type nopConn struct{ net.Conn }
 
 func (nopConn) Close() error { return nil }
+
+// A limited listener closes a connection over its key's cap as it is
+// accepted, counts it in Refused, and hands out the next one.
+func TestLimitRefuses(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimiter(0)
+	lis := l.Limit(inner, 1, func(net.Conn) (string, bool) { return "k", true })
+	defer lis.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial()
+	first := <-accepted
+	refused := dial()
+	// The refused connection is closed by the hub: its read ends.
+	if _, err := refused.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read from a connection over the cap succeeded")
+	}
+	first.Close() // gives its slot back
+	dial()
+	c := <-accepted
+	if c == nil {
+		t.Fatal("Accept failed after a slot was given back")
+	}
+	c.Close()
+	// Accept counted the refusal before it went on to this connection.
+	if got := l.Refused(); got != 1 {
+		t.Errorf("Refused = %d, want 1", got)
+	}
+}

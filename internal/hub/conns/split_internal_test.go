@@ -1,4 +1,4 @@
-package hub
+package conns
 
 import (
 	"errors"
@@ -45,12 +45,12 @@ func TestSplitterSurvivesAcceptErrors(t *testing.T) {
 			}
 			lis := &failingListener{Listener: inner, n: 5,
 				err: &net.OpError{Op: "accept", Net: "tcp", Addr: inner.Addr(), Err: os.NewSyscallError("accept4", errno)}}
-			sp := newSplitter(lis, nil, zaptest.NewLogger(t))
+			sp := NewSplitter(lis, nil, zaptest.NewLogger(t))
 			done := make(chan error, 1)
-			go func() { done <- sp.run() }()
+			go func() { done <- sp.Run() }()
 			defer func() {
 				sp.Close()
-				sp.wait()
+				sp.Wait()
 				if err := <-done; err != nil {
 					t.Errorf("run after Close = %v, want nil", err)
 				}
@@ -65,7 +65,7 @@ func TestSplitterSurvivesAcceptErrors(t *testing.T) {
 			}
 			got := make(chan net.Conn, 1)
 			go func() {
-				c, err := sp.http.Accept()
+				c, err := sp.HTTP().Accept()
 				if err == nil {
 					got <- c
 				}
