@@ -137,7 +137,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 	// Not log.With: a logger made per tunnel holds an encoded copy of its
 	// fields for as long as the tunnel is up, which idle tunnels pay for.
 	log, machine := h.s.log, zap.String("machine", id)
-	cc, ok := h.s.registry.Get(id)
+	cc, ok := h.s.fleet.Get(id)
 	if !ok {
 		return
 	}
@@ -182,7 +182,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 		if r.GetKind() == wire.KindStop {
 			// The daemon is shutting down: offline now, while its last
 			// calls (and this watch) finish on the tunnel.
-			h.s.registry.Drain(id)
+			h.s.fleet.Drain(id)
 		}
 		notes, keep := acct.admit(r)
 		for _, n := range notes {
@@ -204,7 +204,7 @@ func (h *activityHub) collect(ctx context.Context, id string) {
 			continue
 		}
 		h.notify()
-		h.s.pulseActivity()
+		h.s.fleet.ActivityStored()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -62,7 +63,7 @@ func (h *activityHub) storeHub(ctx context.Context, orgID, subject string, r *ag
 		return
 	}
 	h.notify()
-	h.s.pulseActivity()
+	h.s.fleet.ActivityStored()
 }
 
 // hubActivity is the record to store of the hub's own about subject,
@@ -117,9 +118,9 @@ func (h *activityHub) newCall(orgID, actor, client, conv, env, id, method string
 	return c
 }
 
-// up reads a frame from the caller: the first of a Start or an Attach
+// Up reads a frame from the caller: the first of a Start or an Attach
 // (its request). It returns at once for every other call.
-func (c *callRecord) up(f *frame) {
+func (c *callRecord) Up(data mem.BufferSlice) {
 	if c == nil || !c.proc.on {
 		return
 	}
@@ -129,7 +130,7 @@ func (c *callRecord) up(f *frame) {
 		return
 	}
 	c.upSeen = true
-	b := f.data.Materialize() // one small request per call
+	b := data.Materialize() // one small request per call
 	switch c.method {
 	case methodStart:
 		cmd, cwd := parseStartRequest(b)
@@ -139,17 +140,17 @@ func (c *callRecord) up(f *frame) {
 	}
 }
 
-// down reads a frame from the machine: the events of a Start or an Attach.
-func (c *callRecord) down(f *frame) {
+// Down reads a frame from the machine: the events of a Start or an Attach.
+func (c *callRecord) Down(data mem.BufferSlice) {
 	if c == nil || !c.proc.on {
 		return
 	}
-	c.proc.event(f.data)
+	c.proc.event(data)
 }
 
-// finish completes the record with how the call ended and hands it to the
+// Finish completes the record with how the call ended and hands it to the
 // writer.
-func (c *callRecord) finish(err error) {
+func (c *callRecord) Finish(err error) {
 	if c == nil {
 		return
 	}
@@ -294,7 +295,7 @@ more:
 		h.s.log.Warn("activity: the hub's records of calls", zap.Error(err), zap.Int("records", len(recs)))
 	} else {
 		h.notify()
-		h.s.pulseActivity()
+		h.s.fleet.ActivityStored()
 	}
 	for _, o := range later {
 		w.store(ctx, o)

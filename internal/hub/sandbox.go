@@ -309,7 +309,7 @@ func (m *sandboxes) get(ctx context.Context, org store.Org, envName, conv string
 		// Most calls: the conversation's sandbox is there and online (on
 		// this replica, or on another one, which the call is forwarded to).
 		if sb, err := m.s.store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) {
-			if _, ok := m.s.registry.Get(sb.ID); ok {
+			if _, ok := m.s.fleet.Get(sb.ID); ok {
 				return sb.ID, nil
 			}
 			if sb.Hub != m.o.HubID {
@@ -544,7 +544,7 @@ func (m *sandboxes) awaitOnline(ctx context.Context, sb store.Sandbox) error {
 	defer cancel()
 	up := make(chan error, 1)
 	go func() {
-		_, err := m.s.registry.Wait(ctx, sb.ID)
+		_, err := m.s.fleet.Wait(ctx, sb.ID)
 		up <- err
 	}()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -605,7 +605,7 @@ func (m *sandboxes) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	if err := m.s.store.RevokeMachine(ctx, sb.OrgID, sb.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
-	m.s.registry.Close(sb.ID)
+	m.s.fleet.CloseTunnel(sb.ID)
 	// By name, not by sb.ContainerID: when the container is gone already
 	// (a removal whose answer was lost), the name still finds its
 	// workspace volume.

@@ -38,10 +38,6 @@ import (
 // replica ID.
 const replicaHubSep = "/"
 
-// chSandbox carries the ID of a sandbox another replica has a call for:
-// its replica brings it online if it is not.
-const chSandbox = "agenthub_sandbox"
-
 // errLookAgain tells get that the conversation's sandbox changed under it
 // (made or removed by another replica): look it up again.
 var errLookAgain = errors.New("look again")
@@ -92,7 +88,7 @@ func (m *sandboxes) current(sb store.Sandbox, env envSpec) bool {
 // (the call is forwarded to it). errLookAgain if the sandbox was removed
 // meanwhile; UNAVAILABLE if its replica is not running.
 func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error) {
-	if m.s.replicas == nil {
+	if m.s.fleet.ReplicaID() == "" {
 		return "", m.ownerGone(sb)
 	}
 	wctx, cancel := context.WithTimeout(ctx, m.o.StartTimeout)
@@ -101,9 +97,9 @@ func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error
 	defer tick.Stop()
 	asked := false
 	for {
-		r, err := m.s.replicas.Lookup(wctx, sb.ID)
+		r, err := m.s.fleet.Lookup(wctx, sb.ID)
 		switch {
-		case err == nil && r.ReplicaID != m.s.replicas.ID():
+		case err == nil && r.ReplicaID != m.s.fleet.ReplicaID():
 			return sb.ID, nil
 		case err != nil && !errors.Is(err, store.ErrNotFound) && wctx.Err() == nil:
 			return "", status.Errorf(codes.Unavailable, "route of sandbox %s: %v", sb.ID, err)
@@ -120,7 +116,7 @@ func (m *sandboxes) remote(ctx context.Context, sb store.Sandbox) (string, error
 		case !alive:
 			return "", m.ownerGone(sb)
 		case !asked:
-			m.s.notify(wctx, chSandbox, sb.ID)
+			m.s.fleet.AskSandbox(wctx, sb.ID)
 			asked = true
 		}
 		select {
@@ -168,7 +164,7 @@ func (m *sandboxes) destroyRemote(ctx context.Context, sb store.Sandbox, why str
 	if err := m.s.store.DeleteSandbox(ctx, sb.ID); err != nil {
 		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
-	m.s.broadcastRevoke(ctx, sb.ID)
+	m.s.fleet.Revoke(ctx, sb.ID)
 	m.log.Info("sandbox removed; its replica removes its container", zap.String("sandbox", sb.ID), zap.String("hub", sb.Hub),
 		zap.String("environment", sb.Environment), zap.String("why", why))
 }
@@ -177,7 +173,7 @@ func (m *sandboxes) destroyRemote(ctx context.Context, sb store.Sandbox, why str
 // another replica has a call for.
 func (m *sandboxes) asked(id string) {
 	m.goFn(func(ctx context.Context) {
-		if _, ok := m.s.registry.Get(id); ok {
+		if _, ok := m.s.fleet.Get(id); ok {
 			return
 		}
 		sb, err := m.s.store.Sandbox(ctx, id)
@@ -237,7 +233,7 @@ func (m *sandboxes) removeOrphans(ctx context.Context, infos []sandbox.Info, kno
 		if known[id] {
 			continue
 		}
-		m.s.registry.Close(id)
+		m.s.fleet.CloseTunnel(id)
 		if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
 			m.log.Warn("removing a container whose sandbox is gone", zap.String("sandbox", id), zap.String("why", why), zap.Error(err))
 			continue

@@ -142,7 +142,7 @@ func (m *sandboxes) checkImage(ctx context.Context, org store.Org, e store.Envir
 	}
 	defer m.destroy(context.WithoutCancel(ctx), sb, "validation done")
 	report = append(report, sandbox.Check{ID: "sandbox.start", Status: sandbox.Pass, Title: "start as uid 1000 on a read-only root, with agentd connected"})
-	cc, ok := m.s.registry.Get(sb.ID)
+	cc, ok := m.s.fleet.Get(sb.ID)
 	if !ok {
 		return append(report, sandbox.Check{ID: "sandbox.online", Status: sandbox.Fail, Title: "agentd stays connected",
 			Breaks: "agentd disconnected right after it started", Fix: "check the image's limits and entrypoint"}), "", nil
@@ -270,7 +270,7 @@ func (m *sandboxes) baseInventory(ctx context.Context, org store.Org) (*inventor
 		return nil, err
 	}
 	defer m.destroy(context.WithoutCancel(ctx), sb, "base inventory taken")
-	cc, ok := m.s.registry.Get(sb.ID)
+	cc, ok := m.s.fleet.Get(sb.ID)
 	if !ok {
 		return nil, errors.New("the base sandbox disconnected")
 	}
