@@ -28,6 +28,7 @@ const (
 	Canceled                 // the caller went away (CANCELED)
 	Timeout                  // a deadline passed (DEADLINE_EXCEEDED)
 	Unauthenticated          // the caller is not known: no or a bad credential (UNAUTHENTICATED)
+	Unimplemented            // no such operation here (UNIMPLEMENTED)
 )
 
 // Error is a classified error with a message meant for the agent that made

@@ -305,8 +305,8 @@ func (s *Server) machineProto(m store.Machine, org string, online func(id string
 // hub or, for a replica, on a live replica (one query for the whole org).
 func (s *Server) onlineSet(ctx context.Context, orgID string) (func(id string) bool, error) {
 	remote := map[string]bool{}
-	if s.replicas != nil {
-		rs, err := s.replicas.Routes(ctx, orgID)
+	if s.fleet.ReplicaID() != "" {
+		rs, err := s.fleet.Routes(ctx, orgID)
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +315,7 @@ func (s *Server) onlineSet(ctx context.Context, orgID string) (func(id string) b
 		}
 	}
 	return func(id string) bool {
-		_, local := s.registry.Get(id)
+		_, local := s.fleet.Get(id)
 		return local || remote[id]
 	}, nil
 }
@@ -334,7 +334,7 @@ func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachi
 		}
 		return nil, storeError(err, "machine "+req.GetId())
 	}
-	a.s.registry.Close(req.GetId())       // the live tunnel ends now
-	a.s.broadcastRevoke(ctx, req.GetId()) // and on whichever replica holds it
+	a.s.fleet.CloseTunnel(req.GetId()) // the live tunnel ends now
+	a.s.fleet.Revoke(ctx, req.GetId()) // and on whichever replica holds it
 	return &hubv1.RevokeMachineResponse{}, nil
 }

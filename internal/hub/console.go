@@ -201,7 +201,7 @@ func (b *consoleBackend) Processes(ctx context.Context, machine string) (_ []*ag
 // OnlineSince says when each live tunnel came up.
 func (b *consoleBackend) OnlineSince() map[string]time.Time {
 	out := map[string]time.Time{}
-	for _, ti := range b.s.registry.Tunnels() {
+	for _, ti := range b.s.fleet.Tunnels() {
 		out[ti.MachineID] = ti.Since
 	}
 	return out

@@ -170,7 +170,7 @@ func (v *environmentService) ListEnvironments(ctx context.Context, req *hubv1.Li
 		}
 		p := &hubv1.Environment{Name: m.ID, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_MACHINE, Default: def == m.ID,
 			Image: m.Name, State: hubv1.EnvironmentState_ENVIRONMENT_STATE_READY, Created: timestamppb.New(m.CreatedAt)}
-		if _, online := v.s.registry.Get(m.ID); !online {
+		if _, online := v.s.fleet.Get(m.ID); !online {
 			p.Reason = "offline"
 		}
 		machines = append(machines, p)

@@ -23,9 +23,6 @@ const BuiltinEnvironment = sandboxes.BuiltinEnvironment
 // replica ID.
 const replicaHubSep = sandboxes.ReplicaHubSep
 
-// chSandbox carries the ID of a sandbox another replica has a call for.
-const chSandbox = sandboxes.Channel
-
 // isSandboxID reports whether a machine id is a sandbox's.
 func isSandboxID(id string) bool { return sandboxes.IsID(id) }
 
@@ -55,11 +52,11 @@ func (s *Server) sandboxHubID(ctx context.Context) error {
 func (s *Server) startSandboxes(ctx context.Context) error {
 	o := s.opts.Sandboxes
 	o.Store = s.store
-	o.Tunnels = s.registry
-	if s.replicas != nil {
-		o.Replicas = s.replicas
+	o.Tunnels = s.fleet
+	if s.opts.Replica != nil {
+		o.Replicas = s.fleet
 	}
-	o.OnTunnel = s.registry.Add
+	o.OnTunnel = s.fleet.Add
 	o.Authenticate = s.authenticateMachine
 	o.LimitConns = func(lis net.Listener) net.Listener {
 		return s.conns.Limit(lis, s.opts.MaxConnsPerSandbox, conns.UnixPeerKey)
@@ -70,8 +67,8 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 		}
 		return ""
 	}
-	o.Notify = s.notify
-	o.Revoke = s.broadcastRevoke
+	o.Ask = s.fleet.AskSandbox
+	o.Revoke = s.fleet.Revoke
 	o.Gone = s.activity.SandboxGone
 	o.Record = func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord) {
 		s.recordHub(ctx, store.Org{ID: orgID}, r)

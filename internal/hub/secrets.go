@@ -151,7 +151,7 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 // deliverSecrets writes the values into the sandbox's secrets directory
 // through its tunnel (FileService.Write: atomic, mode 0600, on its tmpfs).
 func (s *Server) deliverSecrets(ctx context.Context, sandboxID string, values map[string][]byte) error {
-	cc, ok := s.registry.Get(sandboxID)
+	cc, ok := s.fleet.Get(sandboxID)
 	if !ok {
 		return status.Errorf(codes.Unavailable, "sandbox %s went offline before its secrets were delivered", sandboxID)
 	}

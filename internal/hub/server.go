@@ -28,6 +28,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
+	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
@@ -100,20 +101,14 @@ type Server struct {
 	auth     *authenticator
 	gate     *tokenGate // the token checked at a call's headers
 	pairing  *pairing.Service
-	registry *transport.Registry
+	fleet    *fleet.Fleet // the tunnels: this hub's, and for a replica the others'
 	acceptor *transport.Acceptor
 	grpc     *grpc.Server
 	health   *health.Server
 	activity *activitylog.Recorder
 	mux      *http.ServeMux
 
-	replicas *replica.Registry // nil: the only hub
-	peers    *peers            // replicas: connections to the others
-	internal *grpc.Server      // replicas: serves forwarded calls
-
-	bcast         Broadcaster        // replicas on Postgres: events to the others
-	activityPulse chan struct{}      // with bcast: activity stored, to tell the others
-	sandboxes     *sandboxes.Manager // nil: no sandboxes
+	sandboxes *sandboxes.Manager // nil: no sandboxes
 
 	calls, pairs atomic.Int64
 	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
@@ -166,8 +161,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.gate = newTokenGate(s.auth, opts.Now)
 	var err error
 	s.activity, err = activitylog.New(activitylog.Options{Store: opts.Store, Now: opts.Now, Logger: s.log, Limits: opts.ActivityLimits,
-		Conn:  func(id string) (grpc.ClientConnInterface, bool) { return s.registry.Get(id) },
-		Drain: func(id string) { s.registry.Drain(id) }, Pulse: s.pulseActivity})
+		Conn:  func(id string) (grpc.ClientConnInterface, bool) { return s.fleet.Get(id) },
+		Drain: func(id string) { s.fleet.Drain(id) }, Pulse: func() { s.fleet.ActivityStored() }})
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -177,26 +172,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	s.registry, err = transport.NewRegistry(transport.RegistryOptions{
-		Logger: s.log,
-		OnUp:   s.machineUp,
-		OnDown: s.machineDown,
-	})
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
 	if err := s.sandboxHubID(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
-	if err := s.startReplica(ctx); err != nil {
+	if err := s.startFleet(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.acceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
 		Authenticate: s.authenticatePublic,
-		OnTunnel:     s.registry.Add,
+		OnTunnel:     s.fleet.Add,
 		Host:         opts.PublicHost,
 		Logger:       s.log,
 	})
@@ -205,14 +191,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
-		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.ForceServerCodecV2(fleet.Codec()),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),
 		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
 		grpc.ConnectionTimeout(conns.ClassifyTimeout),
 		grpc.InTapHandle(s.gate.tap),
-		grpc.UnknownServiceHandler(proxyHandler(s.route)),
+		grpc.UnknownServiceHandler(fleet.Proxy(s.route)),
 		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(rpcerr.Stream, s.countStream, s.auth.stream),
 	)
@@ -331,7 +317,7 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	_ = sp.Close()
 	s.health.Shutdown()
 	_ = s.acceptor.Close()
-	s.registry.CloseAll()
+	s.fleet.CloseAll()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
@@ -383,14 +369,8 @@ func (s *Server) close() {
 	if s.sandboxes != nil {
 		s.sandboxes.Close()
 	}
-	if s.internal != nil {
-		s.internal.Stop()
-	}
-	if s.peers != nil {
-		s.peers.close()
-	}
-	if s.registry != nil {
-		s.registry.CloseAll()
+	if s.fleet != nil {
+		s.fleet.Close()
 	}
 	s.wg.Wait()
 	if s.sandboxes != nil {
@@ -420,65 +400,66 @@ func (s *Server) authenticateMachine(ctx context.Context, id string) (ed25519.Pu
 	return m.PublicKey, org.Name, nil
 }
 
-func (s *Server) machineUp(id string) {
-	s.activity.MachineUp(id)
-	if s.replicas != nil {
-		s.replicas.Up(id)
-	}
-}
-
-// startReplica registers the hub as a replica, if it is one.
-func (s *Server) startReplica(ctx context.Context) error {
-	if s.opts.Replica == nil {
-		return nil
-	}
-	o := *s.opts.Replica
-	if o.Store == nil {
-		o.Store = s.store
-	}
-	if o.Now == nil {
-		o.Now = s.opts.Now
-	}
-	if o.Logger == nil {
-		o.Logger = s.log
-	}
-	if s.opts.Sandboxes.Driver != nil {
-		// Other replicas find the replica that drives a sandbox (its
-		// row's hub) by this prefix.
-		if o.ID == "" {
-			o.ID = store.NewID("r-")
+// startFleet builds the tunnel registry and, for a replica, registers
+// it, with the events of the other replicas (if the store carries them).
+func (s *Server) startFleet(ctx context.Context) error {
+	o := fleet.Options{Store: s.store, Logger: s.log, Now: s.opts.Now, OnUp: s.activity.MachineUp, OnDown: s.activity.MachineDown,
+		Admit: s.admitForwarded, MaxHeaderBytes: conns.MaxHeaderBytes, HandshakeTimeout: conns.ClassifyTimeout}
+	if s.opts.Replica != nil {
+		r := *s.opts.Replica
+		if s.opts.Sandboxes.Driver != nil {
+			// Other replicas find the replica that drives a sandbox (its
+			// row's hub) by this prefix.
+			if r.ID == "" {
+				r.ID = store.NewID("r-")
+			}
+			r.ID = s.opts.Sandboxes.HubID + replicaHubSep + r.ID
 		}
-		o.ID = s.opts.Sandboxes.HubID + replicaHubSep + o.ID
+		o.Replica = &r
+		o.Broadcaster, _ = s.store.(fleet.Broadcaster)
 	}
-	r, err := replica.New(o)
+	f, err := fleet.New(ctx, o)
 	if err != nil {
 		return err
 	}
-	if err := s.startForwarding(ctx); err != nil {
-		return err
-	}
-	if err := r.Register(ctx); err != nil {
-		return err
-	}
-	s.replicas = r
-	s.startBroadcast(ctx)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		r.Run(s.ctx)
-	}()
+	s.fleet = f
+	f.OnRevoke(func(id string) {
+		if s.sandboxes != nil && isSandboxID(id) {
+			s.sandboxes.RemoveGone(id) // if it is this replica's and its row is gone
+		}
+	})
+	f.OnSandboxAsked(func(id string) {
+		if s.sandboxes != nil && isSandboxID(id) {
+			s.sandboxes.Asked(id) // if it is this replica's
+		}
+	})
+	f.OnActivity(s.activity.Notify)
 	return nil
 }
 
-func (s *Server) machineDown(id string) {
-	if s.replicas != nil {
-		s.replicas.Down(id)
+// admitForwarded guards a call another replica forwarded to a sandbox
+// this replica holds: this replica's egress rules guard it, whichever
+// replica the call came in on.
+func (s *Server) admitForwarded(ctx context.Context, id string) (func(error) error, error) {
+	if s.sandboxes == nil || !isSandboxID(id) {
+		return nil, nil
 	}
-	if err := s.store.MachineSeen(context.WithoutCancel(s.ctx), id, s.opts.Now(), ""); err != nil {
-		s.log.Warn("recording last seen", zap.String("machine", id), zap.Error(err))
+	if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
+		return nil, err
 	}
-	s.activity.MachineDown(id)
+	return sandboxDone(s.sandboxes.Enter(ctx, id)), nil
 }
+
+// ServeInternal serves calls other replicas forward, on lis (the address
+// the replica registered, Options.Replica.Addr), until ctx ends or the
+// server closes. Only for a replica.
+func (s *Server) ServeInternal(ctx context.Context, lis net.Listener) error {
+	return s.fleet.ServeInternal(ctx, lis)
+}
+
+// ReplicaID is the hub's ID in the replica registry ("" if it is not a
+// replica).
+func (s *Server) ReplicaID() string { return s.fleet.ReplicaID() }
 
 // heartbeat stores last-seen times of live tunnels and closes those whose
 // machine was revoked (by another replica, or directly in the store).
@@ -493,14 +474,7 @@ func (s *Server) heartbeat() {
 		case <-t.C:
 		}
 		now := s.opts.Now()
-		for _, ti := range s.registry.Tunnels() {
-			m, err := s.store.Machine(s.ctx, ti.MachineID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && !m.RevokedAt.IsZero()) {
-				s.registry.Close(ti.MachineID)
-				continue
-			}
-			_ = s.store.MachineSeen(s.ctx, ti.MachineID, now, "")
-		}
+		s.fleet.CheckTunnels(s.ctx, now)
 		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, s.opts.ActivityKeepBytesPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
 			s.log.Warn("pruning activity", zap.Error(err))
 		}
@@ -509,6 +483,9 @@ func (s *Server) heartbeat() {
 		}
 	}
 }
+
+// Route is where a routed call goes (see fleet.Route).
+type Route = fleet.Route
 
 // route authorises an agentd.v1 call and finds the machine's tunnel.
 func (s *Server) route(ctx context.Context, method string) (Route, error) {
@@ -552,7 +529,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		}
 		return Route{}, err
 	}
-	cc, ok := s.registry.Get(id)
+	cc, ok := s.fleet.Get(id)
 	out := metadata.Pairs(wire.MDActor, c.token.Name)
 	if conv := firstMD(md, wire.MDConversation); conv != "" {
 		out.Set(wire.MDConversation, conv)
@@ -562,7 +539,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	}
 	rec := s.activity.NewCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
 	if !ok {
-		if r, remote, err := s.routeRemote(ctx, id, out); remote || err != nil {
+		if r, remote, err := s.fleet.RouteRemote(ctx, id, out); remote || err != nil {
 			r.Rec = rec
 			return r, err
 		}
@@ -633,7 +610,7 @@ func (s *Server) countStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 
 func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.registry.Len())
+	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.fleet.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
 	fmt.Fprintf(w, "# HELP agenthub_pair_requests_total Pairing requests received.\n# TYPE agenthub_pair_requests_total counter\nagenthub_pair_requests_total %d\n", s.pairs.Load())
 	fmt.Fprintf(w, "# HELP agenthub_connections_refused_total Connections closed as they were accepted: over a client's or the hub's cap.\n# TYPE agenthub_connections_refused_total counter\nagenthub_connections_refused_total %d\n", s.conns.Refused())

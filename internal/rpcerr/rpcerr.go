@@ -31,6 +31,7 @@ var kindCodes = map[errs.Kind]codes.Code{
 	errs.Canceled:        codes.Canceled,
 	errs.Timeout:         codes.DeadlineExceeded,
 	errs.Unauthenticated: codes.Unauthenticated,
+	errs.Unimplemented:   codes.Unimplemented,
 }
 
 // Status turns a domain error into a gRPC status error: the code from its

@@ -395,7 +395,7 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	if err := m.o.Store.RevokeMachine(ctx, sb.OrgID, sb.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
-	m.o.Tunnels.Close(sb.ID)
+	m.o.Tunnels.CloseTunnel(sb.ID)
 	// By name, not by sb.ContainerID: when the container is gone already
 	// (a removal whose answer was lost), the name still finds its
 	// workspace volume.

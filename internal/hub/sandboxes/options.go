@@ -118,9 +118,9 @@ type Options struct {
 	// CallerToken is the id of the API token that made the call in ctx,
 	// "" for the hub's own work. Nil: always "".
 	CallerToken func(ctx context.Context) string
-	// Notify tells the other replicas payload on channel (Channel: a
-	// sandbox a call waits for). Nil: no other replicas to tell.
-	Notify func(ctx context.Context, channel, payload string)
+	// Ask asks the replica that drives a sandbox to bring it online (a
+	// call here waits for it). Nil: no other replicas to ask.
+	Ask func(ctx context.Context, sandboxID string)
 	// Revoke tells every replica to close a removed sandbox's tunnel.
 	// Nil: nothing to tell.
 	Revoke func(ctx context.Context, machineID string)
@@ -165,8 +165,8 @@ type Tunnels interface {
 	Get(machineID string) (transport.MachineConn, bool)
 	// Wait waits for the machine's tunnel to be up.
 	Wait(ctx context.Context, machineID string) (transport.MachineConn, error)
-	// Close closes the machine's tunnel, if it has one.
-	Close(machineID string) bool
+	// CloseTunnel closes the machine's tunnel, if it has one.
+	CloseTunnel(machineID string) bool
 }
 
 // Replicas is what the manager asks of the hub's replica registry.
@@ -174,8 +174,8 @@ type Replicas interface {
 	// Lookup returns the route of a machine's tunnel (store.ErrNotFound:
 	// no replica holds it).
 	Lookup(ctx context.Context, machineID string) (store.Route, error)
-	// ID is this replica's ID.
-	ID() string
+	// ReplicaID is this replica's ID.
+	ReplicaID() string
 }
 
 // ReleaseResolver returns the newest released version of a builder
@@ -225,8 +225,8 @@ func (o *Options) defaults() {
 	if o.CallerToken == nil {
 		o.CallerToken = func(context.Context) string { return "" }
 	}
-	if o.Notify == nil {
-		o.Notify = func(context.Context, string, string) {}
+	if o.Ask == nil {
+		o.Ask = func(context.Context, string) {}
 	}
 	if o.Revoke == nil {
 		o.Revoke = func(context.Context, string) {}

@@ -37,11 +37,6 @@ import (
 // replica ID.
 const ReplicaHubSep = "/"
 
-// Channel carries the ID of a sandbox another replica has a call for: its
-// replica brings it online if it is not (Options.Notify; the hub hands what
-// it hears on it to Asked).
-const Channel = "agenthub_sandbox"
-
 // errLookAgain tells get that the conversation's sandbox changed under it
 // (made or removed by another replica): look it up again.
 var errLookAgain = errors.New("look again")
@@ -90,7 +85,7 @@ func (m *Manager) remote(ctx context.Context, sb store.Sandbox) (string, error) 
 	for {
 		r, err := m.o.Replicas.Lookup(wctx, sb.ID)
 		switch {
-		case err == nil && r.ReplicaID != m.o.Replicas.ID():
+		case err == nil && r.ReplicaID != m.o.Replicas.ReplicaID():
 			return sb.ID, nil
 		case err != nil && !errors.Is(err, store.ErrNotFound) && wctx.Err() == nil:
 			return "", unavailable("route of sandbox "+sb.ID, err)
@@ -107,7 +102,7 @@ func (m *Manager) remote(ctx context.Context, sb store.Sandbox) (string, error) 
 		case !alive:
 			return "", m.ownerGone(sb)
 		case !asked:
-			m.o.Notify(wctx, Channel, sb.ID)
+			m.o.Ask(wctx, sb.ID)
 			asked = true
 		}
 		select {
@@ -161,7 +156,7 @@ func (m *Manager) destroyRemote(ctx context.Context, sb store.Sandbox, why strin
 }
 
 // Asked brings online, in the background, this replica's sandbox id that
-// another replica has a call for (heard on Channel).
+// another replica has a call for (the fleet heard it asked).
 func (m *Manager) Asked(id string) {
 	m.goFn(func(ctx context.Context) {
 		if _, ok := m.o.Tunnels.Get(id); ok {
@@ -225,7 +220,7 @@ func (m *Manager) removeOrphans(ctx context.Context, infos []sandbox.Info, known
 		if known[id] {
 			continue
 		}
-		m.o.Tunnels.Close(id)
+		m.o.Tunnels.CloseTunnel(id)
 		if err := m.o.Driver.Remove(ctx, in.ID); err != nil {
 			m.log.Warn("removing a container whose sandbox is gone", zap.String("sandbox", id), zap.String("why", why), zap.Error(err))
 			continue

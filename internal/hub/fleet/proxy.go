@@ -1,4 +1,4 @@
-package hub
+package fleet
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 )
 
 // frame is a message the proxy forwards without decoding it: the buffers
@@ -62,6 +64,11 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 func (rawCodec) Name() string { return protoenc.Name }
 
+// Codec is the codec of a server whose unknown calls Proxy forwards
+// (grpc.ForceServerCodecV2(fleet.Codec())): it passes the proxy's frames
+// through as they are and everything else through protobuf.
+func Codec() encoding.CodecV2 { return rawCodec{} }
+
 // Route is where a call goes: the machine's connection and the metadata to
 // send along (who asked, which conversation).
 type Route struct {
@@ -75,9 +82,10 @@ type Route struct {
 	Rec CallRecorder
 }
 
-// CallRecorder records a routed call as it goes (activitylog.Call): the
-// frames from the caller (Up) and from the machine (Down) as they pass,
-// then how the call ended (Finish).
+// CallRecorder records a call the proxy forwards. Up and Down see each
+// frame as it passes (the caller's and the machine's), without keeping
+// it: the buffers are the proxy's, freed once sent. Finish is called
+// once, with what the caller gets.
 type CallRecorder interface {
 	Up(data mem.BufferSlice)
 	Down(data mem.BufferSlice)
@@ -85,27 +93,31 @@ type CallRecorder interface {
 }
 
 // Router authenticates and authorises a call to method and finds its
-// machine; its errors are returned to the caller as they are (status errors).
+// machine; its errors are returned to the caller as they are (domain
+// errors, which the server's interceptor makes status errors, or status
+// errors).
 type Router func(ctx context.Context, method string) (Route, error)
 
-// proxyHandler returns a grpc.StreamHandler, for grpc.UnknownServiceHandler,
+// Proxy returns a grpc.StreamHandler, for grpc.UnknownServiceHandler,
 // that forwards every agentd.v1 call to the machine the router names,
 // without decoding it: unary and streaming calls alike, headers and
-// trailers included.
-func proxyHandler(route Router) grpc.StreamHandler {
+// trailers included. The server must use Codec.
+func Proxy(route Router) grpc.StreamHandler {
 	return func(_ any, ss grpc.ServerStream) error {
 		method, ok := grpc.MethodFromServerStream(ss)
 		if !ok {
-			return status.Error(codes.Internal, "no method in stream")
+			return errs.New(errs.Unknown, "no method in stream")
 		}
 		if !strings.HasPrefix(method, "/agentd.v1.") {
-			return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+			return errs.New(errs.Unimplemented, "unknown method %s", method)
 		}
 		r, err := route(ss.Context(), method)
 		if err != nil {
 			return err
 		}
-		err = forward(ss, r, method)
+		// Done and Rec see the status the caller gets (forward's own
+		// errors are domain errors).
+		err = rpcerr.Status(forward(ss, r, method))
 		if r.Done != nil {
 			err = r.Done(err)
 		}
@@ -187,7 +199,7 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 		case err := <-upErr:
 			if err != nil {
 				cancel()
-				return status.Errorf(codes.Canceled, "caller stream failed: %v", err)
+				return errs.New(errs.Canceled, "caller stream failed: %v", err)
 			}
 			upErr = nil // done sending; keep relaying the machine's answers
 		default:

@@ -1,4 +1,4 @@
-package hub
+package fleet
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func TestProxyForwardsEveryKindOfCall(t *testing.T) {
 	machine := dialUnix(t, dsock)
 
 	var gotActor []string
-	hubSrv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(proxyHandler(
+	hubSrv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(Proxy(
 		func(ctx context.Context, method string) (Route, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
 			if len(md.Get("agentd-machine")) == 0 || md.Get("agentd-machine")[0] != "m-1" {

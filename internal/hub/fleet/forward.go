@@ -1,30 +1,30 @@
-package hub
+package fleet
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"time"
-
-	"github.com/devdepot-ai/agentd/internal/rpcerr"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/hub/conns"
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // Forwarding between replicas. A call for a machine whose tunnel another
-// replica holds is authenticated and authorised here, then passed on, raw
+// replica holds is authenticated and authorised by the hub that took it,
+// then passed on (RouteRemote), raw
 // as every routed call, to that replica's internal listener over a
 // connection both ends authenticate (replica.TLSConfig). The owner trusts
 // the machine, actor and conversation the forwarding replica names, and
@@ -76,8 +76,8 @@ func (p *peers) close() {
 
 // startForwarding makes the replicas' TLS configuration, the peers'
 // connections and the internal gRPC server.
-func (s *Server) startForwarding(ctx context.Context) error {
-	secret, err := s.store.ServerSecret(ctx)
+func (f *Fleet) startForwarding(ctx context.Context) error {
+	secret, err := f.o.Store.ServerSecret(ctx)
 	if err != nil {
 		return err
 	}
@@ -85,62 +85,58 @@ func (s *Server) startForwarding(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.peers = newPeers(cfg)
-	s.internal = grpc.NewServer(
+	f.peers = newPeers(cfg)
+	f.internal = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(cfg)),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
-		grpc.ConnectionTimeout(conns.ClassifyTimeout),
+		grpc.MaxHeaderListSize(f.o.MaxHeaderBytes),
+		grpc.ConnectionTimeout(f.o.HandshakeTimeout),
 		grpc.StreamInterceptor(rpcerr.Stream),
-		grpc.UnknownServiceHandler(proxyHandler(s.routeForwarded)),
+		grpc.UnknownServiceHandler(Proxy(f.routeForwarded)),
 	)
 	return nil
 }
 
 // ServeInternal serves calls other replicas forward, on lis (the address
-// the replica registered, Options.Replica.Addr), until ctx ends or the
-// server closes. Only for a replica.
-func (s *Server) ServeInternal(ctx context.Context, lis net.Listener) error {
-	if s.internal == nil {
+// the replica registered, replica.Options.Addr), until ctx ends or the
+// fleet closes. Only for a replica.
+func (f *Fleet) ServeInternal(ctx context.Context, lis net.Listener) error {
+	if f.internal == nil {
 		_ = lis.Close()
 		return errors.New("hub: ServeInternal on a hub that is not a replica")
 	}
-	stop := context.AfterFunc(ctx, s.internal.Stop)
+	stop := context.AfterFunc(ctx, f.internal.Stop)
 	defer stop()
-	return ignoreClosed(s.internal.Serve(lis))
-}
-
-// ReplicaID is the hub's ID in the replica registry ("" if it is not a
-// replica).
-func (s *Server) ReplicaID() string {
-	if s.replicas == nil {
-		return ""
+	err := f.internal.Serve(lis)
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil // shut down as asked
 	}
-	return s.replicas.ID()
+	return err
 }
 
-// routeRemote is the route of a call for a machine whose tunnel another
-// live replica holds; ok false if none does.
-func (s *Server) routeRemote(ctx context.Context, id string, md metadata.MD) (Route, bool, error) {
-	if s.replicas == nil {
+// RouteRemote is the route of a call for a machine whose tunnel another
+// live replica holds, with md (who asked, which conversation) and the
+// machine's ID; ok false if none does (or the hub is not a replica).
+func (f *Fleet) RouteRemote(ctx context.Context, id string, md metadata.MD) (r Route, ok bool, err error) {
+	if f.replicas == nil {
 		return Route{}, false, nil
 	}
-	r, err := s.replicas.Lookup(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && r.ReplicaID == s.replicas.ID()) {
+	rt, err := f.replicas.Lookup(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rt.ReplicaID == f.replicas.ID()) {
 		return Route{}, false, nil
 	}
 	if err != nil {
-		return Route{}, false, status.Errorf(codes.Unavailable, "route lookup: %v", err)
+		return Route{}, false, errs.New(errs.Unavailable, "route lookup: %v", err)
 	}
-	if r.Addr == "" {
-		s.replicas.Forget(id, r.ReplicaID)
-		return Route{}, false, status.Errorf(codes.Unavailable, "machine %s is connected to hub replica %s, which takes no forwarded calls (no internal address); retry", id, r.ReplicaID)
+	if rt.Addr == "" {
+		f.replicas.Forget(id, rt.ReplicaID)
+		return Route{}, false, errs.New(errs.Unavailable, "machine %s is connected to hub replica %s, which takes no forwarded calls (no internal address); retry", id, rt.ReplicaID)
 	}
-	cc, err := s.peers.conn(r.Addr)
+	cc, err := f.peers.conn(rt.Addr)
 	if err != nil {
-		s.replicas.Forget(id, r.ReplicaID)
-		return Route{}, false, status.Errorf(codes.Unavailable, "replica %s: %v", r.ReplicaID, err)
+		f.replicas.Forget(id, rt.ReplicaID)
+		return Route{}, false, errs.New(errs.Unavailable, "replica %s: %v", rt.ReplicaID, err)
 	}
 	md = md.Copy()
 	md.Set(wire.MDMachine, id)
@@ -149,7 +145,7 @@ func (s *Server) routeRemote(ctx context.Context, id string, md metadata.MD) (Ro
 	// next call looks the route up again.
 	forget := func(err error) error {
 		if routeFailed(err) {
-			s.replicas.Forget(id, r.ReplicaID)
+			f.replicas.Forget(id, rt.ReplicaID)
 		}
 		return err
 	}
@@ -160,7 +156,7 @@ func (s *Server) routeRemote(ctx context.Context, id string, md metadata.MD) (Ro
 // wrong (the holder gone, hung, or no longer holding the machine), rather
 // than an answer from the machine (a file not found …).
 func routeFailed(err error) bool {
-	switch status.Code(err) {
+	switch rpcerr.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
 		return true
 	}
@@ -169,12 +165,12 @@ func routeFailed(err error) bool {
 
 // routeForwarded routes a call another replica forwarded: to the tunnel
 // this replica holds, with the actor and conversation it names.
-func (s *Server) routeForwarded(ctx context.Context, _ string) (Route, error) {
+func (f *Fleet) routeForwarded(ctx context.Context, _ string) (Route, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	id := firstMD(md, wire.MDMachine)
-	cc, ok := s.registry.Get(id)
+	cc, ok := f.tunnels.Get(id)
 	if !ok {
-		return Route{}, status.Errorf(codes.Unavailable, "machine %s is not connected to this replica any more; retry", id)
+		return Route{}, errs.New(errs.Unavailable, "machine %s is not connected to this replica any more; retry", id)
 	}
 	out := metadata.Pairs(wire.MDActor, firstMD(md, wire.MDActor))
 	if conv := firstMD(md, wire.MDConversation); conv != "" {
@@ -184,13 +180,21 @@ func (s *Server) routeForwarded(ctx context.Context, _ string) (Route, error) {
 		out.Set(wire.MDClient, client)
 	}
 	r := Route{Conn: cc, MD: out}
-	if s.sandboxes != nil && isSandboxID(id) {
-		// This replica's egress rules guard the sandbox, whichever
-		// replica the call came in on.
-		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
+	if f.o.Admit != nil {
+		// This replica's rules guard the machine (a sandbox's egress),
+		// whichever replica the call came in on.
+		done, err := f.o.Admit(ctx, id)
+		if err != nil {
 			return Route{}, err
 		}
-		r.Done = sandboxDone(s.sandboxes.Enter(ctx, id))
+		r.Done = done
 	}
 	return r, nil
+}
+
+func firstMD(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
