@@ -18,12 +18,9 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
@@ -35,7 +32,6 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
-	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/transport"
 )
 
@@ -482,120 +478,6 @@ func (s *Server) heartbeat() {
 			s.log.Warn("deleting expired console sessions", zap.Error(err))
 		}
 	}
-}
-
-// Route is where a routed call goes (see fleet.Route).
-type Route = fleet.Route
-
-// route authorises an agentd.v1 call and finds the machine's tunnel.
-func (s *Server) route(ctx context.Context, method string) (Route, error) {
-	c, ok := callerFrom(ctx)
-	if !ok {
-		return Route{}, status.Error(codes.Unauthenticated, "no caller")
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	id := firstMD(md, wire.MDMachine)
-	env := firstMD(md, wire.MDEnvironment)
-	if id != "" && env != "" {
-		return Route{}, status.Error(codes.InvalidArgument, "name a machine (agentd-machine) or an environment (agentd-environment), not both")
-	}
-	if id == "" {
-		var err error
-		conv := firstMD(md, wire.MDConversation)
-		if id, err = s.routeEnvironment(ctx, c.org, env, conv); err != nil {
-			if rpcerr.Code(err) == codes.FailedPrecondition {
-				s.recordRefusal(ctx, c.org, c.token.Name, conv, env, method, err)
-			}
-			return Route{}, err
-		}
-	}
-	m, err := s.store.Machine(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != c.org.ID) {
-		return Route{}, status.Errorf(codes.NotFound, "machine %s not found in org %s; list machines with 'agentctl machines'", id, c.org.Name)
-	}
-	if err != nil {
-		return Route{}, status.Errorf(codes.Unavailable, "machine lookup: %v", err)
-	}
-	if !m.RevokedAt.IsZero() {
-		return Route{}, status.Errorf(codes.FailedPrecondition, "machine %s was removed from org %s at %s", id, c.org.Name, m.RevokedAt.Format(time.RFC3339))
-	}
-	if err := s.sandboxAccess(ctx, c, id); err != nil {
-		if rpcerr.Code(err) == codes.PermissionDenied {
-			msg := rpcerr.Message(err)
-			s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{
-				Actor: c.token.Name, Client: firstMD(md, wire.MDClient), Conversation: firstMD(md, wire.MDConversation),
-				Kind: wire.KindCallRefused, Summary: "refused " + method + ": " + msg,
-				Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: id})
-		}
-		return Route{}, err
-	}
-	cc, ok := s.fleet.Get(id)
-	out := metadata.Pairs(wire.MDActor, c.token.Name)
-	if conv := firstMD(md, wire.MDConversation); conv != "" {
-		out.Set(wire.MDConversation, conv)
-	}
-	if client := firstMD(md, wire.MDClient); client != "" {
-		out.Set(wire.MDClient, client)
-	}
-	rec := s.activity.NewCall(c.org.ID, c.token.Name, firstMD(md, wire.MDClient), firstMD(md, wire.MDConversation), env, id, method)
-	if !ok {
-		if r, remote, err := s.fleet.RouteRemote(ctx, id, out); remote || err != nil {
-			r.Rec = rec
-			return r, err
-		}
-	}
-	if !ok {
-		seen := "never"
-		if !m.LastSeenAt.IsZero() {
-			seen = m.LastSeenAt.Format(time.RFC3339) + ", " + s.opts.Now().Sub(m.LastSeenAt).Round(time.Second).String() + " ago"
-		}
-		return Route{}, status.Errorf(codes.Unavailable, "machine %s is offline (last seen %s)", id, seen)
-	}
-	r := Route{Conn: cc, MD: out, Rec: rec}
-	if s.sandboxes != nil && isSandboxID(id) {
-		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
-			return Route{}, err
-		}
-		r.Done = sandboxDone(s.sandboxes.Enter(ctx, id))
-	}
-	return r, nil
-}
-
-// routeEnvironment finds the machine an environment's call goes to: the
-// paired machine it names, or the conversation's sandbox (made if need
-// be). No environment named: the org's default. An environment that cannot
-// take the call fails it (FAILED_PRECONDITION naming it and why); the call
-// never runs anywhere else.
-func (s *Server) routeEnvironment(ctx context.Context, org store.Org, env, conv string) (string, error) {
-	if env == "" {
-		d, err := s.defaultEnv(ctx, org)
-		if err != nil {
-			return "", err
-		}
-		env = d
-	}
-	if env != BuiltinEnvironment && !isSandboxID(env) {
-		if _, err := s.store.Environment(ctx, org.ID, env); errors.Is(err, store.ErrNotFound) {
-			if m, err := s.store.Machine(ctx, env); err == nil && m.OrgID == org.ID {
-				return m.ID, nil // a paired machine as an environment
-			}
-		}
-	}
-	if s.sandboxes == nil {
-		return "", status.Errorf(codes.FailedPrecondition, "environment %s: %s; or name a paired machine (agentctl --machine ID, see 'agentctl machines')",
-			env, statusMessage(noSandboxes))
-	}
-	if len(conv) > 256 || !utf8Printable(conv) || strings.HasPrefix(conv, "hub:") {
-		return "", status.Error(codes.InvalidArgument, "conversation id: want at most 256 printable characters, not starting with 'hub:' (the hub's own)")
-	}
-	return s.sandboxes.Get(ctx, org, env, conv)
-}
-
-func firstMD(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }
 
 func (s *Server) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
