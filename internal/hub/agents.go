@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -62,7 +63,7 @@ func (g *agentService) profile(name string) (agentimage.Profile, error) {
 		}
 		names = append(names, p.Name)
 	}
-	return agentimage.Profile{}, errs.New(errs.Invalid, "unknown agent profile %q (known: %s)",
+	return agentimage.Profile{}, status.Errorf(codes.InvalidArgument, "unknown agent profile %q (known: %s)",
 		truncateRunes(name, 60), strings.Join(names, ", "))
 }
 
