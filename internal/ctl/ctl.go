@@ -18,16 +18,17 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/conformance"
 	"github.com/devdepot-ai/agentd/internal/version"
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // Exit codes of agentctl itself. exec, sh and attach exit with the remote
 // command's code instead, and use ExitFailed for their own failures.
 const (
 	ExitOK      = 0
-	ExitError   = 1   // the operation failed
-	ExitUsage   = 2   // the command line is wrong
-	ExitTimeout = 124 // exec: the command timed out
-	ExitFailed  = 125 // exec: agentctl itself failed (like docker run)
+	ExitError   = 1                // the operation failed
+	ExitUsage   = 2                // the command line is wrong
+	ExitTimeout = wire.ExitTimeout // exec: the command timed out (124)
+	ExitFailed  = 125              // exec: agentctl itself failed (like docker run)
 )
 
 // IO is where a command reads and writes; Main's caller supplies the real ones.

@@ -223,13 +223,7 @@ func (a *app) exitLike(cmd *cobra.Command) {
 
 // exitCode is the exit code agentctl reports for a finished process.
 func exitCode(e *agentdv1.Exited) int {
-	switch {
-	case e.GetTimedOut():
-		return ExitTimeout
-	case e.GetSignalNumber() > 0:
-		return 128 + int(e.GetSignalNumber())
-	}
-	return int(e.GetExitCode())
+	return wire.ExitCode(int(e.GetExitCode()), int(e.GetSignalNumber()), e.GetTimedOut())
 }
 
 func (a *app) runProcess(ctx context.Context, req *agentdv1.StartRequest, f *execFlags) error {

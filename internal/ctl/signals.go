@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
 // stopGrace is how long Main waits, after a signal stopped the command,
@@ -130,9 +132,9 @@ func (in *interrupts) stop() {
 // as a shell reports a process killed by signal N.
 func signalExit(s os.Signal) int {
 	if n, ok := s.(syscall.Signal); ok && n > 0 {
-		return 128 + int(n)
+		return wire.SignalExit(int(n))
 	}
-	return 128 + int(syscall.SIGINT)
+	return wire.SignalExit(int(syscall.SIGINT))
 }
 
 // interruptible returns r, or, when r may block for ever (a pipe, a

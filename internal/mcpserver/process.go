@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -262,15 +263,9 @@ type eventOrErr struct {
 }
 
 // exitCode is the code a shell would report: 124 for a timeout, 128+N
-// for signal N.
+// for signal N (see wire.ExitCode).
 func exitCode(x *agentdv1.Exited) int {
-	switch {
-	case x.GetTimedOut():
-		return 124
-	case x.GetSignalNumber() > 0:
-		return 128 + int(x.GetSignalNumber())
-	}
-	return int(x.GetExitCode())
+	return wire.ExitCode(int(x.GetExitCode()), int(x.GetSignalNumber()), x.GetTimedOut())
 }
 
 // withLine puts line on a line of its own after output.

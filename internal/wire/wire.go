@@ -1,8 +1,9 @@
 // Package wire is the one home of what crosses the wire between agentd,
 // the hub and agentctl outside the protobuf definitions: the size of a
 // streamed chunk (process output, file reads and writes, snapshot exports,
-// Python output), the gRPC metadata keys, the JSON of pairing, and the
-// activity record kinds the hub acts on.
+// Python output), the gRPC metadata keys, the JSON of pairing, the
+// activity record kinds the hub acts on, and the exit code clients report
+// for a process that ended.
 package wire
 
 // ChunkSize is the payload of one streamed message. It is 32 KiB less a
