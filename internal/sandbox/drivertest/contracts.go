@@ -1,0 +1,378 @@
+package drivertest
+
+// The contracts, one subtest each (see Run).
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// Ping: the engine answers.
+func (r *run) ping(t *testing.T) {
+	if err := r.d.Ping(t.Context()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+// Image describes the harness's local image, and a missing one is
+// ErrNotFound.
+func (r *run) image(t *testing.T) {
+	s := r.spec(t, Serve, nil)
+	img, err := r.d.Image(t.Context(), s.Image)
+	if err != nil {
+		t.Fatalf("Image %s: %v", s.Image, err)
+	}
+	if img.ID == "" {
+		t.Errorf("Image %s: no ID: %+v", s.Image, img)
+	}
+	// The id names the same image.
+	if byID, err := r.d.Image(t.Context(), img.ID); err != nil || byID.ID != img.ID {
+		t.Errorf("Image by its id %s: %+v, %v", img.ID, byID, err)
+	}
+	if _, err := r.d.Image(t.Context(), r.h.MissingImage); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Image of a missing image %s: %v, want ErrNotFound", r.h.MissingImage, err)
+	}
+}
+
+// Pull fails for an image no registry has, and leaves it missing; it
+// fetches the harness's pullable image, which Image then describes.
+func (r *run) pull(t *testing.T) {
+	if _, err := r.d.Pull(t.Context(), r.h.MissingImage); err == nil {
+		t.Errorf("Pull of a missing image %s succeeded", r.h.MissingImage)
+	}
+	if _, err := r.d.Image(t.Context(), r.h.MissingImage); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Image after a failed Pull of %s: %v, want ErrNotFound", r.h.MissingImage, err)
+	}
+	if r.h.PullImage == "" {
+		return
+	}
+	img, err := r.d.Pull(t.Context(), r.h.PullImage)
+	if err != nil {
+		t.Fatalf("Pull %s: %v", r.h.PullImage, err)
+	}
+	if img.ID == "" {
+		t.Errorf("Pull %s: no ID: %+v", r.h.PullImage, img)
+	}
+	if local, err := r.d.Image(t.Context(), r.h.PullImage); err != nil || local.ID != img.ID {
+		t.Errorf("Image after Pull %s: %+v, %v; want ID %s", r.h.PullImage, local, err, img.ID)
+	}
+}
+
+// NotFound: a container that never was is ErrNotFound to Inspect, Start and
+// Stop (errors.Is, whatever the wrapping); removing it is not an error.
+func (r *run) notFound(t *testing.T) {
+	ctx := t.Context()
+	id := "agentd-dt-absent-" + randomHex(5)
+	if _, err := r.d.Inspect(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Inspect of a missing container: %v, want ErrNotFound", err)
+	}
+	if err := r.d.Start(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Start of a missing container: %v, want ErrNotFound", err)
+	}
+	if err := r.d.Stop(ctx, id, time.Second); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Stop of a missing container: %v, want ErrNotFound", err)
+	}
+	if err := r.d.Remove(ctx, id); err != nil {
+		t.Errorf("Remove of a missing container: %v, want nil", err)
+	}
+	if err := r.d.RemoveVolume(ctx, id+"-volume"); err != nil {
+		t.Errorf("RemoveVolume of a missing volume: %v, want nil", err)
+	}
+}
+
+// Create makes the container without starting it, described by Inspect
+// (by its id and by its name), and its workspace volume, both labelled.
+func (r *run) createDoesNotStart(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	img, err := r.d.Image(t.Context(), sb.spec.Image)
+	if err != nil {
+		t.Fatalf("Image %s: %v", sb.spec.Image, err)
+	}
+	for _, ref := range []string{sb.id, sb.spec.Name} {
+		in := r.inspect(t, ref)
+		if in.State != sandbox.StateCreated || !in.StartedAt.IsZero() {
+			t.Errorf("Inspect %s after Create: state %q, started %v; want created, never started", ref, in.State, in.StartedAt)
+		}
+		if in.ID != sb.id || in.Name != sb.spec.Name || in.Image != sb.spec.Image || in.ImageID != img.ID {
+			t.Errorf("Inspect %s: id %q name %q image %q image id %q; want %q %q %q %q",
+				ref, in.ID, in.Name, in.Image, in.ImageID, sb.id, sb.spec.Name, sb.spec.Image, img.ID)
+		}
+		if !hasLabels(in.Labels, sb.labels) {
+			t.Errorf("Inspect %s: labels %v, want at least %v", ref, in.Labels, sb.labels)
+		}
+	}
+	// Still not started a moment later: Create does not start it.
+	time.Sleep(200 * time.Millisecond)
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateCreated {
+		t.Errorf("Inspect 200ms after Create: state %q, want created", in.State)
+	}
+	vols, err := r.d.Volumes(t.Context(), map[string]string{sandbox.LabelID: sb.spec.Name})
+	if err != nil {
+		t.Fatalf("Volumes: %v", err)
+	}
+	if len(vols) != 1 || !hasLabels(vols[0].Labels, sb.labels) {
+		t.Errorf("Volumes of the sandbox: %+v; want one workspace volume with labels %v", vols, sb.labels)
+	}
+}
+
+// Start runs a created container: running, with a start time.
+func (r *run) start(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	before := time.Now()
+	if err := r.d.Start(t.Context(), sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	in := r.inspect(t, sb.id)
+	if in.State != sandbox.StateRunning {
+		t.Errorf("Inspect after Start: state %q, want running (%+v)", in.State, in)
+	}
+	// Engines keep their own clocks, rounded: a second's leeway.
+	if in.StartedAt.Before(before.Add(-time.Second)) || in.StartedAt.After(time.Now().Add(time.Second)) {
+		t.Errorf("Inspect after Start: started at %v, want about %v", in.StartedAt, before)
+	}
+}
+
+// A process that exits on its own leaves an exited container with its exit
+// code.
+func (r *run) exitInfo(t *testing.T) {
+	sb := r.create(t, Exit3, nil)
+	if err := r.d.Start(t.Context(), sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	in := r.await(t, sb.id, "the container to exit", func(in sandbox.Info) bool { return in.State == sandbox.StateExited })
+	if in.ExitCode != 3 || in.OOMKilled || in.StartedAt.IsZero() {
+		t.Errorf("Inspect after the process exited 3: exit code %d, oom %v, started %v; want 3, false, a start time",
+			in.ExitCode, in.OOMKilled, in.StartedAt)
+	}
+}
+
+// Stop sends SIGTERM: a process that exits on it stops the container long
+// before the grace period ends. Stopping a stopped container is not an
+// error.
+func (r *run) stopTerm(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	if err := r.d.Start(t.Context(), sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	const grace = 30 * time.Second
+	began := time.Now()
+	if err := r.d.Stop(t.Context(), sb.id, grace); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if took := time.Since(began); took > grace/2 {
+		t.Errorf("Stop of a process that exits on SIGTERM took %v (grace %v): was SIGTERM sent?", took, grace)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateExited {
+		t.Errorf("Inspect after Stop: state %q, want exited", in.State)
+	}
+	if err := r.d.Stop(t.Context(), sb.id, grace); err != nil {
+		t.Errorf("Stop of a stopped container: %v, want nil", err)
+	}
+}
+
+// Stop kills a process that ignores SIGTERM once the grace period is over,
+// not before.
+func (r *run) stopKill(t *testing.T) {
+	sb := r.create(t, IgnoreTerm, nil)
+	if err := r.d.Start(t.Context(), sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.await(t, sb.id, "the container to run", func(in sandbox.Info) bool { return in.State == sandbox.StateRunning })
+	// Time for the process to set its signal handling up.
+	time.Sleep(500 * time.Millisecond)
+	const grace = 2 * time.Second // whole seconds: engines round up to them
+	began := time.Now()
+	if err := r.d.Stop(t.Context(), sb.id, grace); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	took := time.Since(began)
+	if took < grace-100*time.Millisecond {
+		t.Errorf("Stop of a process that ignores SIGTERM took %v, less than its grace %v", took, grace)
+	}
+	if took > grace+r.h.Timeout/2 {
+		t.Errorf("Stop of a process that ignores SIGTERM took %v (grace %v): was it killed?", took, grace)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateExited {
+		t.Errorf("Inspect after Stop: state %q, want exited", in.State)
+	}
+}
+
+// A stopped container starts again (the hub's restart of a sandbox).
+func (r *run) startAgain(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	ctx := t.Context()
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	first := r.inspect(t, sb.id).StartedAt
+	if err := r.d.Stop(ctx, sb.id, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+	in := r.inspect(t, sb.id)
+	if in.State != sandbox.StateRunning || in.ID != sb.id {
+		t.Errorf("Inspect after a second Start: state %q id %q, want running %q", in.State, in.ID, sb.id)
+	}
+	if in.StartedAt.Before(first) {
+		t.Errorf("second start at %v, before the first at %v", in.StartedAt, first)
+	}
+}
+
+// Remove removes a running container and its workspace volume; removing
+// it again is not an error.
+func (r *run) remove(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	ctx := t.Context()
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := r.d.Remove(ctx, sb.id); err != nil {
+		t.Fatalf("Remove of a running container: %v", err)
+	}
+	r.checkGone(t, sb)
+	if err := r.d.Remove(ctx, sb.id); err != nil {
+		t.Errorf("Remove of a removed container: %v, want nil", err)
+	}
+	if err := r.d.Remove(ctx, sb.spec.Name); err != nil {
+		t.Errorf("Remove of a removed container by name: %v, want nil", err)
+	}
+}
+
+// checkGone: the container and its volume are gone, to every method.
+func (r *run) checkGone(t *testing.T, sb sandboxRef) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := r.d.Inspect(ctx, sb.id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Inspect after Remove: %v, want ErrNotFound", err)
+	}
+	if err := r.d.Start(ctx, sb.id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Start after Remove: %v, want ErrNotFound", err)
+	}
+	only := map[string]string{sandbox.LabelID: sb.spec.Name}
+	if infos, err := r.d.List(ctx, only); err != nil || len(infos) != 0 {
+		t.Errorf("List after Remove: %+v, %v; want none", infos, err)
+	}
+	if vols, err := r.d.Volumes(ctx, only); err != nil || len(vols) != 0 {
+		t.Errorf("Volumes after Remove: %+v, %v; want none (the workspace goes with its container)", vols, err)
+	}
+}
+
+// Remove of a created (never started) and of an exited container.
+func (r *run) removeGone(t *testing.T) {
+	created := r.create(t, Serve, nil)
+	if err := r.d.Remove(t.Context(), created.id); err != nil {
+		t.Fatalf("Remove of a created container: %v", err)
+	}
+	r.checkGone(t, created)
+
+	exited := r.create(t, Exit3, nil)
+	if err := r.d.Start(t.Context(), exited.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.await(t, exited.id, "the container to exit", func(in sandbox.Info) bool { return in.State == sandbox.StateExited })
+	if err := r.d.Remove(t.Context(), exited.id); err != nil {
+		t.Fatalf("Remove of an exited container: %v", err)
+	}
+	r.checkGone(t, exited)
+}
+
+// List and Volumes return what carries every label asked for, in any
+// state, and nothing else.
+func (r *run) listFilter(t *testing.T) {
+	group := "g-" + randomHex(4) // this subtest's own, beside the run's
+	a := r.create(t, Serve, map[string]string{sandbox.LabelOrg: group, sandbox.LabelConv: "conv-a"})
+	b := r.create(t, Serve, map[string]string{sandbox.LabelOrg: group, sandbox.LabelConv: "conv-b"})
+	if err := r.d.Start(t.Context(), b.id); err != nil { // a created, b running
+		t.Fatalf("Start: %v", err)
+	}
+	byName := func(t *testing.T, what string, labels map[string]string, want ...sandboxRef) {
+		t.Helper()
+		infos, err := r.d.List(t.Context(), labels)
+		if err != nil {
+			t.Fatalf("List %s: %v", what, err)
+		}
+		var got, wantNames []string
+		for _, in := range infos {
+			got = append(got, in.Name)
+			if !hasLabels(in.Labels, labels) {
+				t.Errorf("List %s: %s has labels %v", what, in.Name, in.Labels)
+			}
+		}
+		for _, w := range want {
+			wantNames = append(wantNames, w.spec.Name)
+		}
+		slices.Sort(got)
+		slices.Sort(wantNames)
+		if !slices.Equal(got, wantNames) {
+			t.Errorf("List %s: %v, want %v", what, got, wantNames)
+		}
+		vols, err := r.d.Volumes(t.Context(), labels)
+		if err != nil {
+			t.Fatalf("Volumes %s: %v", what, err)
+		}
+		if len(vols) != len(want) {
+			t.Errorf("Volumes %s: %+v, want %d", what, vols, len(want))
+		}
+		for _, v := range vols {
+			if !hasLabels(v.Labels, labels) {
+				t.Errorf("Volumes %s: %s has labels %v", what, v.Name, v.Labels)
+			}
+		}
+	}
+	org := map[string]string{sandbox.LabelHub: r.hub, sandbox.LabelOrg: group}
+	byName(t, "by org", org, a, b)
+	byName(t, "by org and conversation a", map[string]string{sandbox.LabelHub: r.hub, sandbox.LabelOrg: group, sandbox.LabelConv: "conv-a"}, a)
+	byName(t, "by id b", map[string]string{sandbox.LabelID: b.spec.Name}, b)
+	byName(t, "by org and an absent conversation", map[string]string{sandbox.LabelOrg: group, sandbox.LabelConv: "conv-c"})
+	byName(t, "by an absent label", map[string]string{sandbox.LabelOrg: group, sandbox.LabelWarm: "1"})
+	byName(t, "by another hub", map[string]string{sandbox.LabelHub: r.hub + "-other", sandbox.LabelOrg: group})
+}
+
+// RemoveVolume refuses a volume a container still uses, and removing a
+// gone volume is not an error.
+func (r *run) removeVolume(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	ctx := t.Context()
+	only := map[string]string{sandbox.LabelID: sb.spec.Name}
+	vols, err := r.d.Volumes(ctx, only)
+	if err != nil || len(vols) != 1 {
+		t.Fatalf("Volumes of the sandbox: %+v, %v; want one", vols, err)
+	}
+	vol := vols[0].Name
+	if err := r.d.RemoveVolume(ctx, vol); err == nil {
+		t.Errorf("RemoveVolume of the workspace of a created container succeeded")
+	}
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := r.d.RemoveVolume(ctx, vol); err == nil {
+		t.Errorf("RemoveVolume of the workspace of a running container succeeded")
+	}
+	if vols, err := r.d.Volumes(ctx, only); err != nil || len(vols) != 1 {
+		t.Errorf("Volumes after a refused RemoveVolume: %+v, %v; want the volume still there", vols, err)
+	}
+	if err := r.d.Remove(ctx, sb.id); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if err := r.d.RemoveVolume(ctx, vol); err != nil {
+		t.Errorf("RemoveVolume of a removed volume: %v, want nil", err)
+	}
+}
+
+// The workspace is the sandbox user's before anything runs in it.
+func (r *run) workspaceOwned(t *testing.T) {
+	sb := r.create(t, WorkspaceOwned, nil)
+	if err := r.d.Start(t.Context(), sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	in := r.await(t, sb.id, "the check to finish", func(in sandbox.Info) bool { return in.State == sandbox.StateExited })
+	if in.ExitCode != 0 {
+		t.Errorf("the workspace is not the sandbox user's: the check exited %d (%s)", in.ExitCode, in.Error)
+	}
+}
