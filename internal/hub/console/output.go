@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/devdepot-ai/agentd/internal/wire"
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -26,8 +25,8 @@ func (c *Console) output(w http.ResponseWriter, r *http.Request, s *session) {
 	d := outputData{Rec: rec, Now: c.opts.Now()}
 	evs, err := c.opts.Backend.Output(s.ctx, rec.GetMachineId(), rec.GetRecord().GetObjectId())
 	switch {
-	case status.Code(err) == codes.Unavailable || status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.NotFound:
-		d.Offline = status.Convert(err).Message()
+	case rpcerr.Code(err) == codes.Unavailable || rpcerr.Code(err) == codes.FailedPrecondition || rpcerr.Code(err) == codes.NotFound:
+		d.Offline = rpcerr.Message(err)
 		if out := rec.GetRecord().GetOutput(); len(out) > 0 {
 			d.Parts = []outputPart{{Text: string(out)}}
 		}
@@ -55,21 +54,21 @@ func (c *Console) output(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		return
 	}
-	c.render(w, r, http.StatusOK, "output", s, d)
+	c.render(w, http.StatusOK, c.view("output", s, d))
 }
 
 // commandRecord is the org's process record the path's id names.
 func (c *Console) commandRecord(s *session, r *http.Request) (int64, *hubv1.WatchResponse, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, nil, status.Error(codes.InvalidArgument, "activity id: want a positive number")
+		return 0, nil, errs.New(errs.Invalid, "activity id: want a positive number")
 	}
 	rec, ok, err := c.record(s.ctx, id)
 	if err != nil {
 		return 0, nil, err
 	}
-	if kind := rec.GetRecord().GetKind(); !ok || rec.GetRecord().GetObjectId() == "" || (!strings.HasPrefix(kind, "process.") && kind != wire.KindCall) {
-		return 0, nil, status.Errorf(codes.NotFound, "no command with activity id %d in org %s", id, s.who.Org)
+	if !ok || !hasOutput(rec.GetRecord()) {
+		return 0, nil, errs.New(errs.NotFound, "no command with activity id %d in org %s", id, s.who.Org)
 	}
 	return id, rec, nil
 }
