@@ -46,7 +46,7 @@ const responseBudget = 3 << 20
 // Stat describes one path.
 func (fsvc *fileService) Stat(ctx context.Context, req *agentdv1.StatRequest) (*agentdv1.StatResponse, error) {
 	e, err := fsvc.fs.Stat(ctx, req.GetPath())
-	fsvc.record(ctx, "files.stat", "stat "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesStat, "stat "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (fsvc *fileService) List(ctx context.Context, req *agentdv1.FileServiceList
 		MaxEntries: int(req.GetMaxEntries()),
 	})
 	where := fsvc.resolved(req.GetPath())
-	fsvc.record(ctx, "files.list", fmt.Sprintf("listed %s (%d entries)", where, len(res.Entries)), where, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesList, fmt.Sprintf("listed %s (%d entries)", where, len(res.Entries)), where, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (fsvc *fileService) MakeDir(ctx context.Context, req *agentdv1.MakeDirReque
 		return nil, err
 	}
 	e, err := fsvc.fs.MakeDir(ctx, req.GetPath(), req.GetParents(), mode)
-	fsvc.record(ctx, "files.mkdir", "created directory "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesMkdir, "created directory "+pathOr(e.Path, req.GetPath()), e.Path, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (fsvc *fileService) MakeDir(ctx context.Context, req *agentdv1.MakeDirReque
 // Move renames a file or directory.
 func (fsvc *fileService) Move(ctx context.Context, req *agentdv1.MoveRequest) (*agentdv1.MoveResponse, error) {
 	e, err := fsvc.fs.Move(ctx, req.GetSource(), req.GetDestination(), req.GetOverwrite())
-	fsvc.record(ctx, "files.move", fmt.Sprintf("moved %s to %s", req.GetSource(), pathOr(e.Path, req.GetDestination())), e.Path, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesMove, fmt.Sprintf("moved %s to %s", req.GetSource(), pathOr(e.Path, req.GetDestination())), e.Path, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (fsvc *fileService) Remove(ctx context.Context, req *agentdv1.RemoveRequest
 		what = "removed recursively "
 	}
 	where := fsvc.resolved(req.GetPath())
-	fsvc.record(ctx, "files.remove", what+where, where, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesRemove, what+where, where, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (fsvc *fileService) Read(req *agentdv1.ReadRequest, stream agentdv1.FileSer
 		n += int64(len(c.Data))
 		return stream.Send(msg)
 	})
-	fsvc.record(ctx, "files.read", fmt.Sprintf("read %d bytes of %s", n, path), path, n, nil, err)
+	fsvc.record(ctx, wire.KindFilesRead, fmt.Sprintf("read %d bytes of %s", n, path), path, n, nil, err)
 	return err
 }
 
@@ -149,7 +149,7 @@ func (fsvc *fileService) ReadLines(ctx context.Context, req *agentdv1.ReadLinesR
 	if err != nil {
 		summary = fmt.Sprintf("read lines from %d of %s", max(req.GetFromLine(), 1), req.GetPath())
 	}
-	fsvc.record(ctx, "files.read_lines", summary, res.Path, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesReadLines, summary, res.Path, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (fsvc *fileService) Write(stream agentdv1.FileService_WriteServer) error {
 	if hdr.GetAppend() {
 		what = "appended to"
 	}
-	fsvc.record(ctx, "files.write", fmt.Sprintf("%s %s (%d bytes)", what, pathOr(res.Path, hdr.GetPath()), res.Size), res.Path, res.Size, nil, err)
+	fsvc.record(ctx, wire.KindFilesWrite, fmt.Sprintf("%s %s (%d bytes)", what, pathOr(res.Path, hdr.GetPath()), res.Size), res.Path, res.Size, nil, err)
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (fsvc *fileService) writeSecret(stream agentdv1.FileService_WriteServer, na
 	if err == nil {
 		err = fsvc.s.secrets.set(name, value)
 	}
-	fsvc.record(ctx, "files.write", "set secret variable "+name+" for later commands", hdr.GetPath(), int64(len(value)), nil, err)
+	fsvc.record(ctx, wire.KindFilesWrite, "set secret variable "+name+" for later commands", hdr.GetPath(), int64(len(value)), nil, err)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func (fsvc *fileService) Edit(ctx context.Context, req *agentdv1.EditRequest) (*
 	if req.GetDryRun() {
 		what = "previewed an edit of"
 	}
-	fsvc.record(ctx, "files.edit", fmt.Sprintf("%s %s (%d replacements)", what, pathOr(res.Path, req.GetPath()), res.Replacements),
+	fsvc.record(ctx, wire.KindFilesEdit, fmt.Sprintf("%s %s (%d replacements)", what, pathOr(res.Path, req.GetPath()), res.Replacements),
 		res.Path, 0, []byte(res.Diff), err)
 	if err != nil {
 		return nil, err
@@ -326,7 +326,7 @@ func (fsvc *fileService) Search(req *agentdv1.SearchRequest, stream agentdv1.Fil
 	if req.GetPath() != "" {
 		where = fsvc.resolved(req.GetPath())
 	}
-	fsvc.record(ctx, "files.search", fmt.Sprintf("searched for %q in %s: %d matches in %d files", shortText(req.GetPattern(), 100), where, sum.Matches, sum.FilesScanned),
+	fsvc.record(ctx, wire.KindFilesSearch, fmt.Sprintf("searched for %q in %s: %d matches in %d files", shortText(req.GetPattern(), 100), where, sum.Matches, sum.FilesScanned),
 		where, 0, nil, err)
 	if err != nil {
 		return err
@@ -352,7 +352,7 @@ func (fsvc *fileService) Glob(ctx context.Context, req *agentdv1.GlobRequest) (*
 	if req.GetPath() != "" {
 		where = fsvc.resolved(req.GetPath())
 	}
-	fsvc.record(ctx, "files.glob", fmt.Sprintf("globbed %q in %s: %d paths", shortText(req.GetPattern(), 100), where, len(res.Paths)), where, 0, nil, err)
+	fsvc.record(ctx, wire.KindFilesGlob, fmt.Sprintf("globbed %q in %s: %d paths", shortText(req.GetPattern(), 100), where, len(res.Paths)), where, 0, nil, err)
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func (ps *processService) Input(stream agentdv1.ProcessService_InputServer) erro
 	defer func() {
 		if written > 0 {
 			ps.s.record(ctx, activity.Record{
-				Kind: "process.input", Summary: fmt.Sprintf("wrote %d bytes to the stdin of %s", written, p.ID()),
+				Kind: wire.KindProcessInput, Summary: fmt.Sprintf("wrote %d bytes to the stdin of %s", written, p.ID()),
 				ObjectID: p.ID(), Bytes: written, Outcome: activity.OK,
 			})
 		}
@@ -213,7 +213,7 @@ func (ps *processService) Signal(ctx context.Context, req *agentdv1.SignalReques
 	}
 	err = ps.m.Signal(req.GetId(), sig, grace)
 	r := activity.Record{
-		Kind: "process.signal", Summary: fmt.Sprintf("sent %s to %s", runner.SignalName(sig), req.GetId()),
+		Kind: wire.KindProcessSignal, Summary: fmt.Sprintf("sent %s to %s", runner.SignalName(sig), req.GetId()),
 		ObjectID: req.GetId(), Outcome: activity.OK,
 	}
 	if err != nil {

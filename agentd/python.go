@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 	"github.com/devdepot-ai/agentd/runner/pyrun"
 )
@@ -64,7 +65,7 @@ func (p *pythonService) Run(req *agentdv1.RunRequest, stream agentdv1.PythonServ
 			return invalidf("timeout %s is negative", spec.Timeout)
 		}
 	}
-	rec := activity.Record{Kind: "python.run", Summary: pythonSummary(spec), Cwd: spec.Cwd, ObjectID: spec.Session}
+	rec := activity.Record{Kind: wire.KindPythonRun, Summary: pythonSummary(spec), Cwd: spec.Cwd, ObjectID: spec.Session}
 	var output []byte
 	err := p.m.Run(stream.Context(), spec, func(ev pyrun.Event) error {
 		switch e := ev.(type) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	"github.com/devdepot-ai/agentd/runner"
 	"github.com/devdepot-ai/agentd/transport"
 )
@@ -81,7 +82,7 @@ func (ps *processService) stopHubProcesses(why string) int {
 	n := 0
 	for _, p := range ps.hub.list() {
 		r := activity.Record{
-			Kind:     "process.signal",
+			Kind:     wire.KindProcessSignal,
 			Summary:  fmt.Sprintf("sent TERM to %s, started through the hub: %s", p.ID(), why),
 			Command:  commandLine(p.Info().Argv, p.Info().Command),
 			ObjectID: p.ID(), Outcome: activity.OK,

@@ -115,7 +115,7 @@ func (h *snapshotService) Create(req *agentdv1.CreateRequest, stream agentdv1.Sn
 	progress, flush := snapThrottle(send)
 	start := time.Now()
 	snap, err := h.store.Create(ctx, root, req.GetExcludes(), req.GetLabel(), progress)
-	rec := activity.Record{Kind: "snapshot.create", Path: root, Duration: time.Since(start)}
+	rec := activity.Record{Kind: wire.KindSnapshotCreate, Path: root, Duration: time.Since(start)}
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "snapshot of "+root+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
@@ -193,7 +193,7 @@ func (h *snapshotService) Restore(req *agentdv1.RestoreRequest, stream agentdv1.
 	progress, flush := snapThrottle(send)
 	start := time.Now()
 	sum, err := h.store.Restore(ctx, req.GetId(), target, req.GetDeleteExtra(), progress)
-	rec := activity.Record{Kind: "snapshot.restore", Path: target, ObjectID: req.GetId(), Duration: time.Since(start)}
+	rec := activity.Record{Kind: wire.KindSnapshotRestore, Path: target, ObjectID: req.GetId(), Duration: time.Since(start)}
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "restore of "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
@@ -246,7 +246,7 @@ func (h *snapshotService) Export(req *agentdv1.ExportRequest, stream agentdv1.Sn
 	if err == nil {
 		err = bw.Flush()
 	}
-	rec := activity.Record{Kind: "snapshot.export", ObjectID: req.GetId(), Bytes: cs.n, Duration: time.Since(start)}
+	rec := activity.Record{Kind: wire.KindSnapshotExport, ObjectID: req.GetId(), Bytes: cs.n, Duration: time.Since(start)}
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "export of "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
@@ -310,7 +310,7 @@ func (h *snapshotService) Import(stream agentdv1.SnapshotService_ImportServer) e
 	r := &snapImportReader{stream: stream}
 	start := time.Now()
 	snap, err := h.store.Import(ctx, r, hdr.GetLabel(), root)
-	rec := activity.Record{Kind: "snapshot.import", Path: root, Bytes: r.n, Duration: time.Since(start)}
+	rec := activity.Record{Kind: wire.KindSnapshotImport, Path: root, Bytes: r.n, Duration: time.Since(start)}
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "import of a tar archive failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)
@@ -325,7 +325,7 @@ func (h *snapshotService) Import(stream agentdv1.SnapshotService_ImportServer) e
 // Delete removes a snapshot and the blobs no other snapshot uses.
 func (h *snapshotService) Delete(ctx context.Context, req *agentdv1.DeleteRequest) (*agentdv1.DeleteResponse, error) {
 	freed, err := h.store.Delete(ctx, req.GetId())
-	rec := activity.Record{Kind: "snapshot.delete", ObjectID: req.GetId(), Bytes: freed}
+	rec := activity.Record{Kind: wire.KindSnapshotDelete, ObjectID: req.GetId(), Bytes: freed}
 	if err != nil {
 		rec.Summary, rec.Outcome, rec.Error = "delete of snapshot "+req.GetId()+" failed", activity.Failed, err.Error()
 		h.s.record(ctx, rec)

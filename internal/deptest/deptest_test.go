@@ -1,7 +1,11 @@
 package deptest
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,12 +26,22 @@ func deps(t *testing.T, pkg string) map[string]bool {
 	return m
 }
 
+// missing reports whether pkg (a path in the module) has no directory yet.
+func missing(pkg string) bool {
+	_, err := os.Stat(filepath.Join("..", "..", filepath.FromSlash(pkg)))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
 // rules say what packages must not link, by import path (a path ending in
 // "/" forbids everything below it).
 var rules = []struct {
 	pkgs   []string
 	forbid []string
 	why    string
+	// pending: the packages are being split out of internal/hub; one
+	// whose directory is not there yet is skipped (logged), so the rule
+	// bites once it lands. Any other failure to list a package fails.
+	pending bool
 }{
 	{
 		pkgs: []string{"runner", "runner/pyrun", "internal/files", "internal/snapshot", "internal/activity",
@@ -58,6 +72,18 @@ var rules = []struct {
 		why: "the hub binary ships only the hub: `agenthub demo` runs agentd and agentctl as child processes",
 	},
 	{
+		pkgs: []string{"internal/hub/sandboxes", "internal/hub/fleet", "internal/hub/activitylog", "internal/hub/conns",
+			"internal/hub/replica", "internal/hub/pairing"},
+		forbid:  []string{module + "internal/hub", module + "internal/hub/console"},
+		why:     "the hub's subsystems get what they need through their Options: they never link the composition root or the console",
+		pending: true,
+	},
+	{
+		pkgs:   []string{"internal/hub/console"},
+		forbid: []string{module + "internal/hub/sandboxes", module + "internal/hub/fleet"},
+		why:    "the console reaches the hub's work only through its Backend, never the sandbox manager or the fleet",
+	},
+	{
 		pkgs:   []string{"internal/activityproto"},
 		forbid: []string{module + "agentd", module + "internal/ctl", module + "internal/hub"},
 		why:    "the activity conversion the hub binary and the CLI share links neither the daemon, the CLI nor the hub",
@@ -68,6 +94,10 @@ func TestImportGraph(t *testing.T) {
 	t.Parallel()
 	for _, r := range rules {
 		for _, pkg := range r.pkgs {
+			if r.pending && missing(pkg) {
+				t.Logf("%s is not there yet: its rule (%s) starts once it is", pkg, r.why)
+				continue
+			}
 			for dep := range deps(t, pkg) {
 				for _, f := range r.forbid {
 					if dep == f || (strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f)) {

@@ -1,3 +1,4 @@
-// Package deptest holds the test that locks the import graph: which
-// packages may link which (see deptest_test.go). It has no code of its own.
+// Package deptest holds the tests that lock the module's shape: which
+// packages may link which (deptest_test.go), and the hub's size and error
+// discipline (layout_test.go). It has no code of its own.
 package deptest

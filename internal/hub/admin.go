@@ -8,10 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -27,21 +26,21 @@ var _ hubv1.AdminServiceServer = (*adminService)(nil)
 
 var orgNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// storeError maps a store error to a status.
+// storeError maps a store error to a domain error of the same kind.
 func storeError(err error, what string) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return status.Errorf(codes.NotFound, "%s not found", what)
+		return errs.New(errs.NotFound, "%s not found", what)
 	case errors.Is(err, store.ErrConflict):
-		return status.Errorf(codes.AlreadyExists, "%s: %v", what, err)
+		return errs.New(errs.Exists, "%s: %v", what, err)
 	case errors.Is(err, store.ErrInvalid):
-		return status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+		return errs.New(errs.Invalid, "%s: %v", what, err)
 	case errors.Is(err, store.ErrPrecondition):
-		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+		return errs.New(errs.Precondition, "%s: %v", what, err)
 	}
-	return status.Errorf(codes.Internal, "%s: %v", what, err)
+	return errs.New(errs.Unknown, "%s: %v", what, err)
 }
 
 // org resolves the org a request names ("" = the caller's). Naming another
@@ -52,7 +51,7 @@ func (a *adminService) org(ctx context.Context, name string) (*caller, store.Org
 		return c, c.org, nil
 	}
 	if !c.owner {
-		return c, store.Org{}, status.Errorf(codes.NotFound, "org %s not found", name)
+		return c, store.Org{}, errs.New(errs.NotFound, "org %s not found", name)
 	}
 	o, err := a.s.store.OrgByName(ctx, name)
 	if err != nil {
@@ -63,7 +62,7 @@ func (a *adminService) org(ctx context.Context, name string) (*caller, store.Org
 
 func needAdmin(c *caller) error {
 	if c.token.Role != store.RoleAdmin {
-		return status.Errorf(codes.PermissionDenied, "token %s is a member token; this needs an admin token", c.token.Name)
+		return errs.New(errs.Permission, "token %s is a member token; this needs an admin token", c.token.Name)
 	}
 	return nil
 }
@@ -75,10 +74,10 @@ func orgProto(o store.Org) *hubv1.Org {
 func (a *adminService) CreateOrg(ctx context.Context, req *hubv1.CreateOrgRequest) (*hubv1.CreateOrgResponse, error) {
 	c, _ := callerFrom(ctx)
 	if !c.owner {
-		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; creating orgs needs one (agenthub init's, or one made with 'agentctl admin token create --owner')", c.token.Name)
+		return nil, errs.New(errs.Permission, "token %s is not an owner token; creating orgs needs one (agenthub init's, or one made with 'agentctl admin token create --owner')", c.token.Name)
 	}
 	if !orgNameRE.MatchString(req.GetName()) {
-		return nil, status.Errorf(codes.InvalidArgument, "org name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.GetName())
+		return nil, errs.New(errs.Invalid, "org name %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", req.GetName())
 	}
 	o, err := a.s.store.CreateOrg(ctx, req.GetName(), a.s.opts.Now())
 	if err != nil {
@@ -135,22 +134,22 @@ func (a *adminService) CreateToken(ctx context.Context, req *hubv1.CreateTokenRe
 		}
 	case hubv1.Role_ROLE_MEMBER:
 		if req.GetOwner() {
-			return nil, status.Error(codes.InvalidArgument, "an owner token is an admin token: drop --role member, or --owner")
+			return nil, errs.New(errs.Invalid, "an owner token is an admin token: drop --role member, or --owner")
 		}
 	case hubv1.Role_ROLE_ADMIN:
 		role = store.RoleAdmin
 	default:
-		return nil, status.Error(codes.InvalidArgument, "role: want admin or member (--owner for an owner token)")
+		return nil, errs.New(errs.Invalid, "role: want admin or member (--owner for an owner token)")
 	}
 	if req.GetOwner() && !c.owner {
-		return nil, status.Errorf(codes.PermissionDenied, "token %s is not an owner token; only an owner token may create another", c.token.Name)
+		return nil, errs.New(errs.Permission, "token %s is not an owner token; only an owner token may create another", c.token.Name)
 	}
 	name := req.GetName()
 	if name == "" {
 		name = fmt.Sprintf("%s-%d", role, a.s.opts.Now().Unix())
 	}
 	if len(name) > 64 || !utf8Printable(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "token name %q: at most 64 printable characters", name)
+		return nil, errs.New(errs.Invalid, "token name %q: at most 64 printable characters", name)
 	}
 	secret, hash := store.NewToken()
 	t, err := a.s.store.CreateToken(ctx, store.Token{OrgID: org.ID, Name: name, Role: role, Owner: req.GetOwner(), Hash: hash, CreatedAt: a.s.opts.Now()})
@@ -218,7 +217,7 @@ func (a *adminService) mayRevoke(ctx context.Context, c *caller, org store.Org, 
 		return nil // the store says what is not there; revoking twice is fine
 	}
 	if !c.owner {
-		return status.Errorf(codes.PermissionDenied, "token %s is an owner token; only an owner token may revoke it", ts[i].Name)
+		return errs.New(errs.Permission, "token %s is an owner token; only an owner token may revoke it", ts[i].Name)
 	}
 	orgs, err := a.s.store.ListOrgs(ctx)
 	if err != nil {
@@ -235,7 +234,7 @@ func (a *adminService) mayRevoke(ctx context.Context, c *caller, org store.Org, 
 			}
 		}
 	}
-	return status.Errorf(codes.FailedPrecondition, "token %s is the hub's last owner token; make another with 'agentctl admin token create --owner' first", ts[i].Name)
+	return errs.New(errs.Precondition, "token %s is the hub's last owner token; make another with 'agentctl admin token create --owner' first", ts[i].Name)
 }
 
 func (a *adminService) CreatePairingCode(ctx context.Context, req *hubv1.CreatePairingCodeRequest) (*hubv1.CreatePairingCodeResponse, error) {
@@ -248,13 +247,13 @@ func (a *adminService) CreatePairingCode(ctx context.Context, req *hubv1.CreateP
 	}
 	ttl := req.GetTtl().AsDuration()
 	if req.GetTtl() != nil && ttl <= 0 {
-		return nil, status.Error(codes.InvalidArgument, "ttl must be positive")
+		return nil, errs.New(errs.Invalid, "ttl must be positive")
 	}
 	code, exp, err := a.s.pairing.CreateCode(ctx, org.ID, ttl, c.token.Name)
 	if err != nil {
 		var pe *pairing.Error
 		if errors.As(err, &pe) {
-			return nil, status.Error(codes.InvalidArgument, pe.Msg)
+			return nil, errs.New(errs.Invalid, "%s", pe.Msg)
 		}
 		return nil, storeError(err, "pairing code")
 	}
@@ -330,7 +329,7 @@ func (a *adminService) RevokeMachine(ctx context.Context, req *hubv1.RevokeMachi
 	}
 	if err := a.s.store.RevokeMachine(ctx, org.ID, req.GetId(), a.s.opts.Now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, status.Errorf(codes.NotFound, "machine %s not found in org %s", req.GetId(), org.Name)
+			return nil, errs.New(errs.NotFound, "machine %s not found in org %s", req.GetId(), org.Name)
 		}
 		return nil, storeError(err, "machine "+req.GetId())
 	}

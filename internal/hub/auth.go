@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
@@ -41,7 +41,21 @@ type authenticator struct {
 	firstOrg string               // id of the hub's first org, once known
 }
 
+// authenticate is resolve for a caller outside the gRPC servers'
+// interceptors that must hand gRPC a status (the connection gate's tap
+// handle): the same refusal, its code and message made here.
 func (a *authenticator) authenticate(ctx context.Context) (*caller, error) {
+	c, err := a.resolve(ctx)
+	if err != nil {
+		return nil, rpcerr.Status(err)
+	}
+	return c, nil
+}
+
+// resolve finds the caller of ctx's API token. A missing, malformed,
+// unknown or revoked token is errs.Unauthenticated; a store that fails,
+// errs.Unavailable.
+func (a *authenticator) resolve(ctx context.Context) (*caller, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var raw string
 	for _, v := range md.Get(wire.MDAuthorization) {
@@ -51,24 +65,24 @@ func (a *authenticator) authenticate(ctx context.Context) (*caller, error) {
 		}
 	}
 	if raw == "" {
-		return nil, status.Error(codes.Unauthenticated, "no API token: pass one as 'authorization: Bearer TOKEN' (agentctl reads $AGENTD_TOKEN)")
+		return nil, errs.New(errs.Unauthenticated, "no API token: pass one as 'authorization: Bearer TOKEN' (agentctl reads $AGENTD_TOKEN)")
 	}
 	hash, err := store.ParseToken(raw)
 	if err != nil {
-		return nil, status.Error(codes.Unauthenticated, "that is not an agenthub API token (they start with agt_)")
+		return nil, errs.New(errs.Unauthenticated, "that is not an agenthub API token (they start with agt_)")
 	}
 	tok, err := a.store.TokenByHash(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, status.Error(codes.Unauthenticated, "unknown API token")
+		return nil, errs.New(errs.Unauthenticated, "unknown API token")
 	case errors.Is(err, store.ErrRevoked):
-		return nil, status.Error(codes.Unauthenticated, "this API token was revoked; ask an admin for a new one")
+		return nil, errs.New(errs.Unauthenticated, "this API token was revoked; ask an admin for a new one")
 	case err != nil:
-		return nil, status.Errorf(codes.Unavailable, "token lookup: %v", err)
+		return nil, errs.New(errs.Unavailable, "token lookup: %v", err)
 	}
 	org, err := a.store.Org(ctx, tok.OrgID)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "org lookup: %v", err)
+		return nil, errs.New(errs.Unavailable, "org lookup: %v", err)
 	}
 	c := &caller{token: tok, org: org, owner: isOwner(tok)}
 	a.touch(ctx, tok.ID)
@@ -121,7 +135,7 @@ func (a *authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	if public(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	c, err := a.authenticate(ctx)
+	c, err := a.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +146,7 @@ func (a *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if public(info.FullMethod) {
 		return handler(srv, ss)
 	}
-	c, err := a.authenticate(ss.Context())
+	c, err := a.resolve(ss.Context())
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -42,9 +42,9 @@ func (b *consoleBackend) Changed() <-chan struct{} {
 // CheckToken resolves an API token as the gRPC surface does.
 func (b *consoleBackend) CheckToken(ctx context.Context, raw string) (console.Identity, store.ConsoleSession, error) {
 	md := metadata.Pairs(wire.MDAuthorization, wire.BearerPrefix+raw)
-	c, err := b.s.auth.authenticate(metadata.NewIncomingContext(ctx, md))
-	if status.Code(err) == codes.Unauthenticated {
-		return console.Identity{}, store.ConsoleSession{}, fmt.Errorf("%w: %s", console.ErrBadToken, status.Convert(err).Message())
+	c, err := b.s.auth.resolve(metadata.NewIncomingContext(ctx, md))
+	if rpcerr.Code(err) == codes.Unauthenticated {
+		return console.Identity{}, store.ConsoleSession{}, fmt.Errorf("%w: %s", console.ErrBadToken, rpcerr.Message(err))
 	}
 	if err != nil {
 		return console.Identity{}, store.ConsoleSession{}, err
@@ -242,7 +242,7 @@ func collectOutput(ctx context.Context, st agentdv1.ProcessService_AttachClient,
 			switch {
 			case !ok || errors.Is(e.err, io.EOF):
 				return evs, nil
-			case e.err != nil && status.Code(e.err) == codes.DeadlineExceeded && len(evs) > 0:
+			case e.err != nil && rpcerr.Code(e.err) == codes.DeadlineExceeded && len(evs) > 0:
 				return evs, nil
 			case e.err != nil:
 				return nil, e.err

@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 )
 
@@ -21,10 +21,10 @@ import (
 func (s *Server) ownerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := metadata.NewIncomingContext(r.Context(), metadata.Pairs(wire.MDAuthorization, r.Header.Get("Authorization")))
-		c, err := s.auth.authenticate(ctx)
+		c, err := s.auth.resolve(ctx)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agenthub"`)
-			http.Error(w, status.Convert(err).Message(), http.StatusUnauthorized)
+			http.Error(w, rpcerr.Message(err), http.StatusUnauthorized)
 			return
 		}
 		if !c.owner {

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -115,33 +114,33 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 		return nil, nil
 	}
 	if s.opts.Secrets == nil {
-		return nil, status.Error(codes.FailedPrecondition,
+		return nil, errs.New(errs.Precondition,
 			"this hub has no secret provider: start agenthub serve with --secret-dir DIR or --secret-command CMD")
 	}
 	if len(refs) > 32 {
-		return nil, status.Errorf(codes.InvalidArgument, "%d secrets: at most 32", len(refs))
+		return nil, errs.New(errs.Invalid, "%d secrets: at most 32", len(refs))
 	}
 	out := make(map[string][]byte, len(refs))
 	for name, v := range refs {
 		ref, ok := strings.CutPrefix(v, "ref:")
 		switch {
 		case !wire.ValidSecretName(name):
-			return nil, status.Errorf(codes.InvalidArgument, "secret name %q: want a variable name (letters, digits, '_'), not AGENTD_* nor one that changes what programs run or load (LD_*, PATH, PYTHON*, NODE_*, the proxy variables …)", truncateRunes(name, 80))
+			return nil, errs.New(errs.Invalid, "secret name %q: want a variable name (letters, digits, '_'), not AGENTD_* nor one that changes what programs run or load (LD_*, PATH, PYTHON*, NODE_*, the proxy variables …)", truncateRunes(name, 80))
 		case !ok:
 			// Never echo what was given: it may be the value itself.
-			return nil, status.Errorf(codes.InvalidArgument, "secret %s: give a reference, ref:PATH (e.g. ref:team/openai), never the value", name)
+			return nil, errs.New(errs.Invalid, "secret %s: give a reference, ref:PATH (e.g. ref:team/openai), never the value", name)
 		}
 		if err := checkSecretRef(ref); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "secret %s: %v", name, err)
+			return nil, errs.New(errs.Invalid, "secret %s: %v", name, err)
 		}
 		b, err := s.opts.Secrets.Resolve(ctx, ref)
 		switch {
 		case errors.Is(err, ErrNoSecret):
-			return nil, status.Errorf(codes.NotFound, "secret %s: %v", name, err)
+			return nil, errs.New(errs.NotFound, "secret %s: %v", name, err)
 		case err != nil:
-			return nil, status.Errorf(codes.FailedPrecondition, "secret %s: %v", name, err)
+			return nil, errs.New(errs.Precondition, "secret %s: %v", name, err)
 		case len(b) > wire.MaxSecretBytes || bytes.IndexByte(b, 0) >= 0:
-			return nil, status.Errorf(codes.FailedPrecondition, "secret %s: the value is longer than %d bytes or holds a NUL byte", name, wire.MaxSecretBytes)
+			return nil, errs.New(errs.Precondition, "secret %s: the value is longer than %d bytes or holds a NUL byte", name, wire.MaxSecretBytes)
 		}
 		out[name] = b
 	}
@@ -153,13 +152,13 @@ func (s *Server) resolveSecrets(ctx context.Context, refs map[string]string) (ma
 func (s *Server) deliverSecrets(ctx context.Context, sandboxID string, values map[string][]byte) error {
 	cc, ok := s.fleet.Get(sandboxID)
 	if !ok {
-		return status.Errorf(codes.Unavailable, "sandbox %s went offline before its secrets were delivered", sandboxID)
+		return errs.New(errs.Unavailable, "sandbox %s went offline before its secrets were delivered", sandboxID)
 	}
 	files := agentdv1.NewFileServiceClient(cc)
 	for name, v := range values {
 		w, err := files.Write(ctx)
 		if err != nil {
-			return status.Errorf(codes.Unavailable, "deliver secret %s: %v", name, err)
+			return errs.New(errs.Unavailable, "deliver secret %s: %v", name, err)
 		}
 		header := &agentdv1.WriteRequest{Msg: &agentdv1.WriteRequest_Header{Header: &agentdv1.WriteHeader{
 			Path: wire.SandboxSecretsDir + "/" + name, Mode: 0o600, CreateParents: true}}}
@@ -169,7 +168,7 @@ func (s *Server) deliverSecrets(ctx context.Context, sandboxID string, values ma
 			_ = w.Send(chunk)
 		}
 		if _, err := w.CloseAndRecv(); err != nil {
-			return status.Errorf(codes.Unavailable, "deliver secret %s: %v", name, status.Convert(err).Message())
+			return errs.New(errs.Unavailable, "deliver secret %s: %v", name, rpcerr.Message(err))
 		}
 	}
 	return nil

@@ -13,6 +13,48 @@ const (
 	// means something (outcome ok with the code, or error when it was
 	// killed by a signal or timed out).
 	KindProcessExit = "process.exit"
+	// KindProcessInput is bytes written to a running command's stdin.
+	KindProcessInput = "process.input"
+	// KindProcessSignal is a signal sent to a command (by a caller, or
+	// by the daemon to the commands of a revoked token).
+	KindProcessSignal = "process.signal"
+	// KindProcessPrefix starts the kind of every record of a command
+	// (start, exit, input, signal): each names the process in object_id,
+	// whose output the hub and the console can show.
+	KindProcessPrefix = "process."
+)
+
+// Kinds of a daemon's records of its other services' work.
+const (
+	// KindPythonRun is a Python snippet run (in a session, when
+	// object_id names one).
+	KindPythonRun = "python.run"
+
+	KindSnapshotCreate  = "snapshot.create"
+	KindSnapshotRestore = "snapshot.restore"
+	KindSnapshotExport  = "snapshot.export"
+	KindSnapshotImport  = "snapshot.import"
+	KindSnapshotDelete  = "snapshot.delete"
+
+	KindFilesStat      = "files.stat"
+	KindFilesList      = "files.list"
+	KindFilesMkdir     = "files.mkdir"
+	KindFilesMove      = "files.move"
+	KindFilesRemove    = "files.remove"
+	KindFilesRead      = "files.read"
+	KindFilesReadLines = "files.read_lines"
+	KindFilesWrite     = "files.write"
+	KindFilesEdit      = "files.edit"
+	KindFilesSearch    = "files.search"
+	KindFilesGlob      = "files.glob"
+)
+
+// Kinds of the hub's own records of what it did for a caller.
+const (
+	// KindAgentRun is an agent started in a sandbox (AgentService.Run).
+	KindAgentRun = "agent.run"
+	// KindEnvironmentRefused is a call an environment could not take.
+	KindEnvironmentRefused = "environment.refused"
 )
 
 // Kinds of the hub's records of a sandbox's egress through its proxy: a

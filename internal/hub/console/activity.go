@@ -208,7 +208,7 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request, s *session) {
 			d.Plot = commandsPerHour(all, c.opts.Now(), 24, len(all) >= maxScan)
 		}
 	}
-	c.render(w, r, http.StatusOK, "activity", s, d)
+	c.render(w, http.StatusOK, c.view("activity", s, d))
 }
 
 // activityEvents streams new matching records as rows for the top of the

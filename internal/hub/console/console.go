@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -200,20 +199,20 @@ func securityHeaders(next http.Handler) http.Handler {
 
 // httpStatus maps a service's error to an HTTP status and a message.
 func httpStatus(err error) (int, string) {
-	st := status.Convert(rpcerr.Status(err)) // a domain error, or a status
-	switch st.Code() {
+	msg := rpcerr.Message(err)
+	switch rpcerr.Code(err) {
 	case codes.PermissionDenied:
-		return http.StatusForbidden, st.Message()
+		return http.StatusForbidden, msg
 	case codes.NotFound:
-		return http.StatusNotFound, st.Message()
+		return http.StatusNotFound, msg
 	case codes.InvalidArgument:
-		return http.StatusBadRequest, st.Message()
+		return http.StatusBadRequest, msg
 	case codes.AlreadyExists, codes.FailedPrecondition:
-		return http.StatusConflict, st.Message()
+		return http.StatusConflict, msg
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return http.StatusServiceUnavailable, st.Message()
+		return http.StatusServiceUnavailable, msg
 	case codes.Unauthenticated:
-		return http.StatusUnauthorized, st.Message()
+		return http.StatusUnauthorized, msg
 	}
-	return http.StatusInternalServerError, st.Message()
+	return http.StatusInternalServerError, msg
 }

@@ -5,9 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -50,7 +48,7 @@ func (c *Console) environmentsWith(w http.ResponseWriter, r *http.Request, s *se
 	if sbs, err := c.opts.Backend.Environments().ListSandboxes(s.ctx, &hubv1.ListSandboxesRequest{}); err == nil {
 		d.Plot = sandboxStarts(sbs.GetSandboxes())
 	}
-	c.render(w, r, code, "environments", s, d)
+	c.render(w, code, c.view("environments", s, d))
 }
 
 func (c *Console) createEnvironment(w http.ResponseWriter, r *http.Request, s *session) {
@@ -101,7 +99,7 @@ func (c *Console) environment(w http.ResponseWriter, r *http.Request, s *session
 			d.Checks = append(d.Checks, ch)
 		}
 	}
-	c.render(w, r, http.StatusOK, "environment", s, d)
+	c.render(w, http.StatusOK, c.view("environment", s, d))
 }
 
 // environmentEvents follows a validation: its progress line as it
@@ -148,7 +146,7 @@ func (c *Console) environmentAction(w http.ResponseWriter, r *http.Request, s *s
 	case "default":
 		_, err = env.SetDefaultEnvironment(s.ctx, &hubv1.SetDefaultEnvironmentRequest{Name: name})
 	default:
-		err = status.Errorf(codes.NotFound, "no action %q (update, revalidate, default)", r.PathValue("action"))
+		err = errs.New(errs.NotFound, "no action %q (update, revalidate, default)", r.PathValue("action"))
 	}
 	if err != nil {
 		c.fail(w, r, s, err)

@@ -11,9 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -107,7 +105,7 @@ func (c *Console) machines(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "machines", s, t)
+	c.render(w, http.StatusOK, c.view("machines", s, t))
 }
 
 // machineEvents sends the machines table again at every change.
@@ -156,7 +154,7 @@ func (c *Console) findMachine(s *session, id string) (*hubv1.Machine, error) {
 			return m, nil
 		}
 	}
-	return nil, status.Errorf(codes.NotFound, "machine %s not found in org %s", id, s.who.Org)
+	return nil, errs.New(errs.NotFound, "machine %s not found in org %s", id, s.who.Org)
 }
 
 func (c *Console) revokeMachinePage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -165,7 +163,7 @@ func (c *Console) revokeMachinePage(w http.ResponseWriter, r *http.Request, s *s
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "revoke", s, m)
+	c.render(w, http.StatusOK, c.view("revoke", s, m))
 }
 
 func (c *Console) revokeMachine(w http.ResponseWriter, r *http.Request, s *session) {
@@ -194,8 +192,8 @@ func (c *Console) pair(w http.ResponseWriter, r *http.Request, s *session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "pair", s, pairData{Org: resp.GetOrg(), Code: resp.GetCode(), Expires: resp.GetExpires().AsTime(),
-		HubURL: c.hubURL(r), After: now.Add(-time.Second).UnixMicro()})
+	c.render(w, http.StatusOK, c.view("pair", s, pairData{Org: resp.GetOrg(), Code: resp.GetCode(), Expires: resp.GetExpires().AsTime(),
+		HubURL: c.hubURL(r), After: now.Add(-time.Second).UnixMicro()}))
 }
 
 // hubURL is the URL machines dial: Options.PublicURL, or this request's.

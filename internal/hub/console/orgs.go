@@ -5,9 +5,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -34,7 +33,7 @@ func (c *Console) orgNames(s *session) []string {
 // Anyone but the hub owner is refused and nothing changes.
 func (c *Console) switchOrg(w http.ResponseWriter, r *http.Request, s *session) {
 	if !s.who.Owner {
-		c.fail(w, r, s, status.Error(codes.PermissionDenied, "only the hub's owner (an owner token, or agenthub console-link) can switch org"))
+		c.fail(w, r, s, errs.New(errs.Permission, "only the hub's owner (an owner token, or agenthub console-link) can switch org"))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
@@ -51,7 +50,7 @@ func (c *Console) switchOrg(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 	}
 	if id == "" {
-		c.fail(w, r, s, status.Errorf(codes.NotFound, "org %q not found", name))
+		c.fail(w, r, s, errs.New(errs.NotFound, "org %q not found", name))
 		return
 	}
 	if err := c.opts.Sessions.SetConsoleSessionOrg(r.Context(), s.idHash, id, c.opts.Now()); err != nil {

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
-	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -56,21 +54,21 @@ func (c *Console) output(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		return
 	}
-	c.render(w, r, http.StatusOK, "output", s, d)
+	c.render(w, http.StatusOK, c.view("output", s, d))
 }
 
 // commandRecord is the org's process record the path's id names.
 func (c *Console) commandRecord(s *session, r *http.Request) (int64, *hubv1.WatchResponse, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, nil, status.Error(codes.InvalidArgument, "activity id: want a positive number")
+		return 0, nil, errs.New(errs.Invalid, "activity id: want a positive number")
 	}
 	rec, ok, err := c.record(s.ctx, id)
 	if err != nil {
 		return 0, nil, err
 	}
-	if kind := rec.GetRecord().GetKind(); !ok || rec.GetRecord().GetObjectId() == "" || (!strings.HasPrefix(kind, "process.") && kind != wire.KindCall) {
-		return 0, nil, status.Errorf(codes.NotFound, "no command with activity id %d in org %s", id, s.who.Org)
+	if !ok || !hasOutput(rec.GetRecord()) {
+		return 0, nil, errs.New(errs.NotFound, "no command with activity id %d in org %s", id, s.who.Org)
 	}
 	return id, rec, nil
 }

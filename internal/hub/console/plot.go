@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -73,7 +74,7 @@ func commandsPerHour(recs []*hubv1.WatchResponse, now time.Time, hours int, cut 
 	values := make([]int, hours)
 	for _, m := range recs {
 		r := m.GetRecord()
-		if r.GetKind() != "process.start" {
+		if r.GetKind() != wire.KindProcessStart {
 			continue
 		}
 		t := r.GetTime().AsTime()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -36,8 +37,8 @@ var funcs = template.FuncMap{
 	"prefix":      func() string { return Prefix },
 	"status":      machineStatus,
 	"uptime":      uptime,
-	"hasprefix":   strings.HasPrefix,
 	"outcome":     outcome,
+	"hasoutput":   hasOutput,
 	"dur":         func(d *durationpb.Duration) string { return d.AsDuration().Round(time.Millisecond).String() },
 	"minus":       func(a, b int) int { return b - a },
 	"envs":        func(l []*hubv1.Environment, admin bool) envList { return envList{l, admin} },
@@ -65,12 +66,18 @@ func checkStatus(s hubv1.CheckStatus) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "CHECK_STATUS_"))
 }
 
+// hasOutput says whether a record has an output page: a command's
+// (process.*) or a routed call's record that names its process.
+func hasOutput(r *agentdv1.ActivityRecord) bool {
+	return r.GetObjectId() != "" && (strings.HasPrefix(r.GetKind(), wire.KindProcessPrefix) || r.GetKind() == wire.KindCall)
+}
+
 // outcome says how an operation ended, in words.
 func outcome(r *agentdv1.ActivityRecord) string {
 	switch r.GetKind() {
-	case "process.start":
+	case wire.KindProcessStart:
 		return "started"
-	case "process.exit":
+	case wire.KindProcessExit:
 		return fmt.Sprintf("exit %d", r.GetExitCode())
 	}
 	o := strings.ToLower(strings.TrimPrefix(r.GetOutcome().String(), "OUTCOME_"))
@@ -108,14 +115,22 @@ type view struct {
 	Data any
 }
 
-// render writes a whole page.
-func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, page string, s *session, data any) {
+// view gathers what the layout shows around a page's data: who is signed
+// in (s nil: nobody) and, for the hub's owner, the orgs to switch between.
+// Handlers call it; render only draws what it returns.
+func (c *Console) view(page string, s *session, data any) view {
 	v := view{Page: page, Data: data}
 	if s != nil {
 		v.Who = &s.who
 		v.Orgs = c.orgNames(s)
 	}
-	c.write(w, code, page, "layout", v)
+	return v
+}
+
+// render writes a whole page from what its handler gathered (view); it
+// fetches nothing.
+func (c *Console) render(w http.ResponseWriter, code int, v view) {
+	c.write(w, code, v.Page, "layout", v)
 }
 
 // fragment writes one named template of a page's set (the parts live
@@ -159,7 +174,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 	if code == http.StatusInternalServerError {
 		c.log.Warn("console", zap.String("path", r.URL.Path), zap.Error(err))
 	}
-	c.render(w, r, code, "error", s, failData{Status: code, Message: msg})
+	c.render(w, code, c.view("error", s, failData{Status: code, Message: msg}))
 }
 
 func fmtTime(t any) string {

@@ -127,7 +127,7 @@ func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "signin", nil, signInData{})
+	c.render(w, http.StatusOK, c.view("signin", nil, signInData{}))
 }
 
 type signInData struct {
@@ -143,7 +143,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	raw := strings.TrimSpace(r.PostFormValue("token"))
 	who, sess, err := c.opts.Backend.CheckToken(r.Context(), raw)
 	if errors.Is(err, ErrBadToken) {
-		c.render(w, r, http.StatusUnauthorized, "signin", nil, signInData{Error: strings.TrimPrefix(err.Error(), ErrBadToken.Error()+": ")})
+		c.render(w, http.StatusUnauthorized, c.view("signin", nil, signInData{Error: strings.TrimPrefix(err.Error(), ErrBadToken.Error()+": ")}))
 		return
 	}
 	if err != nil {
@@ -164,14 +164,14 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // linkPage asks before it spends the link: a link preview that fetches
 // the page does not sign anyone in.
 func (c *Console) linkPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "link", nil, signInData{Code: r.URL.Query().Get("code")})
+	c.render(w, http.StatusOK, c.view("link", nil, signInData{Code: r.URL.Query().Get("code")}))
 }
 
 func (c *Console) redeemLink(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	code := strings.TrimSpace(r.PostFormValue("code"))
 	if !strings.HasPrefix(code, LinkPrefix) {
-		c.render(w, r, http.StatusBadRequest, "signin", nil, signInData{Error: "that is not a console link; run agenthub console-link for a new one"})
+		c.render(w, http.StatusBadRequest, c.view("signin", nil, signInData{Error: "that is not a console link; run agenthub console-link for a new one"}))
 		return
 	}
 	id := newSecret("")
@@ -179,7 +179,7 @@ func (c *Console) redeemLink(w http.ResponseWriter, r *http.Request) {
 	sess := store.ConsoleSession{IDHash: store.HashToken(id), Name: OwnerLinkName, CreatedAt: now, ExpiresAt: now.Add(min(c.opts.SessionTTL, LinkSessionTTL))}
 	_, err := c.opts.Sessions.RedeemConsoleLink(r.Context(), store.HashToken(code), now, sess)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrPrecondition) {
-		c.render(w, r, http.StatusUnauthorized, "signin", nil, signInData{Error: "this console link was used or has expired; run agenthub console-link for a new one"})
+		c.render(w, http.StatusUnauthorized, c.view("signin", nil, signInData{Error: "this console link was used or has expired; run agenthub console-link for a new one"}))
 		return
 	}
 	if err != nil {

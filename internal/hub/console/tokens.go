@@ -5,9 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/devdepot-ai/agentd/internal/errs"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -31,7 +29,7 @@ func (c *Console) tokensWith(w http.ResponseWriter, r *http.Request, s *session,
 		return
 	}
 	d.Tokens, d.Self = resp.GetTokens(), s.who.Name
-	c.render(w, r, code, "tokens", s, d)
+	c.render(w, code, c.view("tokens", s, d))
 }
 
 // createToken makes a token and shows its secret in this response only.
@@ -67,11 +65,11 @@ func (c *Console) revokeTokenPage(w http.ResponseWriter, r *http.Request, s *ses
 	id := r.PathValue("id")
 	for _, t := range resp.GetTokens() {
 		if t.GetId() == id && !t.GetRevoked() {
-			c.render(w, r, http.StatusOK, "token_revoke", s, t)
+			c.render(w, http.StatusOK, c.view("token_revoke", s, t))
 			return
 		}
 	}
-	c.fail(w, r, s, status.Errorf(codes.NotFound, "no live token %s in org %s", id, s.who.Org))
+	c.fail(w, r, s, errs.New(errs.NotFound, "no live token %s in org %s", id, s.who.Org))
 }
 
 func (c *Console) revokeToken(w http.ResponseWriter, r *http.Request, s *session) {
