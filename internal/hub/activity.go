@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -24,7 +23,7 @@ type activityService struct {
 func (h *activityService) Watch(req *hubv1.WatchRequest, stream hubv1.ActivityService_WatchServer) error {
 	ctx := stream.Context()
 	if _, ok := callerFrom(ctx); !ok {
-		return status.Error(codes.Unauthenticated, "no caller")
+		return errs.New(errs.Unauthenticated, "no caller")
 	}
 	_, org, err := (&adminService{s: h.s}).org(ctx, req.GetOrg())
 	if err != nil {
@@ -34,7 +33,7 @@ func (h *activityService) Watch(req *hubv1.WatchRequest, stream hubv1.ActivitySe
 	if id := req.GetMachineId(); id != "" {
 		m, err := h.s.store.Machine(ctx, id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && m.OrgID != org.ID) {
-			return status.Errorf(codes.NotFound, "machine %s not found in org %s", id, org.Name)
+			return errs.New(errs.NotFound, "machine %s not found in org %s", id, org.Name)
 		}
 		if err != nil {
 			return storeError(err, "machine "+id)

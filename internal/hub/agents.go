@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -63,7 +62,7 @@ func (g *agentService) profile(name string) (agentimage.Profile, error) {
 		}
 		names = append(names, p.Name)
 	}
-	return agentimage.Profile{}, status.Errorf(codes.InvalidArgument, "unknown agent profile %q (known: %s)",
+	return agentimage.Profile{}, errs.New(errs.Invalid, "unknown agent profile %q (known: %s)",
 		truncateRunes(name, 60), strings.Join(names, ", "))
 }
 
@@ -262,7 +261,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if network == "public" {
 		what += ": the public network, as asked (--network open)"
 	}
-	g.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: "agent.run", Summary: what,
+	g.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: wire.KindAgentRun, Summary: what,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, ObjectId: sb.ID})
 	return &hubv1.RunAgentResponse{SandboxId: sb.ID, Image: img.ID, Network: network, Allow: allow.Strings(),
 		Expires: timestamppb.New(sb.ExpiresAt), Notices: notices, Executable: p.Executable}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -408,7 +409,7 @@ func truncateRunes(s string, n int) string {
 func (s *Server) recordRefusal(ctx context.Context, org store.Org, actor, conv, env, method string, refusal error) {
 	msg := rpcerr.Message(refusal)
 	s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: actor, Conversation: conv,
-		Kind: "environment.refused", Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)})
+		Kind: wire.KindEnvironmentRefused, Summary: "refused " + method + ": " + msg, Outcome: agentdv1.Outcome_OUTCOME_ERROR, Error: msg, ObjectId: truncateRunes(env, 100)})
 }
 
 // recordHub adds an activity record of the hub's own (a refusal, an agent

@@ -109,17 +109,23 @@ type Server struct {
 	calls, pairs atomic.Int64
 	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
 
+	life life // background work and closing
+}
+
+// life is a Server's lifecycle: the context of its background work, and
+// its closing, which waits for every Serve.
+type life struct {
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	// mu guards closed and serves.Add: a Serve that starts after Close
 	// began refuses, so Close's serves.Wait cannot miss one.
-	mu        sync.Mutex
-	closed    bool
-	closing   chan struct{} // closed when Close begins: Serve stops
-	serves    sync.WaitGroup
-	closeOnce sync.Once
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{} // closed when Close begins: Serve stops
+	serves  sync.WaitGroup
+	once    sync.Once
 }
 
 // ErrServerClosed is returned by Serve called after Close.
@@ -151,8 +157,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.MaxConnsPerSandbox == 0 {
 		opts.MaxConnsPerSandbox = conns.DefaultMaxConnsPerSandbox
 	}
-	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, closing: make(chan struct{}), conns: conns.NewLimiter(conns.TotalCap())}
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, life: life{closing: make(chan struct{})}, conns: conns.NewLimiter(conns.TotalCap())}
+	s.life.ctx, s.life.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.auth = &authenticator{store: opts.Store, now: opts.Now, touched: map[string]time.Time{}}
 	s.gate = newTokenGate(s.auth, opts.Now)
 	var err error
@@ -232,7 +238,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.wg.Add(1)
+	s.life.wg.Add(1)
 	go s.heartbeat()
 	return s, nil
 }
@@ -269,16 +275,16 @@ func (s *Server) Handler() http.Handler {
 // served by the native gRPC transport, everything else by net/http (see
 // conns.Splitter). Serve is called once; after Close it returns ErrServerClosed.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	s.life.mu.Lock()
+	if s.life.closed {
+		s.life.mu.Unlock()
 		_ = lis.Close()
 		return ErrServerClosed
 	}
-	s.serves.Add(1)
-	s.mu.Unlock()
+	s.life.serves.Add(1)
+	s.life.mu.Unlock()
 	err := s.serve(ctx, lis, tlsConfig)
-	s.serves.Done()
+	s.life.serves.Done()
 	s.Close()
 	return err
 }
@@ -308,7 +314,7 @@ func (s *Server) serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Con
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-	case <-s.closing:
+	case <-s.life.closing:
 	}
 	_ = sp.Close()
 	s.health.Shutdown()
@@ -343,19 +349,19 @@ func ignoreClosed(err error) error {
 // concurrently with Serve: every call returns once the server is closed.
 // The store is the caller's: Close leaves it open.
 func (s *Server) Close() {
-	s.closeOnce.Do(s.close)
+	s.life.once.Do(s.close)
 }
 
 // close runs once; on a server New gave up on half way, the parts it did
 // not get to are nil.
 func (s *Server) close() {
-	s.mu.Lock()
-	s.closed = true
-	close(s.closing)
-	s.mu.Unlock()
-	s.serves.Wait()
+	s.life.mu.Lock()
+	s.life.closed = true
+	close(s.life.closing)
+	s.life.mu.Unlock()
+	s.life.serves.Wait()
 
-	s.cancel()
+	s.life.cancel()
 	if s.activity != nil {
 		s.activity.Close()
 	}
@@ -368,7 +374,7 @@ func (s *Server) close() {
 	if s.fleet != nil {
 		s.fleet.Close()
 	}
-	s.wg.Wait()
+	s.life.wg.Wait()
 	if s.sandboxes != nil {
 		s.sandboxes.Wait()
 	}
@@ -460,21 +466,21 @@ func (s *Server) ReplicaID() string { return s.fleet.ReplicaID() }
 // heartbeat stores last-seen times of live tunnels and closes those whose
 // machine was revoked (by another replica, or directly in the store).
 func (s *Server) heartbeat() {
-	defer s.wg.Done()
+	defer s.life.wg.Done()
 	t := time.NewTicker(s.opts.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-s.life.ctx.Done():
 			return
 		case <-t.C:
 		}
 		now := s.opts.Now()
-		s.fleet.CheckTunnels(s.ctx, now)
-		if _, err := s.store.PruneActivity(s.ctx, s.opts.ActivityKeepPerOrg, s.opts.ActivityKeepBytesPerOrg, time.Time{}); err != nil && s.ctx.Err() == nil {
+		s.fleet.CheckTunnels(s.life.ctx, now)
+		if _, err := s.store.PruneActivity(s.life.ctx, s.opts.ActivityKeepPerOrg, s.opts.ActivityKeepBytesPerOrg, time.Time{}); err != nil && s.life.ctx.Err() == nil {
 			s.log.Warn("pruning activity", zap.Error(err))
 		}
-		if _, err := s.store.DeleteExpiredConsole(s.ctx, now); err != nil && s.ctx.Err() == nil {
+		if _, err := s.store.DeleteExpiredConsole(s.life.ctx, now); err != nil && s.life.ctx.Err() == nil {
 			s.log.Warn("deleting expired console sessions", zap.Error(err))
 		}
 	}
