@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
@@ -30,14 +28,6 @@ type environmentService struct {
 }
 
 var _ hubv1.EnvironmentServiceServer = (*environmentService)(nil)
-
-// statusMessage returns a status error's message, or the error's text.
-func statusMessage(err error) string {
-	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
-		return s.Message()
-	}
-	return err.Error()
-}
 
 // noSandboxes is the error of sandbox calls on a hub that runs none.
 var noSandboxes = errs.New(errs.Precondition,
