@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -90,7 +91,7 @@ func TestRunNetwork(t *testing.T) {
 		network, allow, err := runNetwork(tc.p, &hubv1.RunAgentRequest{Network: tc.network, Allow: tc.allow})
 		got := network + " " + allow.String()
 		if err != nil {
-			got = err.Error()
+			got = rpcerr.Status(err).Error() // the code and message a caller gets
 		}
 		if (err == nil && got != tc.want) || !strings.Contains(got, tc.want) {
 			t.Errorf("runNetwork(%s, %q, %q) = %q; want %q", tc.p.Name, tc.network, tc.allow, got, tc.want)
@@ -113,7 +114,7 @@ func TestAgentProfileByAlias(t *testing.T) {
 	} {
 		var got string
 		if p, err := g.profile(tc.name); err != nil {
-			got = err.Error()
+			got = rpcerr.Status(err).Error() // the code and message a caller gets
 		} else {
 			got = p.Name
 		}

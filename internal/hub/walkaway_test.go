@@ -254,7 +254,7 @@ func TestHubSurvivesSlowReader(t *testing.T) {
 	// this one may still be ending meanwhile.)
 	stuck := 0
 	for _, g := range hubGoroutines() {
-		if strings.Contains(g, "internal/hub.forward(") {
+		if strings.Contains(g, "internal/hub/fleet.forward(") {
 			stuck++
 		}
 	}
