@@ -81,7 +81,10 @@ func TestConsoleInChromium(t *testing.T) {
 	if msg, ok := <-done; ok {
 		t.Fatalf("agentctl: %s", msg)
 	}
-	run("activity after a reload (the plot counts the command)", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`svg`)), shot("activity"))
+	// The live row can be the hub's record of the call; the plot counts
+	// the daemon's process.start, which may be stored a moment later: a
+	// page rendered before it shows "Nothing to plot yet" for good.
+	run("activity after a reload (the plot counts the command)", reloadUntil(`svg`), shot("activity"))
 	run("output page",
 		chromedp.Click(chromedp.Search(`//a[text()="output"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.output`)),
@@ -200,6 +203,23 @@ func (c *chromium) contains(sel, want string) chromedp.Action[chromedp.Void] {
 			_, err := chromedp.Poll[bool](`(document.querySelector(`+jsString(sel)+`)||{textContent:""}).textContent.includes(`+jsString(want)+`)`,
 				chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
 			if err == nil || ctx.Err() != nil || !navigated(err) {
+				return err
+			}
+		}
+	})
+}
+
+// reloadUntil reloads the page until an element matching sel is on it
+// (the page is rendered once per load: what is stored after it shows on
+// the next one), within the test's deadline.
+func reloadUntil(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			if _, err := chromedp.Reload()(ctx, tg); err != nil {
+				return err
+			}
+			_, err := chromedp.Poll[bool](`document.querySelector(`+jsString(sel)+`) !== null`, chromedp.WithPollingTimeout(2*time.Second))(ctx, tg)
+			if err == nil || ctx.Err() != nil {
 				return err
 			}
 		}
