@@ -17,18 +17,18 @@ type Kind int
 
 // The kinds of failure. They mirror the gRPC codes the handlers use.
 const (
-	Unknown      Kind = iota // not classified: an internal error
-	Invalid                  // the request itself is wrong (INVALID_ARGUMENT)
-	NotFound                 // the thing named does not exist (NOT_FOUND)
-	Exists                   // the thing to create exists already (ALREADY_EXISTS)
-	Precondition             // the state of the world forbids it (FAILED_PRECONDITION)
-	Permission               // the OS refused access (PERMISSION_DENIED)
-	Exhausted                // a limit was hit: disk full, too large (RESOURCE_EXHAUSTED)
-	Unavailable              // try again later (UNAVAILABLE)
-	Canceled                 // the caller went away (CANCELED)
-	Timeout                  // a deadline passed (DEADLINE_EXCEEDED)
-	Unauthenticated          // the caller is not known: no or a bad credential (UNAUTHENTICATED)
-	Unimplemented            // no such operation here (UNIMPLEMENTED)
+	Unknown         Kind = iota // not classified: an internal error
+	Invalid                     // the request itself is wrong (INVALID_ARGUMENT)
+	NotFound                    // the thing named does not exist (NOT_FOUND)
+	Exists                      // the thing to create exists already (ALREADY_EXISTS)
+	Precondition                // the state of the world forbids it (FAILED_PRECONDITION)
+	Permission                  // the OS refused access (PERMISSION_DENIED)
+	Exhausted                   // a limit was hit: disk full, too large (RESOURCE_EXHAUSTED)
+	Unavailable                 // try again later (UNAVAILABLE)
+	Canceled                    // the caller went away (CANCELED)
+	Timeout                     // a deadline passed (DEADLINE_EXCEEDED)
+	Unauthenticated             // the caller is not known: no or a bad credential (UNAUTHENTICATED)
+	Unimplemented               // no such operation here (UNIMPLEMENTED)
 )
 
 // Error is a classified error with a message meant for the agent that made
