@@ -109,7 +109,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err
 		}
-		r.Done = sandboxDone(s.sandboxes.Enter(ctx, id))
+		r.Done = s.sandboxes.Enter(ctx, id)
 	}
 	return r, nil
 }

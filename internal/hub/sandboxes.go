@@ -7,10 +7,8 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 
-	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
-	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -82,16 +80,4 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	// Set before Start: Close stops whatever Start started.
 	s.sandboxes = m
 	return m.Start(ctx)
-}
-
-// sandboxDone is a sandbox call's Done (the manager's Enter) with its
-// error as the proxy's call record reads it: a status.
-func sandboxDone(done func(error) error) func(error) error {
-	return func(err error) error {
-		err = done(err)
-		if e := (*errs.Error)(nil); errors.As(err, &e) {
-			return rpcerr.Status(err) // the manager's own: why the call broke
-		}
-		return err // as the call ended
-	}
 }

@@ -449,7 +449,7 @@ func (s *Server) admitForwarded(ctx context.Context, id string) (func(error) err
 	if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 		return nil, err
 	}
-	return sandboxDone(s.sandboxes.Enter(ctx, id)), nil
+	return s.sandboxes.Enter(ctx, id), nil
 }
 
 // ServeInternal serves calls other replicas forward, on lis (the address
