@@ -92,7 +92,11 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	if err != nil {
 		return err
 	}
-	h, err := hub.New(ctx, hub.Options{Store: store, Logger: zap.NewNop()})
+	// Sandboxes too, when a Docker engine answers and the built-in image
+	// is there; otherwise sbWhy says what the sandbox half needs.
+	sbo, closeSandboxes, sbWhy := demoSandboxes(ctx, tmp, tools.agentd)
+	defer closeSandboxes()
+	h, err := hub.New(ctx, hub.Options{Store: store, Logger: zap.NewNop(), Sandboxes: sbo})
 	if err != nil {
 		return err
 	}
@@ -107,6 +111,18 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	go func() { hubDone <- h.Serve(hubCtx, lis, nil) }()
 	defer func() { stopHub(); <-hubDone }()
 	step("hub listening on %s (store %s)", hubURL, filepath.Join(tmp, "hub.db"))
+	if sbWhy == "" {
+		step("sandboxes on: the built-in environment, network none, on the local Docker engine")
+		defer func() {
+			// Before the hub stops: no container, volume or loop
+			// device outlives the demo.
+			if err := removeDemoSandboxes(ctx, hubURL, owner); err != nil {
+				fmt.Fprintf(errw, "agenthub demo: %v\n", err)
+			}
+		}()
+	} else {
+		step("no sandboxes: %s", sbWhy)
+	}
 	link, err := consoleLink(ctx, store, hubURL)
 	if err != nil {
 		return err
@@ -209,12 +225,14 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		defer outMu.Unlock()
 		fmt.Fprintf(out, "\n%s%s:%s %s\n", st.bold, who, st.off, text)
 	}
+	machine := []string{"--machine", machineID}
+	target := machine
 	run := func(stdin string, args ...string) int {
 		outMu.Lock()
 		fmt.Fprintf(out, "%s%s%s\n", st.cyan, commandLine(args, stdin), st.off)
 		outMu.Unlock()
 		w := &lockedWriter{mu: &outMu, w: out}
-		code := tools.ctl(ctx, stdin, w, w, append([]string{"--hub", hubURL, "--machine", machineID, "--token-file", tokenFile(tmp, chatToken)}, args...)...)
+		code := tools.ctl(ctx, stdin, w, w, append(append([]string{"--hub", hubURL, "--token-file", tokenFile(tmp, chatToken)}, target...), args...)...)
 		color := st.green
 		if code != 0 {
 			color = st.red
@@ -225,8 +243,9 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 		showActivity()
 		return code
 	}
-	failures := 0
+	failures, steps := 0, 0
 	check := func(code int) {
+		steps++
 		if code != 0 {
 			failures++
 		}
@@ -245,13 +264,33 @@ func runDemo(ctx context.Context, addr string, exit bool, out, errw io.Writer) e
 	say("assistant", "Taking a snapshot before anything risky.")
 	check(run("", "snapshot", "create", "hello", "--label", "before refactor"))
 	say("assistant", "And a command that hangs is stopped, with its whole process group, at the timeout.")
+	steps++
 	if code := run("", "sh", "--timeout", "1s", "--grace", "200ms", "sleep 60 & sleep 60"); code != 124 {
 		failures++
+	}
+	laptop := fmt.Sprintf("%s: %d of %d steps as expected", demoMachine, steps-failures, steps)
+
+	// 6. The same chat in a sandbox: the conversation's first call makes
+	// it, the rest reuse it.
+	sandboxLine := "sandbox: skipped — " + sbWhy
+	if sbWhy == "" {
+		fmt.Fprintf(out, "\n%s── the same chat in a sandbox (environment builtin, conversation %s) ──%s\n", st.bold, demoConversation, st.off)
+		target = []string{"--env", "builtin", "--conversation", demoConversation}
+		before, failed := steps, failures
+		say("user", "Now try it where it can't touch my laptop.")
+		say("assistant", "Writing the file in a sandbox of my own; the first call starts it.")
+		check(run("def greet(name):\n    return f\"Hello, {name}!\"\n\nif __name__ == \"__main__\":\n    print(greet(\"sandbox\"))\n", "write", "-p", "hello/app.py"))
+		say("assistant", "Running it, and showing where it runs.")
+		check(run("", "sh", "--cwd", "hello", `python3 app.py; echo "uid $(id -u) in $(pwd)"; touch /etc/x 2>/dev/null || echo "the root file system is read-only"`))
+		say("assistant", "The same Python session API.")
+		check(run("", "python", "--session", "demo", "-c", "sum(range(10))"))
+		sandboxLine = fmt.Sprintf("sandbox (conversation %s): %d of %d steps as expected", demoConversation, steps-before-(failures-failed), steps-before)
 	}
 	stopAct()
 	<-actDone
 
 	fmt.Fprintf(out, "\n%s── end of the scripted session ──%s\n", st.bold, st.off)
+	fmt.Fprintf(out, "  %s\n  %s\n", laptop, sandboxLine)
 	if failures > 0 {
 		fmt.Fprintf(out, "%s%d step(s) did not succeed.%s\n", st.red, failures, st.off)
 	}
@@ -272,9 +311,9 @@ another, or sign in with the token below). In another terminal, try:
   agentctl exec -t -- bash                # interactive, in a pty
   agentctl activity -f                    # follow what happens
   agentctl validate                       # the conformance suite, through the hub
-
+%s
 Ctrl-C stops the demo and removes %s.
-`, link, hubURL, chatToken, machineID, tmp)
+`, link, hubURL, chatToken, machineID, demoSandboxHint(sbWhy), tmp)
 	<-ctx.Done()
 	return nil
 }
@@ -422,4 +461,17 @@ func followActivity(ctx context.Context, hubURL, token string, since int64, acts
 			return
 		}
 	}
+}
+
+// demoSandboxHint is what the demo's closing text says about sandboxes.
+func demoSandboxHint(why string) string {
+	if why != "" {
+		return "\nNo sandboxes in this demo: " + why + ".\n"
+	}
+	return `  agentctl --env builtin --conversation ` + demoConversation + ` sh 'cat hello/app.py'   # the sandbox
+  agentctl sandbox ls
+
+From Python (sdk/python): agentd.Hub(os.environ["AGENTD_HUB"], token=…)
+  .sandbox(env="builtin", conversation="` + demoConversation + `") works on this hub too.
+`
 }

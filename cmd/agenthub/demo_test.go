@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/testbin"
 )
 
@@ -59,6 +61,37 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, got)
 		}
+	}
+	// The sandbox half runs exactly when this machine can run it, and
+	// the summary says so either way.
+	if why := demoSandboxesHere(t); why == "" {
+		for _, want := range []string{
+			"sandboxes on: the built-in environment, network none",
+			"── the same chat in a sandbox (environment builtin, conversation demo-chat) ──",
+			"$ agentctl write -p hello/app.py <<'EOF'\ndef greet(name):\n    return f\"Hello, {name}!\"",
+			"Hello, sandbox!\nuid 1000 in /workspace/hello\nthe root file system is read-only\n  exit 0\n",
+			"\n45\n  exit 0\n",
+			"demo-laptop: 7 of 7 steps as expected\n  sandbox (conversation demo-chat): 3 of 3 steps as expected\n",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("demo output lacks %q:\n%s", want, got)
+			}
+		}
+		// Nothing of the sandbox outlives the demo.
+		drv, err := docker.New(docker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer drv.Close()
+		conv := map[string]string{sandbox.LabelConv: demoConversation}
+		if left, err := drv.List(t.Context(), conv); err != nil || len(left) > 0 {
+			t.Errorf("containers of the demo's conversation left after it: %v (%v)", left, err)
+		}
+		if left, err := drv.Volumes(t.Context(), conv); err != nil || len(left) > 0 {
+			t.Errorf("volumes of the demo's conversation left after it: %v (%v)", left, err)
+		}
+	} else if want := "demo-laptop: 7 of 7 steps as expected\n  sandbox: skipped — " + why; !strings.Contains(got, want) {
+		t.Errorf("demo output lacks %q:\n%s", want, got)
 	}
 	if strings.Contains(got, "did not succeed") || strings.Contains(got, "In another terminal") {
 		t.Errorf("demo --exit reports a failed step or stays up:\n%s", got)
@@ -200,4 +233,13 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("commandLine(%q, %q) =\n%s\nwant\n%s", tc.args, tc.stdin, got, tc.want)
 		}
 	}
+}
+
+// demoSandboxesHere is what the demo says of its sandbox half on this
+// machine ("" when it runs one), found as the demo finds it.
+func demoSandboxesHere(t *testing.T) string {
+	t.Helper()
+	_, closeFn, why := demoSandboxes(t.Context(), t.TempDir(), filepath.Join(toolsDir, "agentd"))
+	closeFn()
+	return why
 }

@@ -52,6 +52,9 @@ type sandboxFlags struct {
 	orgMax      int
 	tokenMax    int
 	wsMax       string
+	// noNetwork (the demo's hub): every sandbox gets network none, so no
+	// egress rules or network are installed on the host.
+	noNetwork bool
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -237,7 +240,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	// environments that need one are refused, and say why.
 	// Each reaper tick re-checks them (the guard), refuses calls to
 	// network sandboxes while they are missing, and re-installs them.
-	if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
+	if f.noNetwork {
+		o.BuiltinNetwork = "none"
+	} else if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
 		AllowDNS: hostResolvers(), Logger: log}); err != nil {
 		log.Error("sandboxes get no network: the egress rules could not be installed; environments with network public are refused", zap.Error(err))
 	} else {

@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 		// The tests say why they skip.
 		return m.Run()
 	}
-	dir, err := testbin.Temp("agenthub", "agentd")
+	dir, err := testbin.Temp("agenthub", "agentd", "agentctl") // agentctl: the demo runs it
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

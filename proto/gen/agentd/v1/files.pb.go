@@ -9,6 +9,7 @@ package agentdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -80,6 +81,70 @@ func (x FileType) Number() protoreflect.EnumNumber {
 // Deprecated: Use FileType.Descriptor instead.
 func (FileType) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_files_proto_rawDescGZIP(), []int{0}
+}
+
+// FileEventKind is what happened to a path.
+type FileEventKind int32
+
+const (
+	FileEventKind_FILE_EVENT_KIND_UNSPECIFIED FileEventKind = 0
+	// It was created (or moved in).
+	FileEventKind_FILE_EVENT_KIND_CREATED FileEventKind = 1
+	// Its content was written.
+	FileEventKind_FILE_EVENT_KIND_WRITTEN FileEventKind = 2
+	// It was removed.
+	FileEventKind_FILE_EVENT_KIND_REMOVED FileEventKind = 3
+	// It was renamed or moved away (the new name, if inside, is CREATED).
+	FileEventKind_FILE_EVENT_KIND_RENAMED FileEventKind = 4
+	// Its mode or other attributes changed.
+	FileEventKind_FILE_EVENT_KIND_ATTRIBUTES FileEventKind = 5
+)
+
+// Enum value maps for FileEventKind.
+var (
+	FileEventKind_name = map[int32]string{
+		0: "FILE_EVENT_KIND_UNSPECIFIED",
+		1: "FILE_EVENT_KIND_CREATED",
+		2: "FILE_EVENT_KIND_WRITTEN",
+		3: "FILE_EVENT_KIND_REMOVED",
+		4: "FILE_EVENT_KIND_RENAMED",
+		5: "FILE_EVENT_KIND_ATTRIBUTES",
+	}
+	FileEventKind_value = map[string]int32{
+		"FILE_EVENT_KIND_UNSPECIFIED": 0,
+		"FILE_EVENT_KIND_CREATED":     1,
+		"FILE_EVENT_KIND_WRITTEN":     2,
+		"FILE_EVENT_KIND_REMOVED":     3,
+		"FILE_EVENT_KIND_RENAMED":     4,
+		"FILE_EVENT_KIND_ATTRIBUTES":  5,
+	}
+)
+
+func (x FileEventKind) Enum() *FileEventKind {
+	p := new(FileEventKind)
+	*p = x
+	return p
+}
+
+func (x FileEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FileEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_files_proto_enumTypes[1].Descriptor()
+}
+
+func (FileEventKind) Type() protoreflect.EnumType {
+	return &file_agentd_v1_files_proto_enumTypes[1]
+}
+
+func (x FileEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FileEventKind.Descriptor instead.
+func (FileEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{1}
 }
 
 // FileInfo describes one path.
@@ -2010,11 +2075,396 @@ func (x *GlobResponse) GetTruncated() bool {
 	return false
 }
 
+// WatchFilesRequest says what to watch.
+type WatchFilesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directory to watch, with everything below it (empty: the workspace).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Also report names starting with a dot (.git is never reported).
+	Hidden bool `protobuf:"varint,2,opt,name=hidden,proto3" json:"hidden,omitempty"`
+	// Do not honour .gitignore files.
+	NoIgnore bool `protobuf:"varint,3,opt,name=no_ignore,json=noIgnore,proto3" json:"no_ignore,omitempty"`
+	// Gather changes this long before sending them as one batch (unset: 100 ms;
+	// at most 10 s).
+	Coalesce      *durationpb.Duration `protobuf:"bytes,4,opt,name=coalesce,proto3" json:"coalesce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFilesRequest) Reset() {
+	*x = WatchFilesRequest{}
+	mi := &file_agentd_v1_files_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFilesRequest) ProtoMessage() {}
+
+func (x *WatchFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFilesRequest.ProtoReflect.Descriptor instead.
+func (*WatchFilesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatchFilesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WatchFilesRequest) GetHidden() bool {
+	if x != nil {
+		return x.Hidden
+	}
+	return false
+}
+
+func (x *WatchFilesRequest) GetNoIgnore() bool {
+	if x != nil {
+		return x.NoIgnore
+	}
+	return false
+}
+
+func (x *WatchFilesRequest) GetCoalesce() *durationpb.Duration {
+	if x != nil {
+		return x.Coalesce
+	}
+	return nil
+}
+
+// FileEvent is one change.
+type FileEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// What happened: the last change in the batch, except that a path created
+	// and then written in one batch stays CREATED.
+	Kind FileEventKind `protobuf:"varint,2,opt,name=kind,proto3,enum=agentd.v1.FileEventKind" json:"kind,omitempty"`
+	// The path is a directory.
+	Directory     bool `protobuf:"varint,3,opt,name=directory,proto3" json:"directory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileEvent) Reset() {
+	*x = FileEvent{}
+	mi := &file_agentd_v1_files_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileEvent) ProtoMessage() {}
+
+func (x *FileEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileEvent.ProtoReflect.Descriptor instead.
+func (*FileEvent) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FileEvent) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileEvent) GetKind() FileEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FileEventKind_FILE_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *FileEvent) GetDirectory() bool {
+	if x != nil {
+		return x.Directory
+	}
+	return false
+}
+
+// WatchFilesReady says the watch is in place.
+type WatchFilesReady struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute path of the watched directory.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Directories watched.
+	Directories   int64 `protobuf:"varint,2,opt,name=directories,proto3" json:"directories,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFilesReady) Reset() {
+	*x = WatchFilesReady{}
+	mi := &file_agentd_v1_files_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFilesReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFilesReady) ProtoMessage() {}
+
+func (x *WatchFilesReady) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFilesReady.ProtoReflect.Descriptor instead.
+func (*WatchFilesReady) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WatchFilesReady) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WatchFilesReady) GetDirectories() int64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+// FileEventBatch holds the changes of one coalescing window, in the order they
+// first happened.
+type FileEventBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*FileEvent           `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileEventBatch) Reset() {
+	*x = FileEventBatch{}
+	mi := &file_agentd_v1_files_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileEventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileEventBatch) ProtoMessage() {}
+
+func (x *FileEventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileEventBatch.ProtoReflect.Descriptor instead.
+func (*FileEventBatch) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FileEventBatch) GetEvents() []*FileEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// WatchFilesOverflow says changes were lost.
+type WatchFilesOverflow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why, for a person.
+	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFilesOverflow) Reset() {
+	*x = WatchFilesOverflow{}
+	mi := &file_agentd_v1_files_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFilesOverflow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFilesOverflow) ProtoMessage() {}
+
+func (x *WatchFilesOverflow) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFilesOverflow.ProtoReflect.Descriptor instead.
+func (*WatchFilesOverflow) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WatchFilesOverflow) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// WatchFilesResponse is the ready message, then batches and overflows.
+type WatchFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*WatchFilesResponse_Ready
+	//	*WatchFilesResponse_Batch
+	//	*WatchFilesResponse_Overflow
+	Result        isWatchFilesResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchFilesResponse) Reset() {
+	*x = WatchFilesResponse{}
+	mi := &file_agentd_v1_files_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchFilesResponse) ProtoMessage() {}
+
+func (x *WatchFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_files_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchFilesResponse.ProtoReflect.Descriptor instead.
+func (*WatchFilesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_files_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WatchFilesResponse) GetResult() isWatchFilesResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *WatchFilesResponse) GetReady() *WatchFilesReady {
+	if x != nil {
+		if x, ok := x.Result.(*WatchFilesResponse_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
+func (x *WatchFilesResponse) GetBatch() *FileEventBatch {
+	if x != nil {
+		if x, ok := x.Result.(*WatchFilesResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
+func (x *WatchFilesResponse) GetOverflow() *WatchFilesOverflow {
+	if x != nil {
+		if x, ok := x.Result.(*WatchFilesResponse_Overflow); ok {
+			return x.Overflow
+		}
+	}
+	return nil
+}
+
+type isWatchFilesResponse_Result interface {
+	isWatchFilesResponse_Result()
+}
+
+type WatchFilesResponse_Ready struct {
+	Ready *WatchFilesReady `protobuf:"bytes,1,opt,name=ready,proto3,oneof"`
+}
+
+type WatchFilesResponse_Batch struct {
+	Batch *FileEventBatch `protobuf:"bytes,2,opt,name=batch,proto3,oneof"`
+}
+
+type WatchFilesResponse_Overflow struct {
+	Overflow *WatchFilesOverflow `protobuf:"bytes,3,opt,name=overflow,proto3,oneof"`
+}
+
+func (*WatchFilesResponse_Ready) isWatchFilesResponse_Result() {}
+
+func (*WatchFilesResponse_Batch) isWatchFilesResponse_Result() {}
+
+func (*WatchFilesResponse_Overflow) isWatchFilesResponse_Result() {}
+
 var File_agentd_v1_files_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_files_proto_rawDesc = "" +
 	"\n" +
-	"\x15agentd/v1/files.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x02\n" +
+	"\x15agentd/v1/files.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x02\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12'\n" +
@@ -2150,13 +2600,41 @@ const file_agentd_v1_files_proto_rawDesc = "" +
 	"\x06hidden\x18\x05 \x01(\bR\x06hidden\"B\n" +
 	"\fGlobResponse\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated*~\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x93\x01\n" +
+	"\x11WatchFilesRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06hidden\x18\x02 \x01(\bR\x06hidden\x12\x1b\n" +
+	"\tno_ignore\x18\x03 \x01(\bR\bnoIgnore\x125\n" +
+	"\bcoalesce\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bcoalesce\"k\n" +
+	"\tFileEvent\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.agentd.v1.FileEventKindR\x04kind\x12\x1c\n" +
+	"\tdirectory\x18\x03 \x01(\bR\tdirectory\"G\n" +
+	"\x0fWatchFilesReady\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +
+	"\vdirectories\x18\x02 \x01(\x03R\vdirectories\">\n" +
+	"\x0eFileEventBatch\x12,\n" +
+	"\x06events\x18\x01 \x03(\v2\x14.agentd.v1.FileEventR\x06events\",\n" +
+	"\x12WatchFilesOverflow\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xc2\x01\n" +
+	"\x12WatchFilesResponse\x122\n" +
+	"\x05ready\x18\x01 \x01(\v2\x1a.agentd.v1.WatchFilesReadyH\x00R\x05ready\x121\n" +
+	"\x05batch\x18\x02 \x01(\v2\x19.agentd.v1.FileEventBatchH\x00R\x05batch\x12;\n" +
+	"\boverflow\x18\x03 \x01(\v2\x1d.agentd.v1.WatchFilesOverflowH\x00R\boverflowB\b\n" +
+	"\x06result*~\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFILE_TYPE_FILE\x10\x01\x12\x17\n" +
 	"\x13FILE_TYPE_DIRECTORY\x10\x02\x12\x15\n" +
 	"\x11FILE_TYPE_SYMLINK\x10\x03\x12\x13\n" +
-	"\x0fFILE_TYPE_OTHER\x10\x042\xc3\x05\n" +
+	"\x0fFILE_TYPE_OTHER\x10\x04*\xc4\x01\n" +
+	"\rFileEventKind\x12\x1f\n" +
+	"\x1bFILE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17FILE_EVENT_KIND_CREATED\x10\x01\x12\x1b\n" +
+	"\x17FILE_EVENT_KIND_WRITTEN\x10\x02\x12\x1b\n" +
+	"\x17FILE_EVENT_KIND_REMOVED\x10\x03\x12\x1b\n" +
+	"\x17FILE_EVENT_KIND_RENAMED\x10\x04\x12\x1e\n" +
+	"\x1aFILE_EVENT_KIND_ATTRIBUTES\x10\x052\x90\x06\n" +
 	"\vFileService\x127\n" +
 	"\x04Stat\x12\x16.agentd.v1.StatRequest\x1a\x17.agentd.v1.StatResponse\x12M\n" +
 	"\x04List\x12!.agentd.v1.FileServiceListRequest\x1a\".agentd.v1.FileServiceListResponse\x12@\n" +
@@ -2168,7 +2646,9 @@ const file_agentd_v1_files_proto_rawDesc = "" +
 	"\x05Write\x12\x17.agentd.v1.WriteRequest\x1a\x18.agentd.v1.WriteResponse(\x01\x127\n" +
 	"\x04Edit\x12\x16.agentd.v1.EditRequest\x1a\x17.agentd.v1.EditResponse\x12?\n" +
 	"\x06Search\x12\x18.agentd.v1.SearchRequest\x1a\x19.agentd.v1.SearchResponse0\x01\x127\n" +
-	"\x04Glob\x12\x16.agentd.v1.GlobRequest\x1a\x17.agentd.v1.GlobResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"
+	"\x04Glob\x12\x16.agentd.v1.GlobRequest\x1a\x17.agentd.v1.GlobResponse\x12K\n" +
+	"\n" +
+	"WatchFiles\x12\x1c.agentd.v1.WatchFilesRequest\x1a\x1d.agentd.v1.WatchFilesResponse0\x01B<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_files_proto_rawDescOnce sync.Once
@@ -2182,78 +2662,94 @@ func file_agentd_v1_files_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_files_proto_rawDescData
 }
 
-var file_agentd_v1_files_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_agentd_v1_files_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentd_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_agentd_v1_files_proto_goTypes = []any{
 	(FileType)(0),                   // 0: agentd.v1.FileType
-	(*FileInfo)(nil),                // 1: agentd.v1.FileInfo
-	(*StatRequest)(nil),             // 2: agentd.v1.StatRequest
-	(*StatResponse)(nil),            // 3: agentd.v1.StatResponse
-	(*FileServiceListRequest)(nil),  // 4: agentd.v1.FileServiceListRequest
-	(*FileServiceListResponse)(nil), // 5: agentd.v1.FileServiceListResponse
-	(*MakeDirRequest)(nil),          // 6: agentd.v1.MakeDirRequest
-	(*MakeDirResponse)(nil),         // 7: agentd.v1.MakeDirResponse
-	(*MoveRequest)(nil),             // 8: agentd.v1.MoveRequest
-	(*MoveResponse)(nil),            // 9: agentd.v1.MoveResponse
-	(*RemoveRequest)(nil),           // 10: agentd.v1.RemoveRequest
-	(*RemoveResponse)(nil),          // 11: agentd.v1.RemoveResponse
-	(*ReadRequest)(nil),             // 12: agentd.v1.ReadRequest
-	(*ReadResponse)(nil),            // 13: agentd.v1.ReadResponse
-	(*ReadLinesRequest)(nil),        // 14: agentd.v1.ReadLinesRequest
-	(*ReadLinesResponse)(nil),       // 15: agentd.v1.ReadLinesResponse
-	(*WriteHeader)(nil),             // 16: agentd.v1.WriteHeader
-	(*WriteRequest)(nil),            // 17: agentd.v1.WriteRequest
-	(*WriteResponse)(nil),           // 18: agentd.v1.WriteResponse
-	(*Replacement)(nil),             // 19: agentd.v1.Replacement
-	(*EditRequest)(nil),             // 20: agentd.v1.EditRequest
-	(*EditResponse)(nil),            // 21: agentd.v1.EditResponse
-	(*SearchRequest)(nil),           // 22: agentd.v1.SearchRequest
-	(*SearchMatch)(nil),             // 23: agentd.v1.SearchMatch
-	(*SearchSummary)(nil),           // 24: agentd.v1.SearchSummary
-	(*SearchResponse)(nil),          // 25: agentd.v1.SearchResponse
-	(*GlobRequest)(nil),             // 26: agentd.v1.GlobRequest
-	(*GlobResponse)(nil),            // 27: agentd.v1.GlobResponse
-	(*timestamppb.Timestamp)(nil),   // 28: google.protobuf.Timestamp
+	(FileEventKind)(0),              // 1: agentd.v1.FileEventKind
+	(*FileInfo)(nil),                // 2: agentd.v1.FileInfo
+	(*StatRequest)(nil),             // 3: agentd.v1.StatRequest
+	(*StatResponse)(nil),            // 4: agentd.v1.StatResponse
+	(*FileServiceListRequest)(nil),  // 5: agentd.v1.FileServiceListRequest
+	(*FileServiceListResponse)(nil), // 6: agentd.v1.FileServiceListResponse
+	(*MakeDirRequest)(nil),          // 7: agentd.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),         // 8: agentd.v1.MakeDirResponse
+	(*MoveRequest)(nil),             // 9: agentd.v1.MoveRequest
+	(*MoveResponse)(nil),            // 10: agentd.v1.MoveResponse
+	(*RemoveRequest)(nil),           // 11: agentd.v1.RemoveRequest
+	(*RemoveResponse)(nil),          // 12: agentd.v1.RemoveResponse
+	(*ReadRequest)(nil),             // 13: agentd.v1.ReadRequest
+	(*ReadResponse)(nil),            // 14: agentd.v1.ReadResponse
+	(*ReadLinesRequest)(nil),        // 15: agentd.v1.ReadLinesRequest
+	(*ReadLinesResponse)(nil),       // 16: agentd.v1.ReadLinesResponse
+	(*WriteHeader)(nil),             // 17: agentd.v1.WriteHeader
+	(*WriteRequest)(nil),            // 18: agentd.v1.WriteRequest
+	(*WriteResponse)(nil),           // 19: agentd.v1.WriteResponse
+	(*Replacement)(nil),             // 20: agentd.v1.Replacement
+	(*EditRequest)(nil),             // 21: agentd.v1.EditRequest
+	(*EditResponse)(nil),            // 22: agentd.v1.EditResponse
+	(*SearchRequest)(nil),           // 23: agentd.v1.SearchRequest
+	(*SearchMatch)(nil),             // 24: agentd.v1.SearchMatch
+	(*SearchSummary)(nil),           // 25: agentd.v1.SearchSummary
+	(*SearchResponse)(nil),          // 26: agentd.v1.SearchResponse
+	(*GlobRequest)(nil),             // 27: agentd.v1.GlobRequest
+	(*GlobResponse)(nil),            // 28: agentd.v1.GlobResponse
+	(*WatchFilesRequest)(nil),       // 29: agentd.v1.WatchFilesRequest
+	(*FileEvent)(nil),               // 30: agentd.v1.FileEvent
+	(*WatchFilesReady)(nil),         // 31: agentd.v1.WatchFilesReady
+	(*FileEventBatch)(nil),          // 32: agentd.v1.FileEventBatch
+	(*WatchFilesOverflow)(nil),      // 33: agentd.v1.WatchFilesOverflow
+	(*WatchFilesResponse)(nil),      // 34: agentd.v1.WatchFilesResponse
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_agentd_v1_files_proto_depIdxs = []int32{
 	0,  // 0: agentd.v1.FileInfo.type:type_name -> agentd.v1.FileType
-	28, // 1: agentd.v1.FileInfo.modified:type_name -> google.protobuf.Timestamp
-	1,  // 2: agentd.v1.StatResponse.info:type_name -> agentd.v1.FileInfo
-	1,  // 3: agentd.v1.FileServiceListResponse.entries:type_name -> agentd.v1.FileInfo
-	1,  // 4: agentd.v1.MakeDirResponse.info:type_name -> agentd.v1.FileInfo
-	1,  // 5: agentd.v1.MoveResponse.info:type_name -> agentd.v1.FileInfo
-	1,  // 6: agentd.v1.ReadResponse.info:type_name -> agentd.v1.FileInfo
-	16, // 7: agentd.v1.WriteRequest.header:type_name -> agentd.v1.WriteHeader
-	19, // 8: agentd.v1.EditRequest.edits:type_name -> agentd.v1.Replacement
-	23, // 9: agentd.v1.SearchResponse.match:type_name -> agentd.v1.SearchMatch
-	24, // 10: agentd.v1.SearchResponse.summary:type_name -> agentd.v1.SearchSummary
-	2,  // 11: agentd.v1.FileService.Stat:input_type -> agentd.v1.StatRequest
-	4,  // 12: agentd.v1.FileService.List:input_type -> agentd.v1.FileServiceListRequest
-	6,  // 13: agentd.v1.FileService.MakeDir:input_type -> agentd.v1.MakeDirRequest
-	8,  // 14: agentd.v1.FileService.Move:input_type -> agentd.v1.MoveRequest
-	10, // 15: agentd.v1.FileService.Remove:input_type -> agentd.v1.RemoveRequest
-	12, // 16: agentd.v1.FileService.Read:input_type -> agentd.v1.ReadRequest
-	14, // 17: agentd.v1.FileService.ReadLines:input_type -> agentd.v1.ReadLinesRequest
-	17, // 18: agentd.v1.FileService.Write:input_type -> agentd.v1.WriteRequest
-	20, // 19: agentd.v1.FileService.Edit:input_type -> agentd.v1.EditRequest
-	22, // 20: agentd.v1.FileService.Search:input_type -> agentd.v1.SearchRequest
-	26, // 21: agentd.v1.FileService.Glob:input_type -> agentd.v1.GlobRequest
-	3,  // 22: agentd.v1.FileService.Stat:output_type -> agentd.v1.StatResponse
-	5,  // 23: agentd.v1.FileService.List:output_type -> agentd.v1.FileServiceListResponse
-	7,  // 24: agentd.v1.FileService.MakeDir:output_type -> agentd.v1.MakeDirResponse
-	9,  // 25: agentd.v1.FileService.Move:output_type -> agentd.v1.MoveResponse
-	11, // 26: agentd.v1.FileService.Remove:output_type -> agentd.v1.RemoveResponse
-	13, // 27: agentd.v1.FileService.Read:output_type -> agentd.v1.ReadResponse
-	15, // 28: agentd.v1.FileService.ReadLines:output_type -> agentd.v1.ReadLinesResponse
-	18, // 29: agentd.v1.FileService.Write:output_type -> agentd.v1.WriteResponse
-	21, // 30: agentd.v1.FileService.Edit:output_type -> agentd.v1.EditResponse
-	25, // 31: agentd.v1.FileService.Search:output_type -> agentd.v1.SearchResponse
-	27, // 32: agentd.v1.FileService.Glob:output_type -> agentd.v1.GlobResponse
-	22, // [22:33] is the sub-list for method output_type
-	11, // [11:22] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	35, // 1: agentd.v1.FileInfo.modified:type_name -> google.protobuf.Timestamp
+	2,  // 2: agentd.v1.StatResponse.info:type_name -> agentd.v1.FileInfo
+	2,  // 3: agentd.v1.FileServiceListResponse.entries:type_name -> agentd.v1.FileInfo
+	2,  // 4: agentd.v1.MakeDirResponse.info:type_name -> agentd.v1.FileInfo
+	2,  // 5: agentd.v1.MoveResponse.info:type_name -> agentd.v1.FileInfo
+	2,  // 6: agentd.v1.ReadResponse.info:type_name -> agentd.v1.FileInfo
+	17, // 7: agentd.v1.WriteRequest.header:type_name -> agentd.v1.WriteHeader
+	20, // 8: agentd.v1.EditRequest.edits:type_name -> agentd.v1.Replacement
+	24, // 9: agentd.v1.SearchResponse.match:type_name -> agentd.v1.SearchMatch
+	25, // 10: agentd.v1.SearchResponse.summary:type_name -> agentd.v1.SearchSummary
+	36, // 11: agentd.v1.WatchFilesRequest.coalesce:type_name -> google.protobuf.Duration
+	1,  // 12: agentd.v1.FileEvent.kind:type_name -> agentd.v1.FileEventKind
+	30, // 13: agentd.v1.FileEventBatch.events:type_name -> agentd.v1.FileEvent
+	31, // 14: agentd.v1.WatchFilesResponse.ready:type_name -> agentd.v1.WatchFilesReady
+	32, // 15: agentd.v1.WatchFilesResponse.batch:type_name -> agentd.v1.FileEventBatch
+	33, // 16: agentd.v1.WatchFilesResponse.overflow:type_name -> agentd.v1.WatchFilesOverflow
+	3,  // 17: agentd.v1.FileService.Stat:input_type -> agentd.v1.StatRequest
+	5,  // 18: agentd.v1.FileService.List:input_type -> agentd.v1.FileServiceListRequest
+	7,  // 19: agentd.v1.FileService.MakeDir:input_type -> agentd.v1.MakeDirRequest
+	9,  // 20: agentd.v1.FileService.Move:input_type -> agentd.v1.MoveRequest
+	11, // 21: agentd.v1.FileService.Remove:input_type -> agentd.v1.RemoveRequest
+	13, // 22: agentd.v1.FileService.Read:input_type -> agentd.v1.ReadRequest
+	15, // 23: agentd.v1.FileService.ReadLines:input_type -> agentd.v1.ReadLinesRequest
+	18, // 24: agentd.v1.FileService.Write:input_type -> agentd.v1.WriteRequest
+	21, // 25: agentd.v1.FileService.Edit:input_type -> agentd.v1.EditRequest
+	23, // 26: agentd.v1.FileService.Search:input_type -> agentd.v1.SearchRequest
+	27, // 27: agentd.v1.FileService.Glob:input_type -> agentd.v1.GlobRequest
+	29, // 28: agentd.v1.FileService.WatchFiles:input_type -> agentd.v1.WatchFilesRequest
+	4,  // 29: agentd.v1.FileService.Stat:output_type -> agentd.v1.StatResponse
+	6,  // 30: agentd.v1.FileService.List:output_type -> agentd.v1.FileServiceListResponse
+	8,  // 31: agentd.v1.FileService.MakeDir:output_type -> agentd.v1.MakeDirResponse
+	10, // 32: agentd.v1.FileService.Move:output_type -> agentd.v1.MoveResponse
+	12, // 33: agentd.v1.FileService.Remove:output_type -> agentd.v1.RemoveResponse
+	14, // 34: agentd.v1.FileService.Read:output_type -> agentd.v1.ReadResponse
+	16, // 35: agentd.v1.FileService.ReadLines:output_type -> agentd.v1.ReadLinesResponse
+	19, // 36: agentd.v1.FileService.Write:output_type -> agentd.v1.WriteResponse
+	22, // 37: agentd.v1.FileService.Edit:output_type -> agentd.v1.EditResponse
+	26, // 38: agentd.v1.FileService.Search:output_type -> agentd.v1.SearchResponse
+	28, // 39: agentd.v1.FileService.Glob:output_type -> agentd.v1.GlobResponse
+	34, // 40: agentd.v1.FileService.WatchFiles:output_type -> agentd.v1.WatchFilesResponse
+	29, // [29:41] is the sub-list for method output_type
+	17, // [17:29] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_files_proto_init() }
@@ -2269,13 +2765,18 @@ func file_agentd_v1_files_proto_init() {
 		(*SearchResponse_Match)(nil),
 		(*SearchResponse_Summary)(nil),
 	}
+	file_agentd_v1_files_proto_msgTypes[32].OneofWrappers = []any{
+		(*WatchFilesResponse_Ready)(nil),
+		(*WatchFilesResponse_Batch)(nil),
+		(*WatchFilesResponse_Overflow)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_files_proto_rawDesc), len(file_agentd_v1_files_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,17 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FileService_Stat_FullMethodName      = "/agentd.v1.FileService/Stat"
-	FileService_List_FullMethodName      = "/agentd.v1.FileService/List"
-	FileService_MakeDir_FullMethodName   = "/agentd.v1.FileService/MakeDir"
-	FileService_Move_FullMethodName      = "/agentd.v1.FileService/Move"
-	FileService_Remove_FullMethodName    = "/agentd.v1.FileService/Remove"
-	FileService_Read_FullMethodName      = "/agentd.v1.FileService/Read"
-	FileService_ReadLines_FullMethodName = "/agentd.v1.FileService/ReadLines"
-	FileService_Write_FullMethodName     = "/agentd.v1.FileService/Write"
-	FileService_Edit_FullMethodName      = "/agentd.v1.FileService/Edit"
-	FileService_Search_FullMethodName    = "/agentd.v1.FileService/Search"
-	FileService_Glob_FullMethodName      = "/agentd.v1.FileService/Glob"
+	FileService_Stat_FullMethodName       = "/agentd.v1.FileService/Stat"
+	FileService_List_FullMethodName       = "/agentd.v1.FileService/List"
+	FileService_MakeDir_FullMethodName    = "/agentd.v1.FileService/MakeDir"
+	FileService_Move_FullMethodName       = "/agentd.v1.FileService/Move"
+	FileService_Remove_FullMethodName     = "/agentd.v1.FileService/Remove"
+	FileService_Read_FullMethodName       = "/agentd.v1.FileService/Read"
+	FileService_ReadLines_FullMethodName  = "/agentd.v1.FileService/ReadLines"
+	FileService_Write_FullMethodName      = "/agentd.v1.FileService/Write"
+	FileService_Edit_FullMethodName       = "/agentd.v1.FileService/Edit"
+	FileService_Search_FullMethodName     = "/agentd.v1.FileService/Search"
+	FileService_Glob_FullMethodName       = "/agentd.v1.FileService/Glob"
+	FileService_WatchFiles_FullMethodName = "/agentd.v1.FileService/WatchFiles"
 )
 
 // FileServiceClient is the client API for FileService service.
@@ -70,6 +71,12 @@ type FileServiceClient interface {
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SearchResponse], error)
 	// Glob lists the paths matching a pattern with ** support.
 	Glob(ctx context.Context, in *GlobRequest, opts ...grpc.CallOption) (*GlobResponse, error)
+	// WatchFiles reports changes below a directory as they happen, until the
+	// call ends: recursive, honouring .gitignore files as Search and Glob do,
+	// coalesced into batches. The first message says the watch is in place;
+	// an overflow message says events were lost (the kernel's queue filled),
+	// and the client should rescan.
+	WatchFiles(ctx context.Context, in *WatchFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFilesResponse], error)
 }
 
 type fileServiceClient struct {
@@ -211,6 +218,25 @@ func (c *fileServiceClient) Glob(ctx context.Context, in *GlobRequest, opts ...g
 	return out, nil
 }
 
+func (c *fileServiceClient) WatchFiles(ctx context.Context, in *WatchFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchFilesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &FileService_ServiceDesc.Streams[3], FileService_WatchFiles_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchFilesRequest, WatchFilesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FileService_WatchFilesClient = grpc.ServerStreamingClient[WatchFilesResponse]
+
 // FileServiceServer is the server API for FileService service.
 // All implementations must embed UnimplementedFileServiceServer
 // for forward compatibility.
@@ -249,6 +275,12 @@ type FileServiceServer interface {
 	Search(*SearchRequest, grpc.ServerStreamingServer[SearchResponse]) error
 	// Glob lists the paths matching a pattern with ** support.
 	Glob(context.Context, *GlobRequest) (*GlobResponse, error)
+	// WatchFiles reports changes below a directory as they happen, until the
+	// call ends: recursive, honouring .gitignore files as Search and Glob do,
+	// coalesced into batches. The first message says the watch is in place;
+	// an overflow message says events were lost (the kernel's queue filled),
+	// and the client should rescan.
+	WatchFiles(*WatchFilesRequest, grpc.ServerStreamingServer[WatchFilesResponse]) error
 	mustEmbedUnimplementedFileServiceServer()
 }
 
@@ -291,6 +323,9 @@ func (UnimplementedFileServiceServer) Search(*SearchRequest, grpc.ServerStreamin
 }
 func (UnimplementedFileServiceServer) Glob(context.Context, *GlobRequest) (*GlobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Glob not implemented")
+}
+func (UnimplementedFileServiceServer) WatchFiles(*WatchFilesRequest, grpc.ServerStreamingServer[WatchFilesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchFiles not implemented")
 }
 func (UnimplementedFileServiceServer) mustEmbedUnimplementedFileServiceServer() {}
 func (UnimplementedFileServiceServer) testEmbeddedByValue()                     {}
@@ -486,6 +521,17 @@ func _FileService_Glob_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FileService_WatchFiles_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchFilesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FileServiceServer).WatchFiles(m, &grpc.GenericServerStream[WatchFilesRequest, WatchFilesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type FileService_WatchFilesServer = grpc.ServerStreamingServer[WatchFilesResponse]
+
 // FileService_ServiceDesc is the grpc.ServiceDesc for FileService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -540,6 +586,11 @@ var FileService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Search",
 			Handler:       _FileService_Search_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchFiles",
+			Handler:       _FileService_WatchFiles_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -11,10 +11,11 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentd/v1/files.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x01\n\x08\x46ileInfo\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x04type\x18\x03 \x01(\x0e\x32\x13.agentd.v1.FileType\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0c\n\x04mode\x18\x05 \x01(\r\x12,\n\x08modified\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0esymlink_target\x18\x07 \x01(\t\x12\x0b\n\x03uid\x18\x08 \x01(\r\x12\x0b\n\x03gid\x18\t \x01(\r\x12\x10\n\x08raw_path\x18\n \x01(\x0c\"\x1b\n\x0bStatRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"1\n\x0cStatResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"Z\n\x16\x46ileServiceListRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\x12\x0e\n\x06hidden\x18\x03 \x01(\x08\x12\x13\n\x0bmax_entries\x18\x04 \x01(\x05\"R\n\x17\x46ileServiceListResponse\x12$\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x13.agentd.v1.FileInfo\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"=\n\x0eMakeDirRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x01(\x08\x12\x0c\n\x04mode\x18\x03 \x01(\r\"4\n\x0fMakeDirResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"E\n\x0bMoveRequest\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x11\n\toverwrite\x18\x03 \x01(\x08\"1\n\x0cMoveResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"0\n\rRemoveRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\trecursive\x18\x02 \x01(\x08\"\x10\n\x0eRemoveResponse\":\n\x0bReadRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\r\n\x05limit\x18\x03 \x01(\x03\"O\n\x0cReadResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12!\n\x04info\x18\x03 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"[\n\x10ReadLinesRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tfrom_line\x18\x02 \x01(\x03\x12\r\n\x05\x63ount\x18\x03 \x01(\x03\x12\x17\n\x0fmax_line_length\x18\x04 \x01(\x05\"\x89\x01\n\x11ReadLinesResponse\x12\r\n\x05lines\x18\x01 \x03(\t\x12\x11\n\tfrom_line\x18\x02 \x01(\x03\x12\x13\n\x0btotal_lines\x18\x03 \x01(\x03\x12\x0c\n\x04more\x18\x04 \x01(\x08\x12\x11\n\tcut_lines\x18\x05 \x03(\x03\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x0e\n\x06sha256\x18\x07 \x01(\t\"j\n\x0bWriteHeader\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\r\x12\x16\n\x0e\x63reate_parents\x18\x03 \x01(\x08\x12\x0e\n\x06\x61ppend\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpected_sha256\x18\x05 \x01(\t\"O\n\x0cWriteRequest\x12(\n\x06header\x18\x01 \x01(\x0b\x32\x16.agentd.v1.WriteHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x05\n\x03msg\"L\n\rWriteResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0f\n\x07\x63reated\x18\x04 \x01(\x08\"J\n\x0bReplacement\x12\x12\n\nold_string\x18\x01 \x01(\t\x12\x12\n\nnew_string\x18\x02 \x01(\t\x12\x13\n\x0breplace_all\x18\x03 \x01(\x08\"l\n\x0b\x45\x64itRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12%\n\x05\x65\x64its\x18\x02 \x03(\x0b\x32\x16.agentd.v1.Replacement\x12\x17\n\x0f\x65xpected_sha256\x18\x03 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\"P\n\x0c\x45\x64itResponse\x12\x14\n\x0creplacements\x18\x01 \x01(\x05\x12\x0c\n\x04\x64iff\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\"\xda\x01\n\rSearchRequest\x12\x0f\n\x07pattern\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x0c\x66ixed_string\x18\x03 \x01(\x08\x12\x13\n\x0bignore_case\x18\x04 \x01(\x08\x12\x0f\n\x07include\x18\x05 \x03(\t\x12\x0f\n\x07\x65xclude\x18\x06 \x03(\t\x12\x15\n\rcontext_lines\x18\x07 \x01(\x05\x12\x13\n\x0bmax_matches\x18\x08 \x01(\x05\x12\x0e\n\x06hidden\x18\t \x01(\x08\x12\x11\n\tno_ignore\x18\n \x01(\x08\x12\x0e\n\x06\x62inary\x18\x0b \x01(\x08\"]\n\x0bSearchMatch\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x13\n\x0bline_number\x18\x02 \x01(\x03\x12\x0c\n\x04line\x18\x03 \x01(\t\x12\x0e\n\x06\x62\x65\x66ore\x18\x04 \x03(\t\x12\r\n\x05\x61\x66ter\x18\x05 \x03(\t\"a\n\rSearchSummary\x12\x15\n\rfiles_scanned\x18\x01 \x01(\x03\x12\x0f\n\x07matches\x18\x02 \x01(\x03\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x15\n\rfiles_skipped\x18\x04 \x01(\x03\"p\n\x0eSearchResponse\x12\'\n\x05match\x18\x01 \x01(\x0b\x32\x16.agentd.v1.SearchMatchH\x00\x12+\n\x07summary\x18\x02 \x01(\x0b\x32\x18.agentd.v1.SearchSummaryH\x00\x42\x08\n\x06result\"d\n\x0bGlobRequest\x12\x0f\n\x07pattern\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tno_ignore\x18\x03 \x01(\x08\x12\x13\n\x0bmax_results\x18\x04 \x01(\x05\x12\x0e\n\x06hidden\x18\x05 \x01(\x08\"0\n\x0cGlobResponse\x12\r\n\x05paths\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08*~\n\x08\x46ileType\x12\x19\n\x15\x46ILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x46ILE_TYPE_FILE\x10\x01\x12\x17\n\x13\x46ILE_TYPE_DIRECTORY\x10\x02\x12\x15\n\x11\x46ILE_TYPE_SYMLINK\x10\x03\x12\x13\n\x0f\x46ILE_TYPE_OTHER\x10\x04\x32\xc3\x05\n\x0b\x46ileService\x12\x37\n\x04Stat\x12\x16.agentd.v1.StatRequest\x1a\x17.agentd.v1.StatResponse\x12M\n\x04List\x12!.agentd.v1.FileServiceListRequest\x1a\".agentd.v1.FileServiceListResponse\x12@\n\x07MakeDir\x12\x19.agentd.v1.MakeDirRequest\x1a\x1a.agentd.v1.MakeDirResponse\x12\x37\n\x04Move\x12\x16.agentd.v1.MoveRequest\x1a\x17.agentd.v1.MoveResponse\x12=\n\x06Remove\x12\x18.agentd.v1.RemoveRequest\x1a\x19.agentd.v1.RemoveResponse\x12\x39\n\x04Read\x12\x16.agentd.v1.ReadRequest\x1a\x17.agentd.v1.ReadResponse0\x01\x12\x46\n\tReadLines\x12\x1b.agentd.v1.ReadLinesRequest\x1a\x1c.agentd.v1.ReadLinesResponse\x12<\n\x05Write\x12\x17.agentd.v1.WriteRequest\x1a\x18.agentd.v1.WriteResponse(\x01\x12\x37\n\x04\x45\x64it\x12\x16.agentd.v1.EditRequest\x1a\x17.agentd.v1.EditResponse\x12?\n\x06Search\x12\x18.agentd.v1.SearchRequest\x1a\x19.agentd.v1.SearchResponse0\x01\x12\x37\n\x04Glob\x12\x16.agentd.v1.GlobRequest\x1a\x17.agentd.v1.GlobResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x61gentd/v1/files.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x01\n\x08\x46ileInfo\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x04type\x18\x03 \x01(\x0e\x32\x13.agentd.v1.FileType\x12\x0c\n\x04size\x18\x04 \x01(\x03\x12\x0c\n\x04mode\x18\x05 \x01(\r\x12,\n\x08modified\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0esymlink_target\x18\x07 \x01(\t\x12\x0b\n\x03uid\x18\x08 \x01(\r\x12\x0b\n\x03gid\x18\t \x01(\r\x12\x10\n\x08raw_path\x18\n \x01(\x0c\"\x1b\n\x0bStatRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"1\n\x0cStatResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"Z\n\x16\x46ileServiceListRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x02 \x01(\x05\x12\x0e\n\x06hidden\x18\x03 \x01(\x08\x12\x13\n\x0bmax_entries\x18\x04 \x01(\x05\"R\n\x17\x46ileServiceListResponse\x12$\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x13.agentd.v1.FileInfo\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"=\n\x0eMakeDirRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x01(\x08\x12\x0c\n\x04mode\x18\x03 \x01(\r\"4\n\x0fMakeDirResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"E\n\x0bMoveRequest\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65stination\x18\x02 \x01(\t\x12\x11\n\toverwrite\x18\x03 \x01(\x08\"1\n\x0cMoveResponse\x12!\n\x04info\x18\x01 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"0\n\rRemoveRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\trecursive\x18\x02 \x01(\x08\"\x10\n\x0eRemoveResponse\":\n\x0bReadRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\r\n\x05limit\x18\x03 \x01(\x03\"O\n\x0cReadResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12!\n\x04info\x18\x03 \x01(\x0b\x32\x13.agentd.v1.FileInfo\"[\n\x10ReadLinesRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tfrom_line\x18\x02 \x01(\x03\x12\r\n\x05\x63ount\x18\x03 \x01(\x03\x12\x17\n\x0fmax_line_length\x18\x04 \x01(\x05\"\x89\x01\n\x11ReadLinesResponse\x12\r\n\x05lines\x18\x01 \x03(\t\x12\x11\n\tfrom_line\x18\x02 \x01(\x03\x12\x13\n\x0btotal_lines\x18\x03 \x01(\x03\x12\x0c\n\x04more\x18\x04 \x01(\x08\x12\x11\n\tcut_lines\x18\x05 \x03(\x03\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x0e\n\x06sha256\x18\x07 \x01(\t\"j\n\x0bWriteHeader\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\r\x12\x16\n\x0e\x63reate_parents\x18\x03 \x01(\x08\x12\x0e\n\x06\x61ppend\x18\x04 \x01(\x08\x12\x17\n\x0f\x65xpected_sha256\x18\x05 \x01(\t\"O\n\x0cWriteRequest\x12(\n\x06header\x18\x01 \x01(\x0b\x32\x16.agentd.v1.WriteHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x05\n\x03msg\"L\n\rWriteResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0f\n\x07\x63reated\x18\x04 \x01(\x08\"J\n\x0bReplacement\x12\x12\n\nold_string\x18\x01 \x01(\t\x12\x12\n\nnew_string\x18\x02 \x01(\t\x12\x13\n\x0breplace_all\x18\x03 \x01(\x08\"l\n\x0b\x45\x64itRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12%\n\x05\x65\x64its\x18\x02 \x03(\x0b\x32\x16.agentd.v1.Replacement\x12\x17\n\x0f\x65xpected_sha256\x18\x03 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x04 \x01(\x08\"P\n\x0c\x45\x64itResponse\x12\x14\n\x0creplacements\x18\x01 \x01(\x05\x12\x0c\n\x04\x64iff\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\"\xda\x01\n\rSearchRequest\x12\x0f\n\x07pattern\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x14\n\x0c\x66ixed_string\x18\x03 \x01(\x08\x12\x13\n\x0bignore_case\x18\x04 \x01(\x08\x12\x0f\n\x07include\x18\x05 \x03(\t\x12\x0f\n\x07\x65xclude\x18\x06 \x03(\t\x12\x15\n\rcontext_lines\x18\x07 \x01(\x05\x12\x13\n\x0bmax_matches\x18\x08 \x01(\x05\x12\x0e\n\x06hidden\x18\t \x01(\x08\x12\x11\n\tno_ignore\x18\n \x01(\x08\x12\x0e\n\x06\x62inary\x18\x0b \x01(\x08\"]\n\x0bSearchMatch\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x13\n\x0bline_number\x18\x02 \x01(\x03\x12\x0c\n\x04line\x18\x03 \x01(\t\x12\x0e\n\x06\x62\x65\x66ore\x18\x04 \x03(\t\x12\r\n\x05\x61\x66ter\x18\x05 \x03(\t\"a\n\rSearchSummary\x12\x15\n\rfiles_scanned\x18\x01 \x01(\x03\x12\x0f\n\x07matches\x18\x02 \x01(\x03\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x15\n\rfiles_skipped\x18\x04 \x01(\x03\"p\n\x0eSearchResponse\x12\'\n\x05match\x18\x01 \x01(\x0b\x32\x16.agentd.v1.SearchMatchH\x00\x12+\n\x07summary\x18\x02 \x01(\x0b\x32\x18.agentd.v1.SearchSummaryH\x00\x42\x08\n\x06result\"d\n\x0bGlobRequest\x12\x0f\n\x07pattern\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tno_ignore\x18\x03 \x01(\x08\x12\x13\n\x0bmax_results\x18\x04 \x01(\x05\x12\x0e\n\x06hidden\x18\x05 \x01(\x08\"0\n\x0cGlobResponse\x12\r\n\x05paths\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"q\n\x11WatchFilesRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06hidden\x18\x02 \x01(\x08\x12\x11\n\tno_ignore\x18\x03 \x01(\x08\x12+\n\x08\x63oalesce\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"T\n\tFileEvent\x12\x0c\n\x04path\x18\x01 \x01(\t\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.agentd.v1.FileEventKind\x12\x11\n\tdirectory\x18\x03 \x01(\x08\"4\n\x0fWatchFilesReady\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x13\n\x0b\x64irectories\x18\x02 \x01(\x03\"6\n\x0e\x46ileEventBatch\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.agentd.v1.FileEvent\"$\n\x12WatchFilesOverflow\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xaa\x01\n\x12WatchFilesResponse\x12+\n\x05ready\x18\x01 \x01(\x0b\x32\x1a.agentd.v1.WatchFilesReadyH\x00\x12*\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x19.agentd.v1.FileEventBatchH\x00\x12\x31\n\x08overflow\x18\x03 \x01(\x0b\x32\x1d.agentd.v1.WatchFilesOverflowH\x00\x42\x08\n\x06result*~\n\x08\x46ileType\x12\x19\n\x15\x46ILE_TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x46ILE_TYPE_FILE\x10\x01\x12\x17\n\x13\x46ILE_TYPE_DIRECTORY\x10\x02\x12\x15\n\x11\x46ILE_TYPE_SYMLINK\x10\x03\x12\x13\n\x0f\x46ILE_TYPE_OTHER\x10\x04*\xc4\x01\n\rFileEventKind\x12\x1f\n\x1b\x46ILE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x46ILE_EVENT_KIND_CREATED\x10\x01\x12\x1b\n\x17\x46ILE_EVENT_KIND_WRITTEN\x10\x02\x12\x1b\n\x17\x46ILE_EVENT_KIND_REMOVED\x10\x03\x12\x1b\n\x17\x46ILE_EVENT_KIND_RENAMED\x10\x04\x12\x1e\n\x1a\x46ILE_EVENT_KIND_ATTRIBUTES\x10\x05\x32\x90\x06\n\x0b\x46ileService\x12\x37\n\x04Stat\x12\x16.agentd.v1.StatRequest\x1a\x17.agentd.v1.StatResponse\x12M\n\x04List\x12!.agentd.v1.FileServiceListRequest\x1a\".agentd.v1.FileServiceListResponse\x12@\n\x07MakeDir\x12\x19.agentd.v1.MakeDirRequest\x1a\x1a.agentd.v1.MakeDirResponse\x12\x37\n\x04Move\x12\x16.agentd.v1.MoveRequest\x1a\x17.agentd.v1.MoveResponse\x12=\n\x06Remove\x12\x18.agentd.v1.RemoveRequest\x1a\x19.agentd.v1.RemoveResponse\x12\x39\n\x04Read\x12\x16.agentd.v1.ReadRequest\x1a\x17.agentd.v1.ReadResponse0\x01\x12\x46\n\tReadLines\x12\x1b.agentd.v1.ReadLinesRequest\x1a\x1c.agentd.v1.ReadLinesResponse\x12<\n\x05Write\x12\x17.agentd.v1.WriteRequest\x1a\x18.agentd.v1.WriteResponse(\x01\x12\x37\n\x04\x45\x64it\x12\x16.agentd.v1.EditRequest\x1a\x17.agentd.v1.EditResponse\x12?\n\x06Search\x12\x18.agentd.v1.SearchRequest\x1a\x19.agentd.v1.SearchResponse0\x01\x12\x37\n\x04Glob\x12\x16.agentd.v1.GlobRequest\x1a\x17.agentd.v1.GlobResponse\x12K\n\nWatchFiles\x12\x1c.agentd.v1.WatchFilesRequest\x1a\x1d.agentd.v1.WatchFilesResponse0\x01\x42<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.files_pb2', globals())
@@ -22,62 +23,76 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1'
-  _FILETYPE._serialized_start=2440
-  _FILETYPE._serialized_end=2566
-  _FILEINFO._serialized_start=70
-  _FILEINFO._serialized_end=285
-  _STATREQUEST._serialized_start=287
-  _STATREQUEST._serialized_end=314
-  _STATRESPONSE._serialized_start=316
-  _STATRESPONSE._serialized_end=365
-  _FILESERVICELISTREQUEST._serialized_start=367
-  _FILESERVICELISTREQUEST._serialized_end=457
-  _FILESERVICELISTRESPONSE._serialized_start=459
-  _FILESERVICELISTRESPONSE._serialized_end=541
-  _MAKEDIRREQUEST._serialized_start=543
-  _MAKEDIRREQUEST._serialized_end=604
-  _MAKEDIRRESPONSE._serialized_start=606
-  _MAKEDIRRESPONSE._serialized_end=658
-  _MOVEREQUEST._serialized_start=660
-  _MOVEREQUEST._serialized_end=729
-  _MOVERESPONSE._serialized_start=731
-  _MOVERESPONSE._serialized_end=780
-  _REMOVEREQUEST._serialized_start=782
-  _REMOVEREQUEST._serialized_end=830
-  _REMOVERESPONSE._serialized_start=832
-  _REMOVERESPONSE._serialized_end=848
-  _READREQUEST._serialized_start=850
-  _READREQUEST._serialized_end=908
-  _READRESPONSE._serialized_start=910
-  _READRESPONSE._serialized_end=989
-  _READLINESREQUEST._serialized_start=991
-  _READLINESREQUEST._serialized_end=1082
-  _READLINESRESPONSE._serialized_start=1085
-  _READLINESRESPONSE._serialized_end=1222
-  _WRITEHEADER._serialized_start=1224
-  _WRITEHEADER._serialized_end=1330
-  _WRITEREQUEST._serialized_start=1332
-  _WRITEREQUEST._serialized_end=1411
-  _WRITERESPONSE._serialized_start=1413
-  _WRITERESPONSE._serialized_end=1489
-  _REPLACEMENT._serialized_start=1491
-  _REPLACEMENT._serialized_end=1565
-  _EDITREQUEST._serialized_start=1567
-  _EDITREQUEST._serialized_end=1675
-  _EDITRESPONSE._serialized_start=1677
-  _EDITRESPONSE._serialized_end=1757
-  _SEARCHREQUEST._serialized_start=1760
-  _SEARCHREQUEST._serialized_end=1978
-  _SEARCHMATCH._serialized_start=1980
-  _SEARCHMATCH._serialized_end=2073
-  _SEARCHSUMMARY._serialized_start=2075
-  _SEARCHSUMMARY._serialized_end=2172
-  _SEARCHRESPONSE._serialized_start=2174
-  _SEARCHRESPONSE._serialized_end=2286
-  _GLOBREQUEST._serialized_start=2288
-  _GLOBREQUEST._serialized_end=2388
-  _GLOBRESPONSE._serialized_start=2390
-  _GLOBRESPONSE._serialized_end=2438
-  _FILESERVICE._serialized_start=2569
-  _FILESERVICE._serialized_end=3276
+  _FILETYPE._serialized_start=2994
+  _FILETYPE._serialized_end=3120
+  _FILEEVENTKIND._serialized_start=3123
+  _FILEEVENTKIND._serialized_end=3319
+  _FILEINFO._serialized_start=102
+  _FILEINFO._serialized_end=317
+  _STATREQUEST._serialized_start=319
+  _STATREQUEST._serialized_end=346
+  _STATRESPONSE._serialized_start=348
+  _STATRESPONSE._serialized_end=397
+  _FILESERVICELISTREQUEST._serialized_start=399
+  _FILESERVICELISTREQUEST._serialized_end=489
+  _FILESERVICELISTRESPONSE._serialized_start=491
+  _FILESERVICELISTRESPONSE._serialized_end=573
+  _MAKEDIRREQUEST._serialized_start=575
+  _MAKEDIRREQUEST._serialized_end=636
+  _MAKEDIRRESPONSE._serialized_start=638
+  _MAKEDIRRESPONSE._serialized_end=690
+  _MOVEREQUEST._serialized_start=692
+  _MOVEREQUEST._serialized_end=761
+  _MOVERESPONSE._serialized_start=763
+  _MOVERESPONSE._serialized_end=812
+  _REMOVEREQUEST._serialized_start=814
+  _REMOVEREQUEST._serialized_end=862
+  _REMOVERESPONSE._serialized_start=864
+  _REMOVERESPONSE._serialized_end=880
+  _READREQUEST._serialized_start=882
+  _READREQUEST._serialized_end=940
+  _READRESPONSE._serialized_start=942
+  _READRESPONSE._serialized_end=1021
+  _READLINESREQUEST._serialized_start=1023
+  _READLINESREQUEST._serialized_end=1114
+  _READLINESRESPONSE._serialized_start=1117
+  _READLINESRESPONSE._serialized_end=1254
+  _WRITEHEADER._serialized_start=1256
+  _WRITEHEADER._serialized_end=1362
+  _WRITEREQUEST._serialized_start=1364
+  _WRITEREQUEST._serialized_end=1443
+  _WRITERESPONSE._serialized_start=1445
+  _WRITERESPONSE._serialized_end=1521
+  _REPLACEMENT._serialized_start=1523
+  _REPLACEMENT._serialized_end=1597
+  _EDITREQUEST._serialized_start=1599
+  _EDITREQUEST._serialized_end=1707
+  _EDITRESPONSE._serialized_start=1709
+  _EDITRESPONSE._serialized_end=1789
+  _SEARCHREQUEST._serialized_start=1792
+  _SEARCHREQUEST._serialized_end=2010
+  _SEARCHMATCH._serialized_start=2012
+  _SEARCHMATCH._serialized_end=2105
+  _SEARCHSUMMARY._serialized_start=2107
+  _SEARCHSUMMARY._serialized_end=2204
+  _SEARCHRESPONSE._serialized_start=2206
+  _SEARCHRESPONSE._serialized_end=2318
+  _GLOBREQUEST._serialized_start=2320
+  _GLOBREQUEST._serialized_end=2420
+  _GLOBRESPONSE._serialized_start=2422
+  _GLOBRESPONSE._serialized_end=2470
+  _WATCHFILESREQUEST._serialized_start=2472
+  _WATCHFILESREQUEST._serialized_end=2585
+  _FILEEVENT._serialized_start=2587
+  _FILEEVENT._serialized_end=2671
+  _WATCHFILESREADY._serialized_start=2673
+  _WATCHFILESREADY._serialized_end=2725
+  _FILEEVENTBATCH._serialized_start=2727
+  _FILEEVENTBATCH._serialized_end=2781
+  _WATCHFILESOVERFLOW._serialized_start=2783
+  _WATCHFILESOVERFLOW._serialized_end=2819
+  _WATCHFILESRESPONSE._serialized_start=2822
+  _WATCHFILESRESPONSE._serialized_end=2992
+  _FILESERVICE._serialized_start=3322
+  _FILESERVICE._serialized_end=4106
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -6,6 +7,12 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+FILE_EVENT_KIND_ATTRIBUTES: FileEventKind
+FILE_EVENT_KIND_CREATED: FileEventKind
+FILE_EVENT_KIND_REMOVED: FileEventKind
+FILE_EVENT_KIND_RENAMED: FileEventKind
+FILE_EVENT_KIND_UNSPECIFIED: FileEventKind
+FILE_EVENT_KIND_WRITTEN: FileEventKind
 FILE_TYPE_DIRECTORY: FileType
 FILE_TYPE_FILE: FileType
 FILE_TYPE_OTHER: FileType
@@ -35,6 +42,22 @@ class EditResponse(_message.Message):
     replacements: int
     sha256: str
     def __init__(self, replacements: _Optional[int] = ..., diff: _Optional[str] = ..., sha256: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class FileEvent(_message.Message):
+    __slots__ = ["directory", "kind", "path"]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    directory: bool
+    kind: FileEventKind
+    path: str
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[_Union[FileEventKind, str]] = ..., directory: bool = ...) -> None: ...
+
+class FileEventBatch(_message.Message):
+    __slots__ = ["events"]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[FileEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[FileEvent, _Mapping]]] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ["gid", "mode", "modified", "name", "path", "raw_path", "size", "symlink_target", "type", "uid"]
@@ -278,6 +301,42 @@ class StatResponse(_message.Message):
     info: FileInfo
     def __init__(self, info: _Optional[_Union[FileInfo, _Mapping]] = ...) -> None: ...
 
+class WatchFilesOverflow(_message.Message):
+    __slots__ = ["reason"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class WatchFilesReady(_message.Message):
+    __slots__ = ["directories", "path"]
+    DIRECTORIES_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    directories: int
+    path: str
+    def __init__(self, path: _Optional[str] = ..., directories: _Optional[int] = ...) -> None: ...
+
+class WatchFilesRequest(_message.Message):
+    __slots__ = ["coalesce", "hidden", "no_ignore", "path"]
+    COALESCE_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    NO_IGNORE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    coalesce: _duration_pb2.Duration
+    hidden: bool
+    no_ignore: bool
+    path: str
+    def __init__(self, path: _Optional[str] = ..., hidden: bool = ..., no_ignore: bool = ..., coalesce: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WatchFilesResponse(_message.Message):
+    __slots__ = ["batch", "overflow", "ready"]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    OVERFLOW_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    batch: FileEventBatch
+    overflow: WatchFilesOverflow
+    ready: WatchFilesReady
+    def __init__(self, ready: _Optional[_Union[WatchFilesReady, _Mapping]] = ..., batch: _Optional[_Union[FileEventBatch, _Mapping]] = ..., overflow: _Optional[_Union[WatchFilesOverflow, _Mapping]] = ...) -> None: ...
+
 class WriteHeader(_message.Message):
     __slots__ = ["append", "create_parents", "expected_sha256", "mode", "path"]
     APPEND_FIELD_NUMBER: _ClassVar[int]
@@ -313,4 +372,7 @@ class WriteResponse(_message.Message):
     def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ..., created: bool = ...) -> None: ...
 
 class FileType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class FileEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -73,6 +73,11 @@ class FileServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_files__pb2.GlobRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_files__pb2.GlobResponse.FromString,
                 )
+        self.WatchFiles = channel.unary_stream(
+                '/agentd.v1.FileService/WatchFiles',
+                request_serializer=agentd_dot_v1_dot_files__pb2.WatchFilesRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_files__pb2.WatchFilesResponse.FromString,
+                )
 
 
 class FileServiceServicer(object):
@@ -166,6 +171,17 @@ class FileServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchFiles(self, request, context):
+        """WatchFiles reports changes below a directory as they happen, until the
+        call ends: recursive, honouring .gitignore files as Search and Glob do,
+        coalesced into batches. The first message says the watch is in place;
+        an overflow message says events were lost (the kernel's queue filled),
+        and the client should rescan.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FileServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +239,11 @@ def add_FileServiceServicer_to_server(servicer, server):
                     servicer.Glob,
                     request_deserializer=agentd_dot_v1_dot_files__pb2.GlobRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_files__pb2.GlobResponse.SerializeToString,
+            ),
+            'WatchFiles': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchFiles,
+                    request_deserializer=agentd_dot_v1_dot_files__pb2.WatchFilesRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_files__pb2.WatchFilesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -422,5 +443,22 @@ class FileService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.FileService/Glob',
             agentd_dot_v1_dot_files__pb2.GlobRequest.SerializeToString,
             agentd_dot_v1_dot_files__pb2.GlobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.FileService/WatchFiles',
+            agentd_dot_v1_dot_files__pb2.WatchFilesRequest.SerializeToString,
+            agentd_dot_v1_dot_files__pb2.WatchFilesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
