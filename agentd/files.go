@@ -339,6 +339,62 @@ func (fsvc *fileService) Search(req *agentdv1.SearchRequest, stream agentdv1.Fil
 	}}})
 }
 
+// WatchFiles streams the changes below a directory until the caller ends
+// the call: the ready message, then batches (and overflows).
+func (fsvc *fileService) WatchFiles(req *agentdv1.WatchFilesRequest, stream agentdv1.FileService_WatchFilesServer) error {
+	ctx := stream.Context()
+	var changes, batches, overflows int64
+	err := fsvc.fs.Watch(ctx, files.WatchOptions{
+		Path:     req.GetPath(),
+		Hidden:   req.GetHidden(),
+		NoIgnore: req.GetNoIgnore(),
+		Coalesce: req.GetCoalesce().AsDuration(),
+	}, func(root string, dirs int) error {
+		return stream.Send(&agentdv1.WatchFilesResponse{Result: &agentdv1.WatchFilesResponse_Ready{Ready: &agentdv1.WatchFilesReady{
+			Path: protoPath(root), Directories: int64(dirs),
+		}}})
+	}, func(b files.WatchBatch) error {
+		if b.Overflow != "" {
+			overflows++
+			return stream.Send(&agentdv1.WatchFilesResponse{Result: &agentdv1.WatchFilesResponse_Overflow{Overflow: &agentdv1.WatchFilesOverflow{Reason: b.Overflow}}})
+		}
+		batches++
+		changes += int64(len(b.Events))
+		evs := make([]*agentdv1.FileEvent, len(b.Events))
+		for i, e := range b.Events {
+			evs[i] = &agentdv1.FileEvent{Path: protoPath(e.Path), Kind: watchOpToProto(e.Op), Directory: e.Dir}
+		}
+		return stream.Send(&agentdv1.WatchFilesResponse{Result: &agentdv1.WatchFilesResponse_Batch{Batch: &agentdv1.FileEventBatch{Events: evs}}})
+	})
+	where := fsvc.fs.Workspace()
+	if req.GetPath() != "" {
+		where = fsvc.resolved(req.GetPath())
+	}
+	summary := fmt.Sprintf("watched %s: %d changes in %d batches", where, changes, batches)
+	if overflows > 0 {
+		summary += fmt.Sprintf(", %d overflows", overflows)
+	}
+	fsvc.record(ctx, wire.KindFilesWatch, summary, where, 0, nil, err)
+	return err
+}
+
+// watchOpToProto converts a change's kind.
+func watchOpToProto(op files.WatchOp) agentdv1.FileEventKind {
+	switch op {
+	case files.WatchCreated:
+		return agentdv1.FileEventKind_FILE_EVENT_KIND_CREATED
+	case files.WatchWritten:
+		return agentdv1.FileEventKind_FILE_EVENT_KIND_WRITTEN
+	case files.WatchRemoved:
+		return agentdv1.FileEventKind_FILE_EVENT_KIND_REMOVED
+	case files.WatchRenamed:
+		return agentdv1.FileEventKind_FILE_EVENT_KIND_RENAMED
+	case files.WatchAttributes:
+		return agentdv1.FileEventKind_FILE_EVENT_KIND_ATTRIBUTES
+	}
+	return agentdv1.FileEventKind_FILE_EVENT_KIND_UNSPECIFIED
+}
+
 // Glob lists the paths matching a pattern.
 func (fsvc *fileService) Glob(ctx context.Context, req *agentdv1.GlobRequest) (*agentdv1.GlobResponse, error) {
 	res, err := fsvc.fs.Glob(ctx, files.GlobOptions{

@@ -192,7 +192,7 @@ Target (first match wins):
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{a.readCmd(), a.linesCmd(), a.writeCmd(), a.editCmd(), a.lsCmd(), a.statCmd(), a.snapshotCmd(),
-		a.rmCmd(), a.mvCmd(), a.mkdirCmd(), a.grepCmd(), a.globCmd()} {
+		a.rmCmd(), a.mvCmd(), a.mkdirCmd(), a.grepCmd(), a.globCmd(), a.watchCmd()} {
 		c.GroupID = "files"
 		root.AddCommand(c)
 	}

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -549,4 +551,101 @@ func (a *app) globCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&hidden, "hidden", false, "match names starting with a dot too")
 	cmd.Flags().Int32Var(&max, "max", 0, "results at most (default 1000)")
 	return cmd
+}
+
+func (a *app) watchCmd() *cobra.Command {
+	var noIgnore, hidden bool
+	var coalesce time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch [PATH]",
+		Short: "Print changes below a directory as they happen, until Ctrl-C",
+		Long: `Watch a directory (default: the workspace) and everything below it, printing
+each change as it happens: created, written, removed, renamed (moved away; the
+new name, if inside, is created) or attributes. Directories end in "/". Changes
+are gathered for --coalesce and printed once per path: a file created and then
+written in one window is printed once, as created.
+
+Names starting with a dot and paths .gitignore files exclude are left out
+unless --hidden or --no-ignore; .git is never watched. If the kernel's event
+queue overflows, agentctl says so on stderr (changes were lost: list the
+directory again) and keeps watching.
+
+With --json, each message is one JSON line: {"ready":…}, then {"batch":…} and
+{"overflow":…}. Ctrl-C (SIGINT) or SIGTERM stops watching (exit 130 or 143).`,
+		Example: `  agentctl watch
+  agentctl watch src --coalesce 1s
+  agentctl watch . --json | jq -c '.batch.events[]?'`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if coalesce < 0 || coalesce > 10*time.Second {
+				return usagef("--coalesce %s: want 0 (100ms) to 10s", coalesce)
+			}
+			req := &agentdv1.WatchFilesRequest{NoIgnore: noIgnore, Hidden: hidden}
+			if coalesce > 0 {
+				req.Coalesce = durationpb.New(coalesce)
+			}
+			if len(args) == 1 {
+				req.Path = args[0]
+			}
+			return a.call(cmd, func(ctx context.Context, c *conn) error {
+				st, err := agentdv1.NewFileServiceClient(c).WatchFiles(ctx, req)
+				if err != nil {
+					return err
+				}
+				for {
+					m, err := st.Recv()
+					if err != nil {
+						if a.interrupted() {
+							return nil
+						}
+						if errors.Is(err, io.EOF) {
+							return errors.New("the watch ended on the daemon's side")
+						}
+						return err
+					}
+					if a.json {
+						if err := a.printJSON(m); err != nil {
+							return err
+						}
+						continue
+					}
+					switch r := m.GetResult().(type) {
+					case *agentdv1.WatchFilesResponse_Ready:
+						fmt.Fprintf(a.io.Err, "watching %s (%d directories); Ctrl-C stops\n", r.Ready.GetPath(), r.Ready.GetDirectories())
+					case *agentdv1.WatchFilesResponse_Batch:
+						for _, e := range r.Batch.GetEvents() {
+							p := e.GetPath()
+							if e.GetDirectory() {
+								p += "/"
+							}
+							fmt.Fprintf(a.io.Out, "%-10s %s\n", fileEventName(e.GetKind()), p)
+						}
+					case *agentdv1.WatchFilesResponse_Overflow:
+						fmt.Fprintf(a.io.Err, "agentctl: changes were lost (%s); list the directory again to catch up\n", r.Overflow.GetReason())
+					}
+				}
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&noIgnore, "no-ignore", false, "report paths .gitignore excludes too")
+	cmd.Flags().BoolVar(&hidden, "hidden", false, "report names starting with a dot too")
+	cmd.Flags().DurationVar(&coalesce, "coalesce", 0, "gather changes this long before printing them (default 100ms, at most 10s)")
+	return cmd
+}
+
+// fileEventName is how watch prints a change's kind.
+func fileEventName(k agentdv1.FileEventKind) string {
+	switch k {
+	case agentdv1.FileEventKind_FILE_EVENT_KIND_CREATED:
+		return "created"
+	case agentdv1.FileEventKind_FILE_EVENT_KIND_WRITTEN:
+		return "written"
+	case agentdv1.FileEventKind_FILE_EVENT_KIND_REMOVED:
+		return "removed"
+	case agentdv1.FileEventKind_FILE_EVENT_KIND_RENAMED:
+		return "renamed"
+	case agentdv1.FileEventKind_FILE_EVENT_KIND_ATTRIBUTES:
+		return "attributes"
+	}
+	return "changed"
 }

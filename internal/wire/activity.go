@@ -47,6 +47,7 @@ const (
 	KindFilesEdit      = "files.edit"
 	KindFilesSearch    = "files.search"
 	KindFilesGlob      = "files.glob"
+	KindFilesWatch     = "files.watch"
 )
 
 // Kinds of the hub's own records of what it did for a caller.
