@@ -269,6 +269,11 @@ func (ps *processService) recordStart(ctx context.Context, p *runner.Process, sp
 			r.Outcome, r.Error = activity.Failed, "timed out"
 		case exit.Signal != "":
 			r.Outcome, r.Error = activity.Failed, "killed by SIG"+exit.Signal
+			if exit.Reason != "" {
+				r.Error += ": " + exit.Reason
+			}
+		case exit.Reason != "":
+			r.Error = exit.Reason // pids refused: the exit is the command's own
 		}
 		for _, st := range exit.Streams {
 			r.Bytes += st.Total
@@ -411,6 +416,7 @@ func exitToProto(e runner.ExitInfo) *agentdv1.Exited {
 		Signal:       e.Signal,
 		SignalNumber: int32(e.SignalNumber),
 		TimedOut:     e.TimedOut,
+		Reason:       e.Reason,
 		Duration:     durationpb.New(e.Duration),
 		EndTime:      timestamppb.New(e.EndTime),
 	}

@@ -43,7 +43,10 @@ type Process struct {
 	//lint:ignore U1000 used by the Windows implementation (an empty struct on unix)
 	grp   procGroup // the platform's state for the process group
 	start time.Time
-	kinds []Stream // the stream of each output index
+	// cgStart are the cgroup's counters before the start, for the
+	// reason of the exit.
+	cgStart cgroupCounters
+	kinds   []Stream // the stream of each output index
 
 	outputs    []*os.File  // read ends of the output streams (the pty master with a pty)
 	pty        *os.File    // the pty master, nil without a pty
@@ -157,6 +160,7 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 		p.streams = append(p.streams, newRetention(pl.headCap, pl.tailCap))
 	}
 
+	cgStart := readCgroupCounters()
 	err = cmd.Start()
 	closeAll(childEnds)
 	if err != nil {
@@ -169,6 +173,7 @@ func (m *Manager) start(ctx context.Context, spec Spec, attachCtx context.Contex
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
 	p.start = m.opts.Now()
+	p.cgStart = cgStart
 	if adj := m.opts.ChildOOMScoreAdj; adj != 0 {
 		if err := m.setOOMScoreAdj(p.pid, adj); err != nil {
 			m.log.Warn("cannot raise the command's OOM score", zap.Int("pid", p.pid), zap.Error(err))
@@ -732,6 +737,11 @@ func (p *Process) exitInfoLocked(end time.Time) *ExitInfo {
 		} else {
 			e.Code = ws.ExitStatus()
 		}
+		var sig syscall.Signal
+		if ws.Signaled() {
+			sig = ws.Signal()
+		}
+		e.Reason = exitReason(p.cgStart, readCgroupCounters(), sig, p.stopping, cgroupLimits)
 	}
 	return e
 }

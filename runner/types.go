@@ -118,7 +118,11 @@ type ExitInfo struct {
 	Signal       string
 	SignalNumber int
 	// TimedOut is true when the timeout terminated the process.
-	TimedOut  bool
+	TimedOut bool
+	// Reason says why the system ended it, when it did: "out of memory
+	// (limit 512 MiB)", "pids limit (256) reached" (read from the cgroup's
+	// event counters, Linux only); "" otherwise.
+	Reason    string
 	Duration  time.Duration
 	StartTime time.Time
 	EndTime   time.Time

@@ -56,6 +56,9 @@ func (r Record) LineOn(machine string) string {
 	case OK:
 		if r.Kind == wire.KindProcessExit {
 			fmt.Fprintf(&b, "  → exit %d", r.ExitCode)
+			if r.Error != "" {
+				fmt.Fprintf(&b, ": %s", oneLine(r.Error))
+			}
 		} else {
 			b.WriteString("  → ok")
 		}

@@ -457,6 +457,9 @@ func (a *app) follow(ctx context.Context, c *conn, procs agentdv1.ProcessService
 					w.next[g.GetStream()] = g.GetOffset() + g.GetBytes()
 				}
 			case ev.GetExited() != nil:
+				if r := ev.GetExited().GetReason(); r != "" {
+					fmt.Fprintf(a.io.Err, "\n[agentctl: %s]\n", r)
+				}
 				return exitWith(exitCode(ev.GetExited()))
 			}
 		}
@@ -599,13 +602,17 @@ func processState(p *agentdv1.ProcessInfo) string {
 		return "running"
 	}
 	x := p.GetExited()
+	state := fmt.Sprintf("exited %d", x.GetExitCode())
 	switch {
 	case x.GetTimedOut():
-		return "timed out"
+		state = "timed out"
 	case x.GetSignal() != "":
-		return "killed " + x.GetSignal()
+		state = "killed " + x.GetSignal()
 	}
-	return fmt.Sprintf("exited %d", x.GetExitCode())
+	if r := x.GetReason(); r != "" {
+		state += " (" + r + ")"
+	}
+	return state
 }
 
 // shellJoin quotes argv the way a person would type it.

@@ -619,11 +619,12 @@ func TestSandboxLimits(t *testing.T) {
 		name    string
 		argv    []string
 		timeout time.Duration
+		reason  string // the exit's reason, from the cgroup's counters
 	}{
-		{"memory hog", []string{"python3", "-c", "b=[]\nwhile True: b.append(bytearray(10<<20))"}, 30 * time.Second},
+		{"memory hog", []string{"python3", "-c", "b=[]\nwhile True: b.append(bytearray(10<<20))"}, 30 * time.Second, "out of memory (limit 256 MiB)"},
 		// The shell exits at its first refused fork; its sleeps hold
 		// the pids they have for 30 s.
-		{"fork bomb", []string{"sh", "-c", "for i in $(seq 1 500); do sleep 30 & done; wait"}, 5 * time.Second},
+		{"fork bomb", []string{"sh", "-c", "for i in $(seq 1 500); do sleep 30 & done; wait"}, 5 * time.Second, "pids limit (128) reached"},
 	} {
 		st, _ := h.start(h.ctx("builtin", "c-1"), &agentdv1.StartRequest{Argv: tc.argv, Timeout: durationpb.New(tc.timeout)})
 		out, x, err := untilExit(startEvents(st))
@@ -633,6 +634,9 @@ func TestSandboxLimits(t *testing.T) {
 		t.Logf("%s: exit %d signal %q timed out %v; output %q", tc.name, x.GetExitCode(), x.GetSignal(), x.GetTimedOut(), lastLine(out))
 		if x.GetExitCode() == 0 {
 			t.Errorf("%s: exit 0, want a failure", tc.name)
+		}
+		if x.GetReason() != tc.reason {
+			t.Errorf("%s: exit reason %q, want %q", tc.name, x.GetReason(), tc.reason)
 		}
 		if tc.name == "memory hog" && x.GetTimedOut() {
 			t.Errorf("memory hog: ran until its timeout, want the memory limit to stop it")

@@ -64,6 +64,7 @@ type ProcessResult struct {
 	ExitCode    *int   `json:"exit_code,omitempty" jsonschema:"the exit code: 124 when timeout_seconds killed it, 128+N when signal N did"`
 	Signal      string `json:"signal,omitempty" jsonschema:"the signal that killed it, e.g. KILL"`
 	TimedOut    bool   `json:"timed_out,omitempty" jsonschema:"timeout_seconds killed it"`
+	Reason      string `json:"reason,omitempty" jsonschema:"why the system ended it, e.g. out of memory (limit 512 MiB)"`
 	OutputBytes int64  `json:"output_bytes" jsonschema:"bytes of output this call saw"`
 	CutBytes    int64  `json:"cut_bytes,omitempty" jsonschema:"bytes cut from the middle of the output shown"`
 	NextOffset  int64  `json:"next_offset,omitempty" jsonschema:"with running: the stdout offset to pass to attach as from_offset to see only what comes next"`
@@ -249,7 +250,7 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, procs age
 				prog.flush()
 				x := e.ev.GetExited()
 				code := exitCode(x)
-				res.ExitCode, res.Signal, res.TimedOut = &code, x.GetSignal(), x.GetTimedOut()
+				res.ExitCode, res.Signal, res.TimedOut, res.Reason = &code, x.GetSignal(), x.GetTimedOut(), x.GetReason()
 				res.OutputBytes, res.CutBytes = out.total, out.cut()
 				return text(withLine(out.String(), resultLine(res))), res, nil
 			}
@@ -289,6 +290,9 @@ func resultLine(r ProcessResult) string {
 		fmt.Fprintf(&b, "killed by signal %s: exit code %d; id %s, pid %d", r.Signal, *r.ExitCode, r.ID, r.PID)
 	default:
 		fmt.Fprintf(&b, "exit code %d; id %s, pid %d", *r.ExitCode, r.ID, r.PID)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, "; ended by the system: %s", r.Reason)
 	}
 	if r.CutBytes > 0 {
 		fmt.Fprintf(&b, "; %d of %d output bytes cut from the middle", r.CutBytes, r.OutputBytes)

@@ -291,7 +291,9 @@ class Gap:
 class Exit:
     """The last event of a command. ``exit_code`` is what agentctl exits
     with: the command's status, 124 when its timeout killed it, 128+N when
-    signal N did. ``raw_exit_code`` is the daemon's (-1 for a signal)."""
+    signal N did. ``raw_exit_code`` is the daemon's (-1 for a signal).
+    ``reason`` says why the system ended it, when it did: ``"out of memory
+    (limit 512 MiB)"``, ``"pids limit (256) reached"``; empty otherwise."""
 
     exit_code: int
     raw_exit_code: int
@@ -299,6 +301,7 @@ class Exit:
     timed_out: bool
     duration: float
     message: process_pb2.Exited
+    reason: str = ""
 
     @property
     def text(self) -> str:
@@ -329,6 +332,7 @@ def exit_from(e: process_pb2.Exited) -> Exit:
         timed_out=e.timed_out,
         duration=e.duration.ToTimedelta().total_seconds(),
         message=e,
+        reason=e.reason,
     )
 
 

@@ -606,7 +606,12 @@ type Exited struct {
 	// Per output stream: bytes written and bytes dropped from retention.
 	Streams []*StreamStats `protobuf:"bytes,6,rep,name=streams,proto3" json:"streams,omitempty"`
 	// When it exited.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Why the system ended it, when it did, read from the kernel's counters
+	// (Linux cgroups), not guessed from the signal: "out of memory (limit 512
+	// MiB)", "pids limit (256) reached" (forks were refused while it ran; said
+	// once); empty otherwise.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +693,13 @@ func (x *Exited) GetEndTime() *timestamppb.Timestamp {
 		return x.EndTime
 	}
 	return nil
+}
+
+func (x *Exited) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // ProcessEvent is one event in a process's life.
@@ -1625,7 +1637,7 @@ const file_agentd_v1_process_proto_rawDesc = "" +
 	"\x06stream\x18\x01 \x01(\x0e2\x17.agentd.v1.OutputStreamR\x06stream\x12\x1f\n" +
 	"\vtotal_bytes\x18\x02 \x01(\x03R\n" +
 	"totalBytes\x12#\n" +
-	"\romitted_bytes\x18\x03 \x01(\x03R\fomittedBytes\"\x9f\x02\n" +
+	"\romitted_bytes\x18\x03 \x01(\x03R\fomittedBytes\"\xb7\x02\n" +
 	"\x06Exited\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12#\n" +
@@ -1633,7 +1645,8 @@ const file_agentd_v1_process_proto_rawDesc = "" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x125\n" +
 	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x120\n" +
 	"\astreams\x18\x06 \x03(\v2\x16.agentd.v1.StreamStatsR\astreams\x125\n" +
-	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xc5\x01\n" +
+	"\bend_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"\xc5\x01\n" +
 	"\fProcessEvent\x12.\n" +
 	"\astarted\x18\x01 \x01(\v2\x12.agentd.v1.StartedH\x00R\astarted\x12+\n" +
 	"\x06output\x18\x02 \x01(\v2\x11.agentd.v1.OutputH\x00R\x06output\x12\"\n" +

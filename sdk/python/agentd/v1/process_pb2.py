@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/process.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n\x07PtySize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\"\xf7\x02\n\x0cStartRequest\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12-\n\x03\x65nv\x18\x04 \x03(\x0b\x32 .agentd.v1.StartRequest.EnvEntry\x12\r\n\x05stdin\x18\x05 \x01(\x0c\x12\x12\n\nopen_stdin\x18\x06 \x01(\x08\x12\x1f\n\x03pty\x18\x07 \x01(\x0b\x32\x12.agentd.v1.PtySize\x12*\n\x07timeout\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nkill_grace\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11retain_head_bytes\x18\n \x01(\x03\x12\x19\n\x11retain_tail_bytes\x18\x0b \x01(\x03\x12\x0b\n\x03tag\x18\x0c \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"R\n\x07Started\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12.\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x06Output\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"M\n\x03Gap\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\r\n\x05\x62ytes\x18\x03 \x01(\x03\"b\n\x0bStreamStats\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x15\n\romitted_bytes\x18\x03 \x01(\x03\"\xd9\x01\n\x06\x45xited\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12\x15\n\rsignal_number\x18\x03 \x01(\x05\x12\x11\n\ttimed_out\x18\x04 \x01(\x08\x12+\n\x08\x64uration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\x07streams\x18\x06 \x03(\x0b\x32\x16.agentd.v1.StreamStats\x12,\n\x08\x65nd_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa7\x01\n\x0cProcessEvent\x12%\n\x07started\x18\x01 \x01(\x0b\x32\x12.agentd.v1.StartedH\x00\x12#\n\x06output\x18\x02 \x01(\x0b\x32\x11.agentd.v1.OutputH\x00\x12\x1d\n\x03gap\x18\x03 \x01(\x0b\x32\x0e.agentd.v1.GapH\x00\x12#\n\x06\x65xited\x18\x04 \x01(\x0b\x32\x11.agentd.v1.ExitedH\x00\x42\x07\n\x05\x65vent\"7\n\rStartResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.agentd.v1.ProcessEvent\"h\n\rAttachRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_offset\x18\x02 \x01(\x03\x12\x1f\n\x12stderr_from_offset\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x15\n\x13_stderr_from_offset\"8\n\x0e\x41ttachResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.agentd.v1.ProcessEvent\"\xfb\x01\n\x0bProcessInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.agentd.v1.ProcessState\x12\x0c\n\x04\x61rgv\x18\x04 \x03(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\x12\x0b\n\x03\x63wd\x18\x06 \x01(\t\x12\x0b\n\x03tag\x18\x07 \x01(\t\x12.\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12!\n\x06\x65xited\x18\t \x01(\x0b\x32\x11.agentd.v1.Exited\x12\x0b\n\x03pty\x18\n \x01(\x08\x12\x12\n\nstdin_open\x18\x0b \x01(\x08\"\x1b\n\x19ProcessServiceListRequest\"G\n\x1aProcessServiceListResponse\x12)\n\tprocesses\x18\x01 \x03(\x0b\x32\x16.agentd.v1.ProcessInfo\"\x19\n\x0bWaitRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x0cWaitResponse\x12\'\n\x07process\x18\x01 \x01(\x0b\x32\x16.agentd.v1.ProcessInfo\"5\n\x0cInputRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\"&\n\rInputResponse\x12\x15\n\rbytes_written\x18\x01 \x01(\x03\"U\n\rSignalRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12(\n\x05grace\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x10\n\x0eSignalResponse\"=\n\rResizeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12 \n\x04size\x18\x02 \x01(\x0b\x32\x12.agentd.v1.PtySize\"\x10\n\x0eResizeResponse*x\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x12\x15\n\x11OUTPUT_STREAM_PTY\x10\x03*b\n\x0cProcessState\x12\x1d\n\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n\x14PROCESS_STATE_EXITED\x10\x02\x32\xd9\x03\n\x0eProcessService\x12<\n\x05Start\x12\x17.agentd.v1.StartRequest\x1a\x18.agentd.v1.StartResponse0\x01\x12?\n\x06\x41ttach\x12\x18.agentd.v1.AttachRequest\x1a\x19.agentd.v1.AttachResponse0\x01\x12S\n\x04List\x12$.agentd.v1.ProcessServiceListRequest\x1a%.agentd.v1.ProcessServiceListResponse\x12\x37\n\x04Wait\x12\x16.agentd.v1.WaitRequest\x1a\x17.agentd.v1.WaitResponse\x12<\n\x05Input\x12\x17.agentd.v1.InputRequest\x1a\x18.agentd.v1.InputResponse(\x01\x12=\n\x06Signal\x12\x18.agentd.v1.SignalRequest\x1a\x19.agentd.v1.SignalResponse\x12=\n\x06Resize\x12\x18.agentd.v1.ResizeRequest\x1a\x19.agentd.v1.ResizeResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/process.proto\x12\tagentd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"%\n\x07PtySize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\"\xf7\x02\n\x0cStartRequest\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x0f\n\x07\x63ommand\x18\x02 \x01(\t\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12-\n\x03\x65nv\x18\x04 \x03(\x0b\x32 .agentd.v1.StartRequest.EnvEntry\x12\r\n\x05stdin\x18\x05 \x01(\x0c\x12\x12\n\nopen_stdin\x18\x06 \x01(\x08\x12\x1f\n\x03pty\x18\x07 \x01(\x0b\x32\x12.agentd.v1.PtySize\x12*\n\x07timeout\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nkill_grace\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11retain_head_bytes\x18\n \x01(\x03\x12\x19\n\x11retain_tail_bytes\x18\x0b \x01(\x03\x12\x0b\n\x03tag\x18\x0c \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"R\n\x07Started\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12.\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\x06Output\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"M\n\x03Gap\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\r\n\x05\x62ytes\x18\x03 \x01(\x03\"b\n\x0bStreamStats\x12\'\n\x06stream\x18\x01 \x01(\x0e\x32\x17.agentd.v1.OutputStream\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x15\n\romitted_bytes\x18\x03 \x01(\x03\"\xe9\x01\n\x06\x45xited\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12\x15\n\rsignal_number\x18\x03 \x01(\x05\x12\x11\n\ttimed_out\x18\x04 \x01(\x08\x12+\n\x08\x64uration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\x07streams\x18\x06 \x03(\x0b\x32\x16.agentd.v1.StreamStats\x12,\n\x08\x65nd_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x08 \x01(\t\"\xa7\x01\n\x0cProcessEvent\x12%\n\x07started\x18\x01 \x01(\x0b\x32\x12.agentd.v1.StartedH\x00\x12#\n\x06output\x18\x02 \x01(\x0b\x32\x11.agentd.v1.OutputH\x00\x12\x1d\n\x03gap\x18\x03 \x01(\x0b\x32\x0e.agentd.v1.GapH\x00\x12#\n\x06\x65xited\x18\x04 \x01(\x0b\x32\x11.agentd.v1.ExitedH\x00\x42\x07\n\x05\x65vent\"7\n\rStartResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.agentd.v1.ProcessEvent\"h\n\rAttachRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_offset\x18\x02 \x01(\x03\x12\x1f\n\x12stderr_from_offset\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x15\n\x13_stderr_from_offset\"8\n\x0e\x41ttachResponse\x12&\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x17.agentd.v1.ProcessEvent\"\xfb\x01\n\x0bProcessInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.agentd.v1.ProcessState\x12\x0c\n\x04\x61rgv\x18\x04 \x03(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\x12\x0b\n\x03\x63wd\x18\x06 \x01(\t\x12\x0b\n\x03tag\x18\x07 \x01(\t\x12.\n\nstart_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12!\n\x06\x65xited\x18\t \x01(\x0b\x32\x11.agentd.v1.Exited\x12\x0b\n\x03pty\x18\n \x01(\x08\x12\x12\n\nstdin_open\x18\x0b \x01(\x08\"\x1b\n\x19ProcessServiceListRequest\"G\n\x1aProcessServiceListResponse\x12)\n\tprocesses\x18\x01 \x03(\x0b\x32\x16.agentd.v1.ProcessInfo\"\x19\n\x0bWaitRequest\x12\n\n\x02id\x18\x01 \x01(\t\"7\n\x0cWaitResponse\x12\'\n\x07process\x18\x01 \x01(\x0b\x32\x16.agentd.v1.ProcessInfo\"5\n\x0cInputRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\"&\n\rInputResponse\x12\x15\n\rbytes_written\x18\x01 \x01(\x03\"U\n\rSignalRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06signal\x18\x02 \x01(\t\x12(\n\x05grace\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x10\n\x0eSignalResponse\"=\n\rResizeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12 \n\x04size\x18\x02 \x01(\x0b\x32\x12.agentd.v1.PtySize\"\x10\n\x0eResizeResponse*x\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x12\x15\n\x11OUTPUT_STREAM_PTY\x10\x03*b\n\x0cProcessState\x12\x1d\n\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n\x14PROCESS_STATE_EXITED\x10\x02\x32\xd9\x03\n\x0eProcessService\x12<\n\x05Start\x12\x17.agentd.v1.StartRequest\x1a\x18.agentd.v1.StartResponse0\x01\x12?\n\x06\x41ttach\x12\x18.agentd.v1.AttachRequest\x1a\x19.agentd.v1.AttachResponse0\x01\x12S\n\x04List\x12$.agentd.v1.ProcessServiceListRequest\x1a%.agentd.v1.ProcessServiceListResponse\x12\x37\n\x04Wait\x12\x16.agentd.v1.WaitRequest\x1a\x17.agentd.v1.WaitResponse\x12<\n\x05Input\x12\x17.agentd.v1.InputRequest\x1a\x18.agentd.v1.InputResponse(\x01\x12=\n\x06Signal\x12\x18.agentd.v1.SignalRequest\x1a\x19.agentd.v1.SignalResponse\x12=\n\x06Resize\x12\x18.agentd.v1.ResizeRequest\x1a\x19.agentd.v1.ResizeResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.process_pb2', globals())
@@ -25,10 +25,10 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._serialized_options = b'Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1'
   _STARTREQUEST_ENVENTRY._options = None
   _STARTREQUEST_ENVENTRY._serialized_options = b'8\001'
-  _OUTPUTSTREAM._serialized_start=2196
-  _OUTPUTSTREAM._serialized_end=2316
-  _PROCESSSTATE._serialized_start=2318
-  _PROCESSSTATE._serialized_end=2416
+  _OUTPUTSTREAM._serialized_start=2212
+  _OUTPUTSTREAM._serialized_end=2332
+  _PROCESSSTATE._serialized_start=2334
+  _PROCESSSTATE._serialized_end=2432
   _PTYSIZE._serialized_start=103
   _PTYSIZE._serialized_end=140
   _STARTREQUEST._serialized_start=143
@@ -44,37 +44,37 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _STREAMSTATS._serialized_start=764
   _STREAMSTATS._serialized_end=862
   _EXITED._serialized_start=865
-  _EXITED._serialized_end=1082
-  _PROCESSEVENT._serialized_start=1085
-  _PROCESSEVENT._serialized_end=1252
-  _STARTRESPONSE._serialized_start=1254
-  _STARTRESPONSE._serialized_end=1309
-  _ATTACHREQUEST._serialized_start=1311
-  _ATTACHREQUEST._serialized_end=1415
-  _ATTACHRESPONSE._serialized_start=1417
-  _ATTACHRESPONSE._serialized_end=1473
-  _PROCESSINFO._serialized_start=1476
-  _PROCESSINFO._serialized_end=1727
-  _PROCESSSERVICELISTREQUEST._serialized_start=1729
-  _PROCESSSERVICELISTREQUEST._serialized_end=1756
-  _PROCESSSERVICELISTRESPONSE._serialized_start=1758
-  _PROCESSSERVICELISTRESPONSE._serialized_end=1829
-  _WAITREQUEST._serialized_start=1831
-  _WAITREQUEST._serialized_end=1856
-  _WAITRESPONSE._serialized_start=1858
-  _WAITRESPONSE._serialized_end=1913
-  _INPUTREQUEST._serialized_start=1915
-  _INPUTREQUEST._serialized_end=1968
-  _INPUTRESPONSE._serialized_start=1970
-  _INPUTRESPONSE._serialized_end=2008
-  _SIGNALREQUEST._serialized_start=2010
-  _SIGNALREQUEST._serialized_end=2095
-  _SIGNALRESPONSE._serialized_start=2097
-  _SIGNALRESPONSE._serialized_end=2113
-  _RESIZEREQUEST._serialized_start=2115
-  _RESIZEREQUEST._serialized_end=2176
-  _RESIZERESPONSE._serialized_start=2178
-  _RESIZERESPONSE._serialized_end=2194
-  _PROCESSSERVICE._serialized_start=2419
-  _PROCESSSERVICE._serialized_end=2892
+  _EXITED._serialized_end=1098
+  _PROCESSEVENT._serialized_start=1101
+  _PROCESSEVENT._serialized_end=1268
+  _STARTRESPONSE._serialized_start=1270
+  _STARTRESPONSE._serialized_end=1325
+  _ATTACHREQUEST._serialized_start=1327
+  _ATTACHREQUEST._serialized_end=1431
+  _ATTACHRESPONSE._serialized_start=1433
+  _ATTACHRESPONSE._serialized_end=1489
+  _PROCESSINFO._serialized_start=1492
+  _PROCESSINFO._serialized_end=1743
+  _PROCESSSERVICELISTREQUEST._serialized_start=1745
+  _PROCESSSERVICELISTREQUEST._serialized_end=1772
+  _PROCESSSERVICELISTRESPONSE._serialized_start=1774
+  _PROCESSSERVICELISTRESPONSE._serialized_end=1845
+  _WAITREQUEST._serialized_start=1847
+  _WAITREQUEST._serialized_end=1872
+  _WAITRESPONSE._serialized_start=1874
+  _WAITRESPONSE._serialized_end=1929
+  _INPUTREQUEST._serialized_start=1931
+  _INPUTREQUEST._serialized_end=1984
+  _INPUTRESPONSE._serialized_start=1986
+  _INPUTRESPONSE._serialized_end=2024
+  _SIGNALREQUEST._serialized_start=2026
+  _SIGNALREQUEST._serialized_end=2111
+  _SIGNALRESPONSE._serialized_start=2113
+  _SIGNALRESPONSE._serialized_end=2129
+  _RESIZEREQUEST._serialized_start=2131
+  _RESIZEREQUEST._serialized_end=2192
+  _RESIZERESPONSE._serialized_start=2194
+  _RESIZERESPONSE._serialized_end=2210
+  _PROCESSSERVICE._serialized_start=2435
+  _PROCESSSERVICE._serialized_end=2908
 # @@protoc_insertion_point(module_scope)

@@ -32,10 +32,11 @@ class AttachResponse(_message.Message):
     def __init__(self, event: _Optional[_Union[ProcessEvent, _Mapping]] = ...) -> None: ...
 
 class Exited(_message.Message):
-    __slots__ = ["duration", "end_time", "exit_code", "signal", "signal_number", "streams", "timed_out"]
+    __slots__ = ["duration", "end_time", "exit_code", "reason", "signal", "signal_number", "streams", "timed_out"]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_NUMBER_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
@@ -43,11 +44,12 @@ class Exited(_message.Message):
     duration: _duration_pb2.Duration
     end_time: _timestamp_pb2.Timestamp
     exit_code: int
+    reason: str
     signal: str
     signal_number: int
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     timed_out: bool
-    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., signal_number: _Optional[int] = ..., timed_out: bool = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., signal_number: _Optional[int] = ..., timed_out: bool = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Gap(_message.Message):
     __slots__ = ["bytes", "offset", "stream"]
