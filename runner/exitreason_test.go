@@ -11,7 +11,9 @@ import (
 func TestExitReason(t *testing.T) {
 	limits := func() (int64, int64) { return 512 << 20, 256 }
 	noLimits := func() (int64, int64) { return 0, 0 }
-	at := func(oom, pids int64) cgroupCounters { return cgroupCounters{ok: true, oomKills: oom, pidsRefused: pids} }
+	at := func(oom, pids int64) cgroupCounters {
+		return cgroupCounters{ok: true, oomKills: oom, pidsRefused: pids}
+	}
 	for _, tc := range []struct {
 		name       string
 		start, end cgroupCounters
