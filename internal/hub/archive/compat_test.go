@@ -158,7 +158,7 @@ func listTree(t *testing.T, root string) map[string]treeEntry {
 	return out
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

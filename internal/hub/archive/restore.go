@@ -95,7 +95,7 @@ func (s *Store) streamFile(ctx context.Context, m *Manifest, e *Entry, w io.Writ
 	}
 	defer rd.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(rd, e.Size+1))
+	n, err := copyBuf(io.MultiWriter(w, h), io.LimitReader(rd, e.Size+1))
 	if err != nil {
 		return storeError(err, "read blob %s", key)
 	}
