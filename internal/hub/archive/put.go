@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
@@ -45,6 +46,9 @@ const MaxEntries = 1_000_000
 func (s *Store) Put(ctx context.Context, org, label string, r io.Reader) (*Manifest, error) {
 	if err := checkOrg(org); err != nil {
 		return nil, err
+	}
+	if len(label) > 256 || !utf8.ValidString(label) {
+		return nil, errs.New(errs.Invalid, "archive label: at most 256 bytes of UTF-8 (got %d bytes)", len(label))
 	}
 	l := s.orgLock(org)
 	l.RLock()
@@ -466,5 +470,5 @@ func tarError(err error) error {
 	if errs.KindOf(err) != errs.Unknown {
 		return err
 	}
-	return errs.Wrap(errs.Invalid, err, "reading the archive stream")
+	return errs.Wrap(errs.Unavailable, err, "reading the archive stream") // the source broke, not the format
 }

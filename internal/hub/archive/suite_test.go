@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -222,6 +224,22 @@ func testBadStream(t *testing.T, s *Store) {
 				t.Errorf("Put = %v, %v; want an invalid-input error containing %q", m, err, tc.want)
 			}
 		})
+	}
+	t.Run("long label", func(t *testing.T) {
+		if _, err := s.Put(ctx, "bs", strings.Repeat("x", 300), bytes.NewReader(good)); errs.KindOf(err) != errs.Invalid {
+			t.Errorf("Put with a 300-byte label = %v; want invalid", err)
+		}
+	})
+	// The stream breaks (the tunnel to the sandbox went away) after some
+	// files were uploaded; and a Put is cancelled.
+	broken := io.MultiReader(bytes.NewReader(good[:len(good)*2/3]), iotest.ErrReader(errors.New("tunnel closed")))
+	if _, err := s.Put(ctx, "bs", "", broken); errs.KindOf(err) != errs.Unavailable || !strings.Contains(err.Error(), "tunnel closed") {
+		t.Errorf("Put of a broken stream = %v; want its error, classified unavailable", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Put(cctx, "bs", "", bytes.NewReader(good)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Put with a cancelled context = %v; want context.Canceled", err)
 	}
 	if ids, err := s.List(ctx, "bs"); err != nil || len(ids) != 0 {
 		t.Errorf("List after refused Puts = %v, %v; want none", ids, err)
