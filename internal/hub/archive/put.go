@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -60,15 +59,7 @@ func (s *Store) Put(ctx context.Context, org, label string, r io.Reader) (*Manif
 	if err := s.bucket.WriteAll(ctx, pk, []byte(start.UTC().Format(time.RFC3339Nano)), nil); err != nil {
 		return nil, storeError(err, "write pending marker")
 	}
-	defer func() {
-		// The marker goes whatever happened: what a failed Put uploaded
-		// is for GC, and a finished one has its manifest.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := s.bucket.Delete(dctx, pk); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			s.log.Warn("remove pending marker", zap.String("key", pk), zap.Error(err))
-		}
-	}()
+	defer s.removePending(ctx, pk)
 	s.hook("started")
 
 	m := &Manifest{Format: manifestFormat, ID: id, Org: org, Label: label, Created: start.UTC()}
@@ -84,24 +75,9 @@ func (s *Store) Put(ctx context.Context, org, label string, r io.Reader) (*Manif
 		return nil, err
 	}
 	m.NewBytes = up.newBytes
-	s.hook("uploaded")
-
-	// On a file:// store, the blobs reach the disk before the manifest
-	// that names them, and the manifest before Put returns.
-	if err := s.sync(); err != nil {
+	if err := s.commit(ctx, m); err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.bucket.WriteAll(ctx, manifestKey(org, id), data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return nil, storeError(err, "write manifest of archive %s", id)
-	}
-	if err := s.sync(); err != nil {
-		return nil, err
-	}
-	s.hook("committed")
 	return m, nil
 }
 
@@ -364,6 +340,13 @@ func (s *Store) storeBlob(ctx context.Context, org string, j *job) (int64, error
 	case err != nil && gcerrors.Code(err) != gcerrors.NotFound:
 		return 0, storeError(err, "look up blob %s", key)
 	}
+	return s.upload(ctx, org, j)
+}
+
+// upload writes a blob, reads it back and checks it; it returns the
+// bytes it uploaded.
+func (s *Store) upload(ctx context.Context, org string, j *job) (int64, error) {
+	key := blobKey(org, j.sum)
 	r, err := j.reader()
 	if err != nil {
 		return 0, err

@@ -24,6 +24,7 @@ func runSuite(t *testing.T, s *Store) {
 	t.Run("Corrupt", func(t *testing.T) { testCorrupt(t, s) })
 	t.Run("BadStream", func(t *testing.T) { testBadStream(t, s) })
 	t.Run("DeleteGC", func(t *testing.T) { testDeleteGC(t, s) })
+	t.Run("PutEntries", func(t *testing.T) { testPutEntries(t, s) })
 }
 
 func put(t testing.TB, s *Store, org string, data []byte) *Manifest {
