@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/devdepot-ai/agentd/internal/snapshot"
 )
 
 // BenchmarkArchiveVsTar archives and restores a workspace of 10,000
@@ -20,12 +23,17 @@ import (
 //   - tar: the baseline copy through a tar pipe;
 //   - archive: `tar -C WS -cf -` into Put, into a file:// store;
 //   - rearchive: the same, again, into the same store (nothing changed);
-//   - restore: Restore into `tar -C NEW -xf -`.
+//   - restore: Restore into `tar -C NEW -xf -`;
+//   - snap-archive: the way through a sandbox's agentd: a snapshot of the
+//     tree (internal/snapshot), exported into Put;
+//   - snap-rearchive: a snapshot again (unchanged files are not read) and
+//     its manifest into PutEntries.
 //
 // It reports each one's seconds and MB/s, the ratios to tar's throughput
 // (targets: archive and restore >= 0.5), the re-archive's new bytes as a
 // percentage (target <= 1%) and its time as a fraction of the first
-// archive's (target <= 0.2). Run with -benchtime=1x.
+// archive's (target <= 0.2), the same two for the snapshot way. Run
+// with -benchtime=1x.
 func BenchmarkArchiveVsTar(b *testing.B) {
 	mb := 1024
 	if v := os.Getenv("ARCHIVE_BENCH_MB"); v != "" {
@@ -53,6 +61,31 @@ func BenchmarkArchiveVsTar(b *testing.B) {
 		archiveTime := timed(b, func() { first = putTree(b, s, ws) })
 		rearchiveTime := timed(b, func() { again = putTree(b, s, ws) })
 
+		// The way the hub goes through a sandbox's agentd: a snapshot,
+		// exported into Put; again, a snapshot (unchanged files are not
+		// read) and its manifest into PutEntries.
+		snaps, err := snapshot.Open(snapshot.Options{Dir: filepath.Join(dir, "snapshots")})
+		must(b, err)
+		var snapFirst, snapAgain *Manifest
+		snapArchiveTime := timed(b, func() {
+			sn, err := snaps.Create(ctx, ws, nil, "ws", nil)
+			must(b, err)
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(snaps.Export(ctx, sn.ID, pw)) }()
+			snapFirst, err = s.Put(ctx, "bench-snap", "", pr)
+			must(b, err)
+		})
+		snapRearchiveTime := timed(b, func() {
+			sn, err := snaps.Create(ctx, ws, nil, "ws", nil)
+			must(b, err)
+			_, entries, err := snaps.Get(ctx, sn.ID)
+			must(b, err)
+			snapAgain, err = s.PutEntries(ctx, "bench-snap", "", fromSnapshot(entries), func(_ context.Context, e Entry) (io.ReadCloser, error) {
+				return os.Open(filepath.Join(ws, filepath.FromSlash(e.Path)))
+			})
+			must(b, err)
+		})
+
 		restNew := filepath.Join(dir, "restore-new")
 		restoreTime := timed(b, func() {
 			must(b, os.MkdirAll(restNew, 0o755))
@@ -77,7 +110,21 @@ func BenchmarkArchiveVsTar(b *testing.B) {
 		b.ReportMetric(mbps(restoreTime)/mbps(tarTime), "restore/tar")
 		b.ReportMetric(100*float64(again.NewBytes)/float64(first.TotalBytes), "rearchive-new-%")
 		b.ReportMetric(rearchiveTime.Seconds()/archiveTime.Seconds(), "rearchive/archive")
+		b.ReportMetric(snapArchiveTime.Seconds(), "snap-archive-s")
+		b.ReportMetric(snapRearchiveTime.Seconds(), "snap-rearchive-s")
+		b.ReportMetric(100*float64(snapAgain.NewBytes)/float64(snapFirst.TotalBytes), "snap-rearchive-new-%")
+		b.ReportMetric(snapRearchiveTime.Seconds()/snapArchiveTime.Seconds(), "snap-rearchive/snap-archive")
 	}
+}
+
+// fromSnapshot converts a snapshot's manifest to archive entries.
+func fromSnapshot(entries []snapshot.Entry) []Entry {
+	types := map[snapshot.Type]Type{snapshot.TypeFile: TypeFile, snapshot.TypeDir: TypeDir, snapshot.TypeSymlink: TypeSymlink}
+	out := make([]Entry, len(entries))
+	for i, e := range entries {
+		out[i] = Entry{Path: e.Path, Type: types[e.Type], Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target, ModTime: e.ModTime}
+	}
+	return out
 }
 
 func timed(b *testing.B, f func()) time.Duration {

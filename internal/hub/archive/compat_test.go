@@ -62,12 +62,7 @@ func TestSnapshotExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var es []Entry
-	for _, e := range entries {
-		ae := Entry{Path: e.Path, Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Target: e.Target, ModTime: e.ModTime}
-		ae.Type = map[snapshot.Type]Type{snapshot.TypeFile: TypeFile, snapshot.TypeDir: TypeDir, snapshot.TypeSymlink: TypeSymlink}[e.Type]
-		es = append(es, ae)
-	}
+	es := fromSnapshot(entries)
 	var opens atomic.Int32
 	open := func(_ context.Context, e Entry) (io.ReadCloser, error) {
 		opens.Add(1)
