@@ -15,6 +15,11 @@
 // feeding Restore's output to the new sandbox's agentd Import, then
 // Restore.
 //
+// A stream must be read and hashed whole even when nothing changed.
+// PutEntries is the incremental way in: it takes entries whose sha256
+// the caller knows (an agentd snapshot's manifest) and asks for the
+// content of the files the org does not have only, checking each.
+//
 // # Layout
 //
 // Everything is in one gocloud.dev/blob bucket (file:// or s3://), under
