@@ -107,7 +107,8 @@ func (s *Store) sync() error {
 // readStream reads the tar stream into m, handing file contents to up.
 func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *uploader) error {
 	byPath := make(map[string]int)
-	tr := tar.NewReader(r)
+	tail := &tailReader{r: r}
+	tr := tar.NewReader(tail)
 	headers := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -115,6 +116,17 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			if !tail.zeros() {
+				// archive/tar takes a stream that stops between two
+				// entries as complete; a cut tunnel must not pass for
+				// an archive with fewer files.
+				return errs.New(errs.Invalid, "the archive stream ends without the tar's end marker (truncated after %d entries?)", headers)
+			}
+			// Read the record padding a tar writer may add after the
+			// end, so that a producer writing into a pipe finishes.
+			if _, err := io.Copy(io.Discard, io.LimitReader(r, 1<<20)); err != nil {
+				return tarError(err)
+			}
 			break
 		}
 		if errors.Is(err, tar.ErrInsecurePath) && hdr != nil {
@@ -183,6 +195,39 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 		}
 	}
 	return nil
+}
+
+// tailReader remembers the last 1024 bytes read through it: a tar's end
+// is two zero blocks.
+type tailReader struct {
+	r    io.Reader
+	tail [1024]byte
+	n    int64
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	k, err := t.r.Read(p)
+	if k >= len(t.tail) {
+		copy(t.tail[:], p[k-len(t.tail):k])
+	} else if k > 0 {
+		copy(t.tail[:], t.tail[k:])
+		copy(t.tail[len(t.tail)-k:], p[:k])
+	}
+	t.n += int64(k)
+	return k, err
+}
+
+// zeros reports whether the stream so far ends with two zero blocks.
+func (t *tailReader) zeros() bool {
+	if t.n < int64(len(t.tail)) {
+		return false
+	}
+	for _, b := range t.tail {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Manifest) count(e Entry, d int64) {

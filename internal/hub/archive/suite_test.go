@@ -213,6 +213,8 @@ func testBadStream(t *testing.T, s *Store) {
 	}{
 		{"not a tar", "bs", []byte(strings.Repeat("hello world\n", 100)), "not a valid tar"},
 		{"truncated", "bs", good[:len(good)/2], "truncated"},
+		{"cut between entries", "bs", good[:len(good)-1024], "end marker"},
+		{"empty", "bs", nil, "end marker"},
 		{"absolute", "bs", makeTar(t, []tentry{{Name: "/etc/passwd", Type: tar.TypeReg, Data: "x"}}), "absolute path"},
 		{"climbs out", "bs", makeTar(t, []tentry{{Name: "a/../../x", Type: tar.TypeReg, Data: "x"}}), `climbs out`},
 		{"bad hard link", "bs", makeTar(t, []tentry{{Name: "h", Type: tar.TypeLink, Link: "nope"}}), "not an earlier file"},
