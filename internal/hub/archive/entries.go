@@ -42,8 +42,8 @@ func (s *Store) PutEntries(ctx context.Context, org, label string, entries []Ent
 	if err := checkOrg(org); err != nil {
 		return nil, err
 	}
-	if len(label) > 256 {
-		return nil, errs.New(errs.Invalid, "archive label: at most 256 bytes (got %d)", len(label))
+	if err := checkLabel(label); err != nil {
+		return nil, err
 	}
 	m := &Manifest{Format: manifestFormat, Org: org, Label: label}
 	if err := m.setEntries(entries); err != nil {

@@ -14,13 +14,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 	"golang.org/x/sync/semaphore"
-	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
@@ -46,8 +44,8 @@ func (s *Store) Put(ctx context.Context, org, label string, r io.Reader) (*Manif
 	if err := checkOrg(org); err != nil {
 		return nil, err
 	}
-	if len(label) > 256 || !utf8.ValidString(label) {
-		return nil, errs.New(errs.Invalid, "archive label: at most 256 bytes of UTF-8 (got %d bytes)", len(label))
+	if err := checkLabel(label); err != nil {
+		return nil, err
 	}
 	l := s.orgLock(org)
 	l.RLock()
@@ -85,23 +83,6 @@ func (s *Store) hook(point string) {
 	if s.opts.hook != nil {
 		s.opts.hook(point)
 	}
-}
-
-// sync flushes a file:// store's file system (one syncfs, not a sync
-// per blob).
-func (s *Store) sync() error {
-	if s.syncDir == "" {
-		return nil
-	}
-	f, err := os.Open(s.syncDir)
-	if err != nil {
-		return errs.Wrap(errs.KindOf(err), err, "sync archive store")
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return errs.Wrap(errs.Unavailable, err, "sync archive store")
-	}
-	return nil
 }
 
 // readStream reads the tar stream into m, handing file contents to up.

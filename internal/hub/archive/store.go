@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
@@ -180,6 +181,13 @@ func checkOrg(org string) error {
 func checkID(id string) error {
 	if !idRE.MatchString(id) {
 		return errs.New(errs.Invalid, "archive id %q is not an archive id (like 20261204T190102Z-0123456789abcdef)", id)
+	}
+	return nil
+}
+
+func checkLabel(label string) error {
+	if len(label) > 256 || !utf8.ValidString(label) {
+		return errs.New(errs.Invalid, "archive label: at most 256 bytes of UTF-8 (got %d bytes)", len(label))
 	}
 	return nil
 }
