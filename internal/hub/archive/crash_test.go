@@ -173,13 +173,14 @@ func killAt(t *testing.T, point, url string) {
 			break
 		}
 	}
+	if !reached {
+		err := cmd.Wait()
+		t.Fatalf("the child never reached %q (%v): %s", point, err, stderr.String())
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	if !reached {
-		t.Fatalf("the child never reached %q: %s", point, stderr.String())
-	}
 }
 
 // tmpFiles lists the temporary files of unfinished writes under dir.

@@ -395,6 +395,7 @@ func (s *Store) upload(ctx context.Context, org string, j *job) (int64, error) {
 	if err := w.Close(); err != nil {
 		return 0, storeError(err, "upload blob %s", key)
 	}
+	s.hook("blob-written " + key)
 	if err := s.checkBlob(ctx, key, j.sum, j.size); err != nil {
 		s.log.Warn("uploaded blob failed its read-back", zap.String("key", key), zap.Error(err))
 		if derr := s.bucket.Delete(ctx, key); derr != nil {
