@@ -72,7 +72,7 @@ var rules = []struct {
 		why: "the hub binary ships only the hub: `agenthub demo` runs agentd and agentctl as child processes",
 	},
 	{
-		pkgs: []string{"internal/hub/sandboxes", "internal/hub/fleet", "internal/hub/activitylog", "internal/hub/conns",
+		pkgs: []string{"internal/hub/sandboxes", "internal/hub/fleet", "internal/hub/activitylog", "internal/hub/conns", "internal/hub/archive",
 			"internal/hub/replica", "internal/hub/pairing"},
 		forbid:  []string{module + "internal/hub", module + "internal/hub/console"},
 		why:     "the hub's subsystems get what they need through their Options: they never link the composition root or the console",
