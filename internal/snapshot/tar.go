@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/tarend"
 )
 
 // MaxImportEntries bounds the entries of an imported archive.
@@ -95,7 +96,8 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 	var stored int64
 	sc := newScratch()
 	defer sc.close()
-	tr := tar.NewReader(r)
+	end := tarend.NewReader(r)
+	tr := tar.NewReader(end)
 	headers := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -103,6 +105,11 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
+			if !end.Complete() {
+				// A stream cut between two entries (a dropped tunnel, a
+				// killed producer) must not pass for a smaller archive.
+				return fail(errs.New(errs.Invalid, "the tar stream ends without its end marker (two zero blocks) after %d entries: it was cut short", headers))
+			}
 			break
 		}
 		if errors.Is(err, tar.ErrInsecurePath) && hdr != nil {

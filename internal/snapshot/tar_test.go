@@ -193,6 +193,8 @@ func TestImportRefusesMaliciousArchives(t *testing.T) {
 func TestImportBadStreams(t *testing.T) {
 	t.Parallel()
 	good := makeTar(t, tarEntry{name: "a.txt", body: strings.Repeat("a", 5000), typ: tar.TypeReg})
+	two := makeTar(t, tarEntry{name: "a.txt", body: strings.Repeat("a", 5000), typ: tar.TypeReg},
+		tarEntry{name: "b.txt", body: "b", typ: tar.TypeReg})
 	tests := []struct {
 		name string
 		data []byte
@@ -201,6 +203,10 @@ func TestImportBadStreams(t *testing.T) {
 		{"not a tar", []byte(strings.Repeat("this is not a tar archive\n", 40)), "not a valid tar archive"},
 		{"gzip", append([]byte{0x1f, 0x8b, 8, 0}, make([]byte, 600)...), "not a valid tar archive"},
 		{"truncated", good[:1000], "ends in the middle of an entry"},
+		// Cut right after a.txt (header and padded content: 512 +
+		// 5120), before b.txt's header: archive/tar alone calls that a
+		// clean end.
+		{"cut between entries", two[:512+5120], "ends without its end marker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

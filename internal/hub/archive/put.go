@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/tarend"
 )
 
 // MaxEntries bounds the entries of one archive.
@@ -88,7 +89,7 @@ func (s *Store) hook(point string) {
 // readStream reads the tar stream into m, handing file contents to up.
 func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *uploader) error {
 	byPath := make(map[string]int)
-	tail := &tailReader{r: r}
+	tail := tarend.NewReader(r)
 	tr := tar.NewReader(tail)
 	headers := 0
 	for {
@@ -97,7 +98,7 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			if !tail.zeros() {
+			if !tail.Complete() {
 				// archive/tar takes a stream that stops between two
 				// entries as complete; a cut tunnel must not pass for
 				// an archive with fewer files.
@@ -176,39 +177,6 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 		}
 	}
 	return nil
-}
-
-// tailReader remembers the last 1024 bytes read through it: a tar's end
-// is two zero blocks.
-type tailReader struct {
-	r    io.Reader
-	tail [1024]byte
-	n    int64
-}
-
-func (t *tailReader) Read(p []byte) (int, error) {
-	k, err := t.r.Read(p)
-	if k >= len(t.tail) {
-		copy(t.tail[:], p[k-len(t.tail):k])
-	} else if k > 0 {
-		copy(t.tail[:], t.tail[k:])
-		copy(t.tail[len(t.tail)-k:], p[:k])
-	}
-	t.n += int64(k)
-	return k, err
-}
-
-// zeros reports whether the stream so far ends with two zero blocks.
-func (t *tailReader) zeros() bool {
-	if t.n < int64(len(t.tail)) {
-		return false
-	}
-	for _, b := range t.tail {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (m *Manifest) count(e Entry, d int64) {
