@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
@@ -294,6 +295,13 @@ func TestActivityDirect(t *testing.T) {
 		t.Errorf("activity against the daemon = %+v, want the command and its exit", r)
 	}
 	d.run(t, "", "sh", "echo second")
+	// The exit record lands a moment after the command's answer: wait
+	// for it before asking for the newest two.
+	for end := time.Now().Add(10 * time.Second); strings.Count(d.run(t, "", "activity").stdout, "echo second") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the second command's exit record was not stored within 10s")
+		}
+	}
 	// --tail N: only the newest N records (each command makes a start and
 	// an exit record).
 	r = d.run(t, "", "activity", "--tail", "2")
