@@ -116,6 +116,18 @@ type Call struct {
 	mu     sync.Mutex
 	rec    *agentdv1.ActivityRecord
 	upSeen bool
+	note   string
+}
+
+// Note adds what the hub did before the call ran ("resumed from stopped
+// in 240 ms") to its record's summary.
+func (c *Call) Note(note string) {
+	if c == nil || note == "" {
+		return
+	}
+	c.mu.Lock()
+	c.note = cut(note, 200)
+	c.mu.Unlock()
 }
 
 // NewCall starts the record of a call to method, routed to machine id
@@ -216,6 +228,9 @@ func (c *Call) Finish(err error) {
 	}
 	if err != nil {
 		r.Summary += ": " + cut(rpcerr.Message(err), 200)
+	}
+	if c.note != "" {
+		r.Summary += " (" + c.note + ")"
 	}
 	c.w.add(c)
 }

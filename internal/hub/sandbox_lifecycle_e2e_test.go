@@ -1,0 +1,206 @@
+package hub_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// stateOf polls the sandbox's row and its container until both say want
+// (the container's engine state: paused, exited, running).
+func (h *sandboxHub) awaitState(id, want string, engine sandbox.State, within time.Duration) store.Sandbox {
+	h.t.Helper()
+	var sb store.Sandbox
+	pollUntil(h.t, within, "sandbox "+id+" "+want, func() (bool, string) {
+		var err error
+		sb, err = h.Store.Sandbox(h.t.Context(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		in, err := h.driver.Inspect(h.t.Context(), sb.ContainerID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return sb.State == want && in.State == engine, fmt.Sprintf("row %s (%s), container %s", sb.State, sb.StateReason, in.State)
+	})
+	return sb
+}
+
+// activityNote waits for the hub's record of a call to the sandbox that
+// says note.
+func (h *sandboxHub) activityNote(id, note string) {
+	h.t.Helper()
+	pollUntil(h.t, 10*time.Second, "a call record saying "+note, func() (bool, string) {
+		recs, err := h.Store.ListActivity(h.t.Context(), store.ActivityQuery{OrgID: h.Org.ID, Limit: store.MaxActivityLimit})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, r := range recs {
+			if r.Subject != id || r.Source != store.SourceHub {
+				continue
+			}
+			if strings.Contains(string(r.Record), note) {
+				return true, ""
+			}
+			seen = append(seen, string(r.Record))
+		}
+		return false, strings.Join(seen, " | ")
+	})
+}
+
+// The idle policy on the engine: an idle conversation's sandbox is paused
+// (its container paused), then stopped (its container exited, its
+// workspace volume kept), never removed; one with a call in flight is left
+// running; the conversation's next call brings the same sandbox back with
+// its /workspace, and that call's record says it resumed it.
+func TestSandboxIdlePolicy(t *testing.T) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.PauseAfter, o.StopAfter = 2*time.Second, 4*time.Second })
+	idleCtx := h.ctx("builtin", "c-idle")
+	if _, code, err := h.run(idleCtx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: exit %d %v", code, err)
+	}
+	idle := h.sandboxOf(idleCtx)
+
+	busyCtx := h.ctx("builtin", "c-busy")
+	busy := h.sandboxOf(busyCtx)
+	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "9"}})
+	callStart := time.Now()
+
+	paused := h.awaitState(idle, store.SandboxPaused, sandbox.StatePaused, 10*time.Second)
+	if paused.StateReason != "idle 2s" {
+		t.Errorf("paused for %q, want idle 2s", paused.StateReason)
+	}
+	stopped := h.awaitState(idle, store.SandboxStopped, sandbox.StateExited, 15*time.Second)
+	if stopped.StateReason != "idle 4s" {
+		t.Errorf("stopped for %q, want idle 4s", stopped.StateReason)
+	}
+	vols, err := h.driver.Volumes(t.Context(), map[string]string{sandbox.LabelID: idle})
+	if err != nil || len(vols) != 1 {
+		t.Fatalf("workspace volume of the stopped sandbox: %v %v, want one", vols, err)
+	}
+	if time.Since(callStart) >= 9*time.Second {
+		t.Fatalf("the idle sandbox took until after the busy call to stop: the test proves nothing")
+	}
+	if sb, err := h.Store.Sandbox(t.Context(), busy); err != nil || sb.State != store.SandboxRunning {
+		t.Errorf("the sandbox with a call in flight: %+v %v, want running", sb, err)
+	}
+	if _, x, err := untilExit(startEvents(st)); err != nil || x.GetExitCode() != 0 {
+		t.Fatalf("sleep 9 in the busy sandbox: %v %v, want exit 0", x, err)
+	}
+
+	// The conversation's next call: the same sandbox, its workspace kept.
+	out, code, err := h.run(idleCtx, "cat", "/workspace/f")
+	if err != nil || code != 0 || out != "kept\n" {
+		t.Fatalf("c-idle after the stop: %q exit %d %v, want kept", out, code, err)
+	}
+	if again := h.sandboxOf(idleCtx); again != idle {
+		t.Errorf("c-idle went to %s, want its stopped sandbox %s back", again, idle)
+	}
+	if sb, err := h.Store.Sandbox(t.Context(), idle); err != nil || sb.State != store.SandboxRunning {
+		t.Errorf("resumed sandbox's row: %+v %v, want running", sb, err)
+	}
+	h.activityNote(idle, "resumed from stopped in ")
+}
+
+// Transitions by request on the engine, through agentctl: pause freezes
+// the container and a call resumes it (its record says from paused); stop
+// stops it, keeping /workspace; start brings it back; a stopped sandbox
+// cannot be paused; several ids are each reported, an unknown one is an
+// error for that id and a non-zero exit; a member may resume but not
+// pause or stop.
+func TestSandboxStateCommands(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	ctl := h.agentctl()
+	c1, c2 := h.ctx("builtin", "c-1"), h.ctx("builtin", "c-2")
+	if _, code, err := h.run(c1, "sh", "-c", "echo one > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: exit %d %v", code, err)
+	}
+	sb1, sb2 := h.sandboxOf(c1), h.sandboxOf(c2)
+
+	code, out, errOut := ctl("sandbox", "pause", sb1, sb2)
+	if code != 0 || out != sb1+" paused (was running)\n"+sb2+" paused (was running)\n" {
+		t.Fatalf("sandbox pause: exit %d %q %q", code, out, errOut)
+	}
+	h.awaitState(sb1, store.SandboxPaused, sandbox.StatePaused, 5*time.Second)
+	if code, out, _ := ctl("sandbox", "pause", sb1); code != 0 || out != sb1+" paused (was paused)\n" {
+		t.Errorf("sandbox pause of a paused one: exit %d %q", code, out)
+	}
+	if out, code, err := h.run(c1, "cat", "/workspace/f"); err != nil || code != 0 || out != "one\n" {
+		t.Fatalf("a call to the paused sandbox: %q exit %d %v, want one", out, code, err)
+	}
+	h.awaitState(sb1, store.SandboxRunning, sandbox.StateRunning, 5*time.Second)
+	h.activityNote(sb1, "resumed from paused in ")
+
+	code, out, errOut = ctl("sandbox", "stop", sb1)
+	if code != 0 || out != sb1+" stopped (was running)\n" {
+		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
+	}
+	h.awaitState(sb1, store.SandboxStopped, sandbox.StateExited, 5*time.Second)
+	code, out, errOut = ctl("sandbox", "pause", sb1, "sb-nope")
+	if code == 0 || out != "" || !strings.Contains(errOut, sb1+": ") || !strings.Contains(errOut, "is stopped") ||
+		!strings.Contains(errOut, "sb-nope: ") || !strings.Contains(errOut, "not found") {
+		t.Errorf("sandbox pause of a stopped and an unknown one: exit %d %q %q; want both refused, non-zero", code, out, errOut)
+	}
+	if sb, _ := h.Store.Sandbox(t.Context(), sb1); sb.State != store.SandboxStopped {
+		t.Errorf("after a refused pause: %s, want stopped", sb.State)
+	}
+
+	code, out, errOut = ctl("--json", "sandbox", "ls")
+	if code != 0 || !strings.Contains(out, `"state":"stopped"`) || !strings.Contains(out, `"state":"paused"`) || !strings.Contains(out, `"next_step":"stops in `) {
+		t.Errorf("sandbox ls --json: exit %d %q %q; want a stopped and a paused one, and a next step", code, out, errOut)
+	}
+	code, out, _ = ctl("sandbox", "ls")
+	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "LAST USED") || !strings.Contains(out, "NEXT") {
+		t.Errorf("sandbox ls: exit %d %q; want STATE, LAST USED and NEXT columns", code, out)
+	}
+
+	code, out, errOut = ctl("sandbox", "start", sb1)
+	if code != 0 || !strings.HasPrefix(out, sb1+" running (was stopped") {
+		t.Fatalf("sandbox start: exit %d %q %q", code, out, errOut)
+	}
+	if out, code, err := h.run(h.byID(sb1), "cat", "/workspace/f"); err != nil || code != 0 || out != "one\n" {
+		t.Errorf("a call to the started sandbox: %q exit %d %v, want one", out, code, err)
+	}
+	if _, err := h.driver.Inspect(t.Context(), "agentd-"+sb2); errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the paused sandbox's container is gone")
+	}
+
+	// A member resumes (a call would), but cannot pause or stop.
+	member := h.memberctl()
+	if code, _, errOut := member("sandbox", "stop", sb2); code == 0 || !strings.Contains(errOut, "admin token") {
+		t.Errorf("member sandbox stop: exit %d %q; want refused, needing an admin token", code, errOut)
+	}
+	if code, out, errOut := member("sandbox", "resume", sb2); code != 0 || !strings.HasPrefix(out, sb2+" running (was paused") {
+		t.Errorf("member sandbox resume: exit %d %q %q", code, out, errOut)
+	}
+}
+
+// memberctl is agentctl as a member token of the hub's org.
+func (h *sandboxHub) memberctl() func(args ...string) (int, string, string) {
+	secret, hash := store.NewToken()
+	if _, err := h.Store.CreateToken(h.t.Context(), store.Token{OrgID: h.Org.ID, Name: "member", Role: store.RoleMember, Hash: hash, CreatedAt: time.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	tf := filepath.Join(h.t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(secret), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := ctl.Main(h.t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
+			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+		return code, out.String(), errb.String()
+	}
+}
