@@ -53,7 +53,7 @@ func TestSandboxQuotaCountsRunningAndPaused(t *testing.T) {
 	call := func(conv string) context.Context {
 		md := metadata.Pairs("authorization", "Bearer "+h.Token)
 		if conv != "" {
-			md.Set("agentd-environment", "builtin", "agentd-conversation", conv)
+			md = metadata.Join(md, metadata.Pairs("agentd-environment", "builtin", "agentd-conversation", conv))
 		}
 		return metadata.NewOutgoingContext(t.Context(), md)
 	}

@@ -57,7 +57,7 @@ func (m *Manager) reap(ctx context.Context) {
 		case s.to == "":
 			m.destroy(ctx, sb, "idle "+roughly(idle)+" (delete after "+roughly(s.after)+")")
 		default:
-			if err := m.transition(ctx, sb, s.to, "idle "+roughly(s.after)); err != nil {
+			if err := m.transition(ctx, sb, s.to, "idle "+roughly(s.after), last); err != nil {
 				m.log.Warn("applying the idle policy", zap.String("sandbox", sb.ID), zap.String("to", s.to), zap.Error(err))
 			}
 		}

@@ -107,7 +107,7 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 	if sb.Hub != m.o.HubID {
 		return Result{}, errs.New(errs.Unavailable, "sandbox %s is driven by another hub replica (%s): ask that replica to %s it", id, sb.Hub, action)
 	}
-	if err := m.transition(ctx, sb, to, why); err != nil {
+	if err := m.transition(ctx, sb, to, why, time.Time{}); err != nil {
 		return Result{}, err
 	}
 	res.Took = m.o.Now().Sub(began)
@@ -129,14 +129,24 @@ func (m *Manager) sbLock(id string) func() {
 
 // transition moves this replica's sandbox forward, to paused or stopped,
 // and records it; why says what asked ("idle 5m", "by request"). A
-// sandbox at or past to is left as it is.
-func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why string) error {
+// sandbox at or past to is left as it is. idleSince, when set, is the last
+// use the idle policy decided on: a sandbox used since (a call woke it
+// while the decision waited for the lock), or busy now, is left alone.
+func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why string, idleSince time.Time) error {
 	defer m.sbLock(sb.ID)()
 	if now, err := m.o.Store.Sandbox(ctx, sb.ID); err == nil {
 		sb = now // another transition may have run meanwhile
 	}
 	if rank(stateOf(sb)) >= rank(to) {
 		return nil
+	}
+	if !idleSince.IsZero() {
+		m.mu.Lock()
+		used, busy := m.used[sb.ID], m.active[sb.ID] > 0
+		m.mu.Unlock()
+		if busy || used.After(idleSince) || sb.LastUsedAt.After(idleSince) {
+			return nil
+		}
 	}
 	if sb.ContainerID == "" {
 		return errs.New(errs.Precondition, "sandbox %s has no container yet", sb.ID)
@@ -224,6 +234,7 @@ func (m *Manager) wake(ctx context.Context, sb store.Sandbox) (string, error) {
 	if err := m.awaitOnline(ctx, sb); err != nil {
 		return "", err
 	}
+	m.touch(sb.ID) // in use again: a policy step decided before is void
 	return from, nil
 }
 

@@ -144,16 +144,20 @@ func New(opts Options) (*Driver, error) {
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed = true
-	var running []*container
+	type proc struct {
+		p    *os.Process
+		done chan struct{}
+	}
+	var running []proc // read under d.mu: reap clears c.proc
 	for _, c := range d.containers {
 		if c.proc != nil {
-			running = append(running, c)
+			running = append(running, proc{c.proc, c.done})
 		}
 	}
 	d.mu.Unlock()
-	for _, c := range running {
-		killGroup(c.proc)
-		<-c.done
+	for _, r := range running {
+		killGroup(r.p)
+		<-r.done
 	}
 	if d.ownDir {
 		return os.RemoveAll(d.dir)
