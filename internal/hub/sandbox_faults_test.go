@@ -479,7 +479,7 @@ func TestSandboxEngineGone(t *testing.T) {
 		orphanID = startOrphan(t, live, hubID)
 		o.Driver = dead
 		o.HubID = hubID
-		o.StopAfter = 2 * time.Second // the background work ticks every 500 ms
+		o.DeleteAfter = 2 * time.Second // removed when idle; the background work ticks every 500 ms
 	})
 
 	_, err = h.info(h.ctx("builtin", "c-1"))
@@ -501,8 +501,8 @@ func TestSandboxEngineGone(t *testing.T) {
 		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
 	})
 
-	// A sandbox reaped while the engine is gone loses its row at once and
-	// its container once the engine is back.
+	// A sandbox the delete policy removes while the engine is gone loses
+	// its row at once and its container once the engine is back.
 	id := h.sandboxOf(h.ctx("builtin", "c-2"))
 	sb, err := h.Store.Sandbox(t.Context(), id)
 	if err != nil {
