@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -202,5 +204,44 @@ func (h *sandboxHub) memberctl() func(args ...string) (int, string, string) {
 		code := ctl.Main(h.t.Context(), append([]string{"--hub", h.URL, "--token-file", tf}, args...),
 			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
 		return code, out.String(), errb.String()
+	}
+}
+
+// A hub restart keeps each sandbox's state: a paused one stays paused and
+// a stopped one stopped (neither is started by the restart's reconcile);
+// a paused one whose container was stopped meanwhile (the host restarted)
+// is stopped; each conversation's next call brings its sandbox back with
+// its /workspace.
+func TestSandboxStatesSurviveRestart(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	envs := hubv1.NewEnvironmentServiceClient(h.cc)
+	ids := map[string]string{}
+	for _, conv := range []string{"c-paused", "c-stopped", "c-host"} {
+		if _, code, err := h.run(h.ctx("builtin", conv), "sh", "-c", "echo "+conv+" > /workspace/f"); err != nil || code != 0 {
+			t.Fatalf("write in %s: exit %d %v", conv, code, err)
+		}
+		ids[conv] = h.sandboxOf(h.ctx("builtin", conv))
+	}
+	for conv, action := range map[string]string{"c-paused": "pause", "c-stopped": "stop", "c-host": "pause"} {
+		if _, err := envs.ChangeSandboxState(h.ctx("", ""), &hubv1.ChangeSandboxStateRequest{Id: ids[conv], Action: action}); err != nil {
+			t.Fatalf("%s %s: %v", action, conv, err)
+		}
+	}
+	h.Stop()
+	if out, err := exec.CommandContext(t.Context(), "docker", "stop", "-t", "1", "agentd-"+ids["c-host"]).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop of the paused sandbox: %v %s", err, out)
+	}
+	h.Serve(h.Addr)
+	h.awaitState(ids["c-paused"], store.SandboxPaused, sandbox.StatePaused, 5*time.Second)
+	h.awaitState(ids["c-stopped"], store.SandboxStopped, sandbox.StateExited, 5*time.Second)
+	h.awaitState(ids["c-host"], store.SandboxStopped, sandbox.StateExited, 5*time.Second)
+	for conv, id := range ids {
+		out, code, err := h.run(h.ctx("builtin", conv), "cat", "/workspace/f")
+		if err != nil || code != 0 || out != conv+"\n" {
+			t.Errorf("%s after the restart: %q exit %d %v, want its workspace", conv, out, code, err)
+		}
+		if got := h.sandboxOf(h.ctx("builtin", conv)); got != id {
+			t.Errorf("%s reached %s after the restart, want %s", conv, got, id)
+		}
 	}
 }
