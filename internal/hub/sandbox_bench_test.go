@@ -252,6 +252,9 @@ func sbResumeBench(b *testing.B, action string) {
 		ds = append(ds, time.Since(t0))
 	}
 	sbReportQuantiles(b, ds, 0.5, 0.9)
+	if action == sandboxes.ActionPause {
+		b.ReportMetric(sbQuantile(h.drv.taken("unpause"), 0.5), "unpause-p50-ms")
+	}
 }
 
 // BenchmarkDockerRunExec is the baseline of BenchmarkSandboxColdFirstExec:
@@ -558,6 +561,11 @@ func (d *sbTimedDriver) Create(ctx context.Context, s sandbox.Spec) (string, err
 	d.mu.Unlock()
 	defer d.record("create", time.Now())
 	return d.Driver.Create(ctx, s)
+}
+
+func (d *sbTimedDriver) Unpause(ctx context.Context, id string) error {
+	defer d.record("unpause", time.Now())
+	return d.Driver.Unpause(ctx, id)
 }
 
 func (d *sbTimedDriver) Start(ctx context.Context, id string) error {

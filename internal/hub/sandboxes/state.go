@@ -190,9 +190,16 @@ func (m *Manager) wake(ctx context.Context, sb store.Sandbox) (string, error) {
 	if sb.ContainerID == "" {
 		return "", errs.New(errs.Precondition, "sandbox %s has no container yet", sb.ID)
 	}
-	info, err := m.o.Driver.Inspect(ctx, sb.ContainerID)
-	if err != nil {
-		return "", err // ErrNotFound: the caller starts afresh
+	var info sandbox.Info
+	if from == store.SandboxPaused && m.o.Driver.Unpause(ctx, sb.ContainerID) == nil {
+		// The common case, without asking the engine first: a paused
+		// sandbox's call waits for one engine round trip.
+		info.State = sandbox.StateRunning
+	} else {
+		var err error
+		if info, err = m.o.Driver.Inspect(ctx, sb.ContainerID); err != nil {
+			return "", err // ErrNotFound: the caller starts afresh
+		}
 	}
 	if from == store.SandboxRunning && info.State == sandbox.StateRunning {
 		return "", nil
