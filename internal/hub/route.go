@@ -121,7 +121,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err
 		}
-		r.Done = s.sandboxes.Enter(ctx, id)
+		done, began := s.sandboxes.Enter(ctx, id), s.sandboxes.Now()
+		r.Done = func(err error) error {
+			err = done(err)
+			// Its processes were ended by a stop: the record says why.
+			rec.Note(s.sandboxes.StopNote(id, began))
+			return err
+		}
 	}
 	return r, nil
 }

@@ -119,7 +119,8 @@ func TestSandboxIdlePolicy(t *testing.T) {
 // Transitions by request on the engine, through agentctl: pause freezes
 // the container and a call resumes it (its record says from paused); stop
 // stops it, keeping /workspace; start brings it back; a stopped sandbox
-// cannot be paused; several ids are each reported, an unknown one is an
+// cannot be paused; a command in flight that a stop cuts says why; several
+// ids are each reported, an unknown one is an
 // error for that id and a non-zero exit; a member may resume but not
 // pause or stop.
 func TestSandboxStateCommands(t *testing.T) {
@@ -145,11 +146,19 @@ func TestSandboxStateCommands(t *testing.T) {
 	h.awaitState(sb1, store.SandboxRunning, sandbox.StateRunning, 5*time.Second)
 	h.activityNote(sb1, "resumed from paused in ")
 
+	// A command in flight when its sandbox is stopped: the call says why.
+	st, _ := h.start(c1, &agentdv1.StartRequest{Argv: []string{"sleep", "60"}})
 	code, out, errOut = ctl("sandbox", "stop", sb1)
 	if code != 0 || out != sb1+" stopped (was running)\n" {
 		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
 	}
 	h.awaitState(sb1, store.SandboxStopped, sandbox.StateExited, 5*time.Second)
+	// agentd ends its processes on SIGTERM: the caller sees them killed,
+	// the hub's record of the call says why.
+	if _, x, err := untilExit(startEvents(st)); err == nil && x.GetSignal() == "" {
+		t.Errorf("the call in flight when its sandbox stopped: exit %v, want a signal or an error", x)
+	}
+	h.activityNote(sb1, "sandbox stopped: by request")
 	code, out, errOut = ctl("sandbox", "pause", sb1, "sb-nope")
 	if code == 0 || out != "" || !strings.Contains(errOut, sb1+": ") || !strings.Contains(errOut, "is stopped") ||
 		!strings.Contains(errOut, "sb-nope: ") || !strings.Contains(errOut, "not found") {

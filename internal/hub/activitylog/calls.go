@@ -119,14 +119,17 @@ type Call struct {
 	note   string
 }
 
-// Note adds what the hub did before the call ran ("resumed from stopped
-// in 240 ms") to its record's summary.
+// Note adds what the hub did around the call ("resumed from stopped in
+// 240 ms", "sandbox stopped: idle 30m") to its record's summary.
 func (c *Call) Note(note string) {
 	if c == nil || note == "" {
 		return
 	}
 	c.mu.Lock()
-	c.note = cut(note, 200)
+	if c.note != "" {
+		note = c.note + "; " + note
+	}
+	c.note = cut(note, 300)
 	c.mu.Unlock()
 }
 

@@ -424,6 +424,7 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	m.removeKey(sb.ID)
 	m.mu.Lock()
 	delete(m.trans, sb.ID)
+	delete(m.stops, sb.ID)
 	delete(m.used, sb.ID)
 	delete(m.stored, sb.ID)
 	delete(m.egress, sb.ID)

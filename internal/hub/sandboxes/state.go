@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,21 +157,54 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 		if err := m.o.Driver.Pause(ctx, sb.ContainerID); err != nil {
 			return EngineError(err, "pause sandbox "+sb.ID)
 		}
+		if err := m.o.Store.SetSandboxState(ctx, sb.ID, to, m.o.Now(), why); err != nil {
+			return unavailable("record the state of sandbox "+sb.ID, err)
+		}
 	case store.SandboxStopped:
+		// Recorded first: a call the stop cuts reads why in the row (and a
+		// hub that dies before the engine answers finds the container
+		// running, and the row running again, at its start).
+		if err := m.o.Store.SetSandboxState(ctx, sb.ID, to, m.o.Now(), why); err != nil {
+			return unavailable("record the state of sandbox "+sb.ID, err)
+		}
+		m.mu.Lock()
+		m.stops[sb.ID] = stopMark{at: m.o.Now(), why: why}
+		m.mu.Unlock()
 		// Its processes get SIGTERM, then SIGKILL; a paused one too.
 		if err := m.o.Driver.Stop(ctx, sb.ContainerID, stopGrace); err != nil {
+			m.setState(context.WithoutCancel(ctx), sb.ID, stateOf(sb), sb.StateReason)
 			return EngineError(err, "stop sandbox "+sb.ID)
 		}
 		m.o.Tunnels.CloseTunnel(sb.ID)
 	default:
 		return fmt.Errorf("sandbox %s: no transition to %s", sb.ID, to)
 	}
-	if err := m.o.Store.SetSandboxState(ctx, sb.ID, to, m.o.Now(), why); err != nil {
-		return unavailable("record the state of sandbox "+sb.ID, err)
-	}
 	m.log.Info("sandbox "+to, zap.String("sandbox", sb.ID), zap.String("environment", sb.Environment), zap.String("why", why))
 	return nil
 }
+
+// stopMark is when and why this replica last stopped a sandbox.
+type stopMark struct {
+	at  time.Time
+	why string
+}
+
+// StopNote says why the sandbox's processes ended under a call that began
+// at since, when this replica stopped it since ("sandbox stopped: idle
+// 30m"), for the call's record; "" otherwise. A map lookup: it runs at the
+// end of every call to a sandbox.
+func (m *Manager) StopNote(id string, since time.Time) string {
+	m.mu.Lock()
+	s, ok := m.stops[id]
+	m.mu.Unlock()
+	if !ok || s.at.Before(since) {
+		return ""
+	}
+	return "sandbox stopped: " + strings.TrimPrefix(s.why, "stopped ")
+}
+
+// Now is the manager's clock.
+func (m *Manager) Now() time.Time { return m.o.Now() }
 
 // stopGrace is how long a stopped sandbox's processes have between SIGTERM
 // and SIGKILL.
