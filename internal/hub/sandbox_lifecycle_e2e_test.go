@@ -254,3 +254,36 @@ func TestSandboxStatesSurviveRestart(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox paused for longer than the hub's tunnel keepalive (20 s + 10 s)
+// has lost its tunnel by the time a call comes; the call unpauses it, waits
+// for its agentd to dial in again, and runs, with its /workspace.
+func TestSandboxLongPause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 40 s")
+	}
+	h := startSandboxHub(t, nil)
+	ctx := h.ctx("builtin", "c-long")
+	if _, code, err := h.run(ctx, "sh", "-c", "echo long > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: exit %d %v", code, err)
+	}
+	id := h.sandboxOf(ctx)
+	if _, err := hubv1.NewEnvironmentServiceClient(h.cc).ChangeSandboxState(h.ctx("", ""), &hubv1.ChangeSandboxStateRequest{Id: id, Action: "pause"}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 60*time.Second, "the paused sandbox's tunnel closed by the hub's keepalive", func() (bool, string) {
+		for _, sb := range h.listSandboxes() {
+			if sb.GetId() == id {
+				return !sb.GetOnline(), sb.GetState()
+			}
+		}
+		return false, "not listed"
+	})
+	began := time.Now()
+	out, code, err := h.run(ctx, "cat", "/workspace/f")
+	if err != nil || code != 0 || out != "long\n" {
+		t.Fatalf("a call after a long pause: %q exit %d %v, want long", out, code, err)
+	}
+	t.Logf("resumed after the tunnel was gone: first exec in %v", time.Since(began))
+	h.activityNote(id, "resumed from paused in ")
+}
