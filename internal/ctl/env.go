@@ -499,11 +499,13 @@ brings it back first.`,
 	ls := &cobra.Command{
 		Use:     "ls [--env NAME]",
 		Aliases: []string{"list"},
-		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, next policy step, image",
+		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, next policy step, workspace size, image",
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
 sandbox no conversation has taken yet. STATE is starting, running, paused,
 stopped or failed; NEXT is the idle policy's next step for it ("stops in
-12m"). IMAGE is the image the sandbox was
+12m"); WORKSPACE is what its /workspace held when last measured (du through
+its agentd before each pause and stop; "-": not yet). IMAGE is the image the
+sandbox was
 made from, as the hub pinned it: an agent run's by its local id (sha256:…),
 so what ran is known exactly even after its name moved to a newer build.`,
 		Example: `  agentctl sandbox ls
@@ -520,7 +522,7 @@ so what ran is known exactly even after its name moved to a newer build.`,
 					return a.printJSON(resp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tNEXT\tIMAGE")
+				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tNEXT\tWORKSPACE\tIMAGE")
 				for _, s := range resp.GetSandboxes() {
 					conv := s.GetConversation()
 					if conv == "" {
@@ -538,8 +540,12 @@ so what ran is known exactly even after its name moved to a newer build.`,
 					if next == "" {
 						next = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
-						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()), next, image)
+					size := "-"
+					if s.GetWorkspaceMeasured() != nil && s.GetWorkspaceBytes() >= 0 {
+						size = units.Bytes(s.GetWorkspaceBytes())
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
+						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()), next, size, image)
 				}
 				return tw.Flush()
 			})

@@ -357,7 +357,10 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 		if !sb.ExpiresAt.IsZero() {
 			p.Expires = timestamppb.New(sb.ExpiresAt)
 		}
-		p.StateReason = sb.StateReason
+		p.StateReason, p.WorkspaceBytes = sb.StateReason, sb.WorkspaceBytes
+		if !sb.WorkspaceAt.IsZero() {
+			p.WorkspaceMeasured = timestamppb.New(sb.WorkspaceAt)
+		}
 		if m := v.s.sandboxes; m != nil {
 			st := m.Status(ctx, sb)
 			p.LastUsed, p.NextStep = timestamppb.New(st.LastUsed), st.Next

@@ -127,7 +127,7 @@ func TestSandboxStateCommands(t *testing.T) {
 	h := startSandboxHub(t, nil)
 	ctl := h.agentctl()
 	c1, c2 := h.ctx("builtin", "c-1"), h.ctx("builtin", "c-2")
-	if _, code, err := h.run(c1, "sh", "-c", "echo one > /workspace/f"); err != nil || code != 0 {
+	if _, code, err := h.run(c1, "sh", "-c", "echo one > /workspace/f && head -c 3000000 /dev/urandom > /workspace/blob"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
 	}
 	sb1, sb2 := h.sandboxOf(c1), h.sandboxOf(c2)
@@ -137,6 +137,10 @@ func TestSandboxStateCommands(t *testing.T) {
 		t.Fatalf("sandbox pause: exit %d %q %q", code, out, errOut)
 	}
 	h.awaitState(sb1, store.SandboxPaused, sandbox.StatePaused, 5*time.Second)
+	// Measured before the pause: 3 MB and a few bytes, in KiB blocks.
+	if sb, _ := h.Store.Sandbox(t.Context(), sb1); sb.WorkspaceBytes < 3000000 || sb.WorkspaceBytes > 3200000 || sb.WorkspaceAt.IsZero() {
+		t.Errorf("workspace measured at the pause: %d bytes at %v, want about 3 MB", sb.WorkspaceBytes, sb.WorkspaceAt)
+	}
 	if code, out, _ := ctl("sandbox", "pause", sb1); code != 0 || out != sb1+" paused (was paused)\n" {
 		t.Errorf("sandbox pause of a paused one: exit %d %q", code, out)
 	}
@@ -172,9 +176,13 @@ func TestSandboxStateCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"state":"stopped"`) || !strings.Contains(out, `"state":"paused"`) || !strings.Contains(out, `"next_step":"stops in `) {
 		t.Errorf("sandbox ls --json: exit %d %q %q; want a stopped and a paused one, and a next step", code, out, errOut)
 	}
+	if !strings.Contains(out, `"workspace_bytes":"`) {
+		t.Errorf("sandbox ls --json: %q; want workspace_bytes", out)
+	}
 	code, out, _ = ctl("sandbox", "ls")
-	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "LAST USED") || !strings.Contains(out, "NEXT") {
-		t.Errorf("sandbox ls: exit %d %q; want STATE, LAST USED and NEXT columns", code, out)
+	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "LAST USED") || !strings.Contains(out, "NEXT") ||
+		!strings.Contains(out, "WORKSPACE") || !strings.Contains(out, " 2.9 MiB ") {
+		t.Errorf("sandbox ls: exit %d %q; want STATE, LAST USED, NEXT and WORKSPACE columns, 2.9 MiB measured", code, out)
 	}
 
 	code, out, errOut = ctl("sandbox", "start", sb1)

@@ -159,6 +159,7 @@ type Store interface {
 	SetSandboxToken(ctx context.Context, id, token string) error
 	SetSandboxContainer(ctx context.Context, id, containerID string) error
 	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
 	SandboxPolicy(ctx context.Context, orgID, env string) (store.Policy, error)
 	SetSandboxPolicy(ctx context.Context, orgID, env string, p store.Policy) error
 	Machine(ctx context.Context, id string) (store.Machine, error)

@@ -152,6 +152,9 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 	if sb.ContainerID == "" {
 		return errs.New(errs.Precondition, "sandbox %s has no container yet", sb.ID)
 	}
+	if stateOf(sb) == store.SandboxRunning {
+		m.measure(ctx, sb)
+	}
 	switch to {
 	case store.SandboxPaused:
 		if err := m.o.Driver.Pause(ctx, sb.ContainerID); err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets, state, state_at, state_reason`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets, state, state_at, state_reason, workspace_bytes, workspace_at`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
@@ -20,9 +20,10 @@ func scanSandbox(r scanner) (Sandbox, error) {
 		expires       int64
 		secrets       int
 		stateAt       int64
+		wsAt          int64
 	)
 	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &secrets,
-		&sb.State, &stateAt, &sb.StateReason)
+		&sb.State, &stateAt, &sb.StateReason, &sb.WorkspaceBytes, &wsAt)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
@@ -34,6 +35,9 @@ func scanSandbox(r scanner) (Sandbox, error) {
 	}
 	if stateAt != 0 {
 		sb.StateAt = fromMicros(stateAt)
+	}
+	if wsAt != 0 {
+		sb.WorkspaceAt = fromMicros(wsAt)
 	}
 	return sb, nil
 }
@@ -64,9 +68,10 @@ func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 		warm = 1
 	}
 	sb.State, sb.StateAt, sb.StateReason = SandboxRunning, time.Time{}, ""
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sb.WorkspaceBytes, sb.WorkspaceAt = -1, time.Time{}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires,
-		sb.Token, boolInt(sb.HoldsSecrets), sb.State, 0, "")
+		sb.Token, boolInt(sb.HoldsSecrets), sb.State, 0, "", -1, 0)
 	switch {
 	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
@@ -171,6 +176,21 @@ func (s *sqlStore) SetSandboxState(ctx context.Context, id, state string, at tim
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = ? WHERE id = ?`, state, micros(at), reason, id)
+	if err := checkAffected(res, err); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetSandboxWorkspace records what the sandbox's /workspace held at `at`.
+func (s *sqlStore) SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error {
+	if bytes < 0 {
+		return fmt.Errorf("sandbox %s: %w: a negative workspace size", id, ErrInvalid)
+	}
+	if err := needTime("measure time", at); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET workspace_bytes = ?, workspace_at = ? WHERE id = ?`, bytes, micros(at), id)
 	if err := checkAffected(res, err); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}

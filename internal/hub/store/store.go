@@ -220,6 +220,9 @@ type Sandboxes interface {
 	// since at, for reason. ErrInvalid for another state, ErrNotFound for
 	// a missing sandbox.
 	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	// SetSandboxWorkspace records what the sandbox's /workspace held at
+	// `at`, in bytes. ErrInvalid for a negative size.
+	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
 	// SetSandboxPolicy stores the lifecycle policy of the org's sandboxes
 	// of environment env (any name, the built-in one's included); the zero
 	// Policy goes back to the hub's defaults. ErrInvalid for a duration
@@ -326,6 +329,10 @@ type Sandbox struct {
 	State       string
 	StateAt     time.Time
 	StateReason string
+	// WorkspaceBytes is what /workspace held when last measured, at
+	// WorkspaceAt; -1: never measured.
+	WorkspaceBytes int64
+	WorkspaceAt    time.Time
 }
 
 // Sandbox states: its processes run; are frozen in memory (no CPU); are

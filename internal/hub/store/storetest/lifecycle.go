@@ -30,6 +30,15 @@ func testSandboxStates(t *testing.T, s store.Store) {
 		}
 		at = at.Add(time.Minute)
 	}
+	if got := must(s.Sandbox(ctx, "sb-s1"))(t); got.WorkspaceBytes != -1 || !got.WorkspaceAt.IsZero() {
+		t.Errorf("workspace of a sandbox never measured: %d at %v, want -1, zero", got.WorkspaceBytes, got.WorkspaceAt)
+	}
+	noErr(t, s.SetSandboxWorkspace(ctx, "sb-s1", 3<<20, at))
+	if got := must(s.Sandbox(ctx, "sb-s1"))(t); got.WorkspaceBytes != 3<<20 || !got.WorkspaceAt.Equal(at) {
+		t.Errorf("workspace measured: %d at %v, want %d at %v", got.WorkspaceBytes, got.WorkspaceAt, 3<<20, at)
+	}
+	wantErr(t, "a negative workspace size", s.SetSandboxWorkspace(ctx, "sb-s1", -5, at), store.ErrInvalid)
+	wantErr(t, "workspace of a missing sandbox", s.SetSandboxWorkspace(ctx, "sb-none", 1, at), store.ErrNotFound)
 	wantErr(t, "an unknown state", s.SetSandboxState(ctx, "sb-s1", "archived", at, ""), store.ErrInvalid)
 	wantErr(t, "state of a missing sandbox", s.SetSandboxState(ctx, "sb-none", store.SandboxPaused, at, ""), store.ErrNotFound)
 	if got := must(s.ListSandboxes(ctx, org.ID))(t); len(got) != 1 || got[0].State != store.SandboxRunning {

@@ -19,3 +19,9 @@ CREATE TABLE sandbox_policies (
     delete_after_ms BIGINT NOT NULL DEFAULT 0 CHECK (delete_after_ms >= -1),
     PRIMARY KEY (org_id, environment)
 );
+
+-- What the sandbox's /workspace held when last measured (du through its
+-- agentd, before each pause and stop), in bytes, at workspace_at; -1: never
+-- measured.
+ALTER TABLE sandboxes ADD COLUMN workspace_bytes BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE sandboxes ADD COLUMN workspace_at BIGINT NOT NULL DEFAULT 0;

@@ -550,9 +550,14 @@ type Sandbox struct {
 	StateReason string `protobuf:"bytes,11,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
 	// The next step of its lifecycle policy in words ("stops in 12m");
 	// empty: none.
-	NextStep      string `protobuf:"bytes,12,opt,name=next_step,json=nextStep,proto3" json:"next_step,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextStep string `protobuf:"bytes,12,opt,name=next_step,json=nextStep,proto3" json:"next_step,omitempty"`
+	// What its /workspace held when last measured (du through its agentd,
+	// before each pause and stop), in bytes; -1: never measured.
+	WorkspaceBytes int64 `protobuf:"varint,13,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	// When that was.
+	WorkspaceMeasured *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=workspace_measured,json=workspaceMeasured,proto3" json:"workspace_measured,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -667,6 +672,20 @@ func (x *Sandbox) GetNextStep() string {
 		return x.NextStep
 	}
 	return ""
+}
+
+func (x *Sandbox) GetWorkspaceBytes() int64 {
+	if x != nil {
+		return x.WorkspaceBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetWorkspaceMeasured() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkspaceMeasured
+	}
+	return nil
 }
 
 // ListEnvironmentsRequest names the org.
@@ -1863,7 +1882,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"pauseAfter\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
-	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\"\x9e\x03\n" +
+	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\"\x92\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1877,7 +1896,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\aexpires\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12!\n" +
 	"\fstate_reason\x18\v \x01(\tR\vstateReason\x12\x1b\n" +
-	"\tnext_step\x18\f \x01(\tR\bnextStep\"+\n" +
+	"\tnext_step\x18\f \x01(\tR\bnextStep\x12'\n" +
+	"\x0fworkspace_bytes\x18\r \x01(\x03R\x0eworkspaceBytes\x12I\n" +
+	"\x12workspace_measured\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x11workspaceMeasured\"+\n" +
 	"\x17ListEnvironmentsRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"Z\n" +
 	"\x18ListEnvironmentsResponse\x12>\n" +
@@ -2028,40 +2049,41 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	29, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
 	29, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
 	29, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	5,  // 10: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
-	5,  // 11: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 12: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 13: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 14: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	6,  // 15: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
-	5,  // 16: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
-	7,  // 17: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 18: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 19: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 20: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 21: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 22: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 23: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 24: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 25: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 26: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 27: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	8,  // 28: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 29: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 30: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 31: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 32: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 33: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 34: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 35: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 36: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 37: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 38: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	29, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
+	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 14: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 15: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
+	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
+	7,  // 18: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 19: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 20: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 21: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 22: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 23: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 24: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 25: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 26: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 27: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 28: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	8,  // 29: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 30: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 31: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 32: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 33: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 34: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 35: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 36: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 37: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 38: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
