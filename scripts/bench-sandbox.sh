@@ -8,6 +8,10 @@
 #     target <= 1.2x;
 #   * the first exec of a new conversation served from a full warm pool;
 #     target <= 50 ms;
+#   * the first exec in a conversation's sandbox just paused (the call
+#     unpauses it), target <= 20 ms; and just stopped (the call starts its
+#     container again and waits for its agentd), target <= 1.2x the cold
+#     create -> first exec of the same run;
 #   * exec of `true` in a running sandbox through the hub (routed by
 #     environment and conversation, as an agent's calls are) against exec
 #     on a paired machine through the same hub: the static agentd as a
@@ -200,7 +204,7 @@ load_start=$(loadavg)
 go_out=$tmp/go-bench.txt
 printf '\n== go test -bench (one process)  [load average %s]\n' "$(loadavg)" | tee -a "$raw" >&2
 AGENTD_BENCH_EXEC_CALLS=$EXEC_CALLS go test -run '^$' \
-	-bench '^Benchmark(SandboxColdFirstExec|DockerRunExec|SandboxWarmFirstExec)$' \
+	-bench '^Benchmark(SandboxColdFirstExec|DockerRunExec|SandboxWarmFirstExec|SandboxPausedFirstExec|SandboxStoppedFirstExec)$' \
 	-benchtime "$BENCHTIME" -count 1 -timeout 60m ./internal/hub/ 2>&1 | tee "$go_out" | tee -a "$raw" >&2 ||
 	die "go test failed (see $raw)"
 grep -q '^BenchmarkSandboxColdFirstExec' "$go_out" || die "the benchmarks did not run (skipped? see $raw)"
@@ -271,11 +275,14 @@ line() { printf '%-50s %-26s %-50s %s\n' "$@"; }
 cold=$(gobench SandboxColdFirstExec p50-ms) cold90=$(gobench SandboxColdFirstExec p90-ms)
 dock=$(gobench DockerRunExec p50-ms) dock90=$(gobench DockerRunExec p90-ms)
 warm=$(gobench SandboxWarmFirstExec p50-ms) warm90=$(gobench SandboxWarmFirstExec p90-ms)
+paused=$(gobench SandboxPausedFirstExec p50-ms) paused90=$(gobench SandboxPausedFirstExec p90-ms)
+stopped=$(gobench SandboxStoppedFirstExec p50-ms) stopped90=$(gobench SandboxStoppedFirstExec p90-ms)
 sbx=$(median sandbox-p50-ms) sbx90=$(median sandbox-p90-ms)
 byid=$(median sandbox-by-id-p50-ms)
 machp=$(median process-p50-ms) machp90=$(median process-p90-ms)
 mach=$(median inproc-p50-ms) mach90=$(median inproc-p90-ms)
 r_cold=$(ratio "$cold" "$dock")
+r_stopped=$(ratio "$stopped" "$cold")
 r_exec=$(median sandbox/process)
 r_inproc=$(median sandbox/inproc)
 r_machp=$(median process/inproc)
@@ -294,6 +301,8 @@ fi
 	line "  hub: create / start / online" "$(gobench SandboxColdFirstExec create-p50-ms) / $(gobench SandboxColdFirstExec start-p50-ms) / $(gobench SandboxColdFirstExec online-p50-ms) ms" \
 		"docker run -d: $(gobench DockerRunExec run-p50-ms) ms, exec: $(gobench DockerRunExec exec-p50-ms) ms" ""
 	line "warm pool: first exec of a conversation" "$warm ms ($warm90)" "" "<= 50 ms: $(judge "$warm" 50)"
+	line "paused -> first exec true" "$paused ms ($paused90)" "" "<= 20 ms: $(judge "$paused" 20)"
+	line "stopped -> first exec true" "$stopped ms ($stopped90)" "cold create -> first exec: $cold ms" "${r_stopped:-n/a}x <= 1.2x: $(judge "$r_stopped" 1.2)"
 	line "exec true in a running sandbox ($main_driver)" "$sbx ms ($sbx90)" "paired machine (agentd run): $machp ms ($machp90)" "${r_exec:-n/a}x <= 1.1x: $(judge "$r_exec" 1.1)"
 	line "  sandbox/machine of each run" "" "" "$(runs sandbox/process)"
 	line "  the sandbox routed by its id" "$byid ms" "" ""

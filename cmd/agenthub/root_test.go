@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -46,7 +45,7 @@ func TestAllowRegistryRefused(t *testing.T) {
 		{"*.com", "top-level domain"},
 		{"ghcr.io/acme", "want a host"},
 	} {
-		f := sandboxFlags{mode: "on", allow: []string{tc.entry}, idleTTL: time.Hour}
+		f := sandboxFlags{mode: "on", allow: []string{tc.entry}}
 		_, closeFn, err := f.options(t.Context(), "", zap.NewNop())
 		closeFn()
 		var usage usageError

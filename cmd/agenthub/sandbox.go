@@ -44,6 +44,10 @@ type sandboxFlags struct {
 	warmBuiltin int
 	warmCustom  int
 	idleTTL     time.Duration
+	pauseAfter  string
+	stopAfter   string
+	deleteAfter string
+	fs          *pflag.FlagSet // to tell a flag given from its default
 	maxImage    int64
 	secretDir   string
 	secretCmd   string
@@ -67,7 +71,12 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.allow, "allow-registry", nil, "also allow custom images from this registry host (repeatable; '*.example.com' for subdomains)")
 	fs.IntVar(&f.warmBuiltin, "warm-builtin", 2, "started-ahead sandboxes per org for the built-in environment")
 	fs.IntVar(&f.warmCustom, "warm-custom", 0, "started-ahead sandboxes per org for each custom image")
-	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "remove a sandbox after this long without calls")
+	fs.StringVar(&f.pauseAfter, "sandbox-pause-after", "5m", "pause a conversation's sandbox (its processes frozen, no CPU) after this long without calls, or never; an environment's own (agentctl env set) goes first")
+	fs.StringVar(&f.stopAfter, "sandbox-stop-after", "30m", "stop a conversation's sandbox (container stopped, /workspace kept) after this long without calls, or never")
+	fs.StringVar(&f.deleteAfter, "sandbox-delete-after", "never", "remove a conversation's sandbox and its /workspace after this long without calls (like 30d), or never")
+	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "deprecated: --sandbox-stop-after")
+	_ = fs.MarkDeprecated("sandbox-idle-ttl", "use --sandbox-stop-after (an idle sandbox is stopped, its /workspace kept, no longer removed)")
+	f.fs = fs
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
 	fs.Float64Var(&f.cpus, "sandbox-cpus", 0, "CPU limit of each sandbox, as docker run --cpus (default 2, but at most the host's CPUs minus one; 0.5 on a 1-CPU host)")
@@ -76,6 +85,30 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.tokenMax, "token-max-sandboxes", sandboxes.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
 	fs.StringVar(&f.secretCmd, "secret-command", "", "resolve them by running this command (split at spaces) with PATH as its last argument; its stdout is the value")
+}
+
+// policy returns the hub's lifecycle policy (store.Never: a step off).
+// --sandbox-idle-ttl is --sandbox-stop-after's old name.
+func (f *sandboxFlags) policy() (pause, stop, del time.Duration, err error) {
+	stopFlag, stopVal := "--sandbox-stop-after", f.stopAfter
+	if f.fs != nil && f.fs.Changed("sandbox-idle-ttl") {
+		if f.fs.Changed("sandbox-stop-after") {
+			return 0, 0, 0, usageError{errors.New("--sandbox-idle-ttl is the old name of --sandbox-stop-after: give one")}
+		}
+		stopFlag, stopVal = "--sandbox-idle-ttl", f.idleTTL.String()
+	}
+	out := make([]time.Duration, 3)
+	for i, fl := range []struct{ name, val, def string }{
+		{"--sandbox-pause-after", f.pauseAfter, "5m"}, {stopFlag, stopVal, "30m"}, {"--sandbox-delete-after", f.deleteAfter, "never"},
+	} {
+		if fl.val == "" {
+			fl.val = fl.def
+		}
+		if out[i], err = sandboxes.ParsePolicyDuration(fl.val); err != nil {
+			return 0, 0, 0, usageError{fmt.Errorf("%s %s: %w", fl.name, fl.val, err)}
+		}
+	}
+	return out[0], out[1], out[2], nil
 }
 
 // releaseResolver returns what answers agent run's newer-release question
@@ -128,8 +161,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if f.warmBuiltin < 0 || f.warmCustom < 0 || f.warmBuiltin > 100 || f.warmCustom > 100 {
 		return sandboxes.Options{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}
 	}
-	if f.idleTTL < time.Minute {
-		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-idle-ttl %s: want at least 1m", f.idleTTL)}
+	pause, stop, del, err := f.policy()
+	if err != nil {
+		return sandboxes.Options{}, none, err
 	}
 	for _, r := range f.allow {
 		if err := imageref.CheckRegistryPattern(r); err != nil {
@@ -217,7 +251,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	o := sandboxes.Options{
 		Driver: drv, AgentdDir: agentdDir, SocketDir: socketDir,
-		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, IdleTTL: f.idleTTL,
+		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, PauseAfter: pause, StopAfter: stop, DeleteAfter: del,
 		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
 	}
 	o.Limits.CPUs = f.cpus

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
 // Sizes for --sandbox-workspace-max read as people write them; bad ones
@@ -118,6 +122,60 @@ func TestSandboxesAutoWithoutBoundedWorkspaces(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "--sandbox-workspace-max 0") || !strings.Contains(err.Error(), "--sandboxes off") {
 				t.Errorf("--sandboxes on: %v; want an error naming --sandbox-workspace-max 0 and --sandboxes off", err)
 			}
+		}
+	}
+}
+
+// The lifecycle policy's flags: defaults 5m, 30m, never; durations in
+// days and "never"; --sandbox-idle-ttl is the deprecated name of
+// --sandbox-stop-after (a warning on the flag set's output, stderr under
+// cobra), and giving both is a usage error, as are durations too short or
+// not durations.
+func TestSandboxPolicyFlags(t *testing.T) {
+	t.Parallel()
+	parse := func(t *testing.T, args ...string) (*sandboxFlags, *strings.Builder) {
+		var f sandboxFlags
+		var out strings.Builder
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		fs.SetOutput(&out)
+		f.register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return &f, &out
+	}
+	for _, tc := range []struct {
+		args             []string
+		pause, stop, del time.Duration
+		warning          bool
+	}{
+		{nil, 5 * time.Minute, 30 * time.Minute, store.Never, false},
+		{[]string{"--sandbox-pause-after", "never", "--sandbox-stop-after", "2h", "--sandbox-delete-after", "30d"}, store.Never, 2 * time.Hour, 30 * 24 * time.Hour, false},
+		{[]string{"--sandbox-idle-ttl", "45m"}, 5 * time.Minute, 45 * time.Minute, store.Never, true},
+	} {
+		f, out := parse(t, tc.args...)
+		pause, stop, del, err := f.policy()
+		if err != nil || pause != tc.pause || stop != tc.stop || del != tc.del {
+			t.Errorf("%v: %v %v %v %v; want %v %v %v", tc.args, pause, stop, del, err, tc.pause, tc.stop, tc.del)
+		}
+		if got := strings.Contains(out.String(), "--sandbox-idle-ttl has been deprecated, use --sandbox-stop-after"); got != tc.warning {
+			t.Errorf("%v: warning %v (%q), want %v", tc.args, got, out.String(), tc.warning)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sandbox-idle-ttl", "45m", "--sandbox-stop-after", "1h"}, "give one"},
+		{[]string{"--sandbox-pause-after", "1s"}, "--sandbox-pause-after 1s: want at least 10s, or never"},
+		{[]string{"--sandbox-delete-after", "soon"}, "--sandbox-delete-after soon: want a duration"},
+		{[]string{"--sandbox-idle-ttl", "5s"}, "--sandbox-idle-ttl 5s: want at least 10s"},
+	} {
+		f, _ := parse(t, tc.args...)
+		_, _, _, err := f.policy()
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want a usage error with %q", tc.args, err, tc.want)
 		}
 	}
 }

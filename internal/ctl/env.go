@@ -44,7 +44,7 @@ per conversation); with neither --env nor --machine, the org's default.`,
 	}
 	cmd.PersistentFlags().StringVar(&org, "org", "", "org (default: your token's)")
 	cmd.AddCommand(a.envLsCmd(&org), a.envShowCmd(&org), a.envCreateCmd(&org), a.envUpdateCmd(&org),
-		a.envRevalidateCmd(&org), a.envWaitCmd(&org), a.envDefaultCmd(&org), a.envRmCmd(&org))
+		a.envRevalidateCmd(&org), a.envWaitCmd(&org), a.envDefaultCmd(&org), a.envRmCmd(&org), a.envSetCmd(&org))
 	return cmd
 }
 
@@ -382,6 +382,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
 		row("workspace", workspaceBound(e))
 	}
+	if e.GetStopAfter() != "" {
+		row("idle policy", fmt.Sprintf("pause after %s, stop after %s, delete after %s", e.GetPauseAfter(), e.GetStopAfter(), e.GetDeleteAfter()))
+	}
 	row("updated", ago(e.GetUpdated().AsTime()))
 	if err := tw.Flush(); err != nil {
 		return err
@@ -472,13 +475,22 @@ func (a *app) sandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sandbox",
 		Aliases: []string{"sandboxes"},
-		Short:   "List and remove the sandboxes the hub runs for environments",
+		Short:   "List, pause, stop, start and remove the sandboxes the hub runs for environments",
 		Long: `The hub runs a sandbox (a container with its own agentd) per environment and
 conversation. A sandbox id (sb-…) works wherever a machine id does:
 'agentctl --machine sb-… sh …'. A sandbox that holds an agent run's secrets
 (agent run --secret) takes calls only from admin tokens and the token that
-started the run.`,
+started the run.
+
+A sandbox keeps its work: it is running, paused (its processes frozen in
+memory, no CPU) or stopped (its container stopped, /workspace kept). An idle
+one is paused, then stopped, as the environment's policy says (agentctl env
+set NAME --pause-after D --stop-after D); it is removed only by sandbox rm,
+env rm, or a delete-after policy. A call for a paused or stopped sandbox
+brings it back first.`,
 		Example: `  agentctl sandbox ls --env py
+  agentctl sandbox pause sb-1a2b3c sb-4d5e6f
+  agentctl sandbox start sb-1a2b3c
   agentctl sandbox rm sb-1a2b3c`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -487,9 +499,13 @@ started the run.`,
 	ls := &cobra.Command{
 		Use:     "ls [--env NAME]",
 		Aliases: []string{"list"},
-		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, image",
+		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, next policy step, workspace size, image",
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
-sandbox no conversation has taken yet. IMAGE is the image the sandbox was
+sandbox no conversation has taken yet. STATE is starting, running, paused,
+stopped or failed; NEXT is the idle policy's next step for it ("stops in
+12m"); WORKSPACE is what its /workspace held when last measured (du through
+its agentd before each pause and stop; "-": not yet). IMAGE is the image the
+sandbox was
 made from, as the hub pinned it: an agent run's by its local id (sha256:…),
 so what ran is known exactly even after its name moved to a newer build.`,
 		Example: `  agentctl sandbox ls
@@ -506,7 +522,7 @@ so what ran is known exactly even after its name moved to a newer build.`,
 					return a.printJSON(resp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tIMAGE")
+				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tNEXT\tWORKSPACE\tIMAGE")
 				for _, s := range resp.GetSandboxes() {
 					conv := s.GetConversation()
 					if conv == "" {
@@ -520,8 +536,16 @@ so what ran is known exactly even after its name moved to a newer build.`,
 					if s.GetOnline() {
 						online = "yes"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
-						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()), image)
+					next := s.GetNextStep()
+					if next == "" {
+						next = "-"
+					}
+					size := "-"
+					if s.GetWorkspaceMeasured() != nil && s.GetWorkspaceBytes() >= 0 {
+						size = units.Bytes(s.GetWorkspaceBytes())
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnvironment(), conv, s.GetState(), online,
+						ago(s.GetCreated().AsTime()), ago(s.GetLastUsed().AsTime()), next, size, image)
 				}
 				return tw.Flush()
 			})
@@ -575,5 +599,8 @@ the exit code is 1.`,
 	}
 	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
 	cmd.AddCommand(ls, rm)
+	for _, act := range sandboxActions {
+		cmd.AddCommand(a.sandboxStateCmd(act))
+	}
 	return cmd
 }

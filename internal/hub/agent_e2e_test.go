@@ -75,7 +75,7 @@ func TestAgentRun(t *testing.T) {
 	var skew atomic.Int64 // the hub's clock runs this far ahead
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
-		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
+		o.StopAfter = 2 * time.Second // the background work ticks every 500 ms
 		o.Releases = releases{"fixture": "1.10.0"}
 		o.Agents = []agentimage.Profile{
 			agentProfile(t, "fixture", builderProfile),

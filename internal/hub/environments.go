@@ -177,7 +177,7 @@ func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetE
 		return nil, err
 	}
 	if req.GetName() == BuiltinEnvironment {
-		return &hubv1.GetEnvironmentResponse{Environment: v.builtinProto(ctx, org, def)}, nil
+		return &hubv1.GetEnvironmentResponse{Environment: v.withPolicy(ctx, org.ID, v.builtinProto(ctx, org, def))}, nil
 	}
 	e, err := v.s.store.Environment(ctx, org.ID, req.GetName())
 	if errors.Is(err, store.ErrNotFound) {
@@ -189,7 +189,7 @@ func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetE
 	if err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
-	return &hubv1.GetEnvironmentResponse{Environment: v.environmentProto(e, def)}, nil
+	return &hubv1.GetEnvironmentResponse{Environment: v.withPolicy(ctx, org.ID, v.environmentProto(e, def))}, nil
 }
 
 func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.CreateEnvironmentRequest) (*hubv1.CreateEnvironmentResponse, error) {
@@ -341,6 +341,8 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 		online := isOnline(sb.ID)
 		state := "starting"
 		switch {
+		case sb.State == store.SandboxPaused || sb.State == store.SandboxStopped:
+			state = sb.State
 		case online:
 			state = "running"
 		case sb.ContainerID != "" && v.s.opts.Now().Sub(sb.CreatedAt) > 2*v.startTimeout():
@@ -354,6 +356,14 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 			Image: sb.Image, Online: online, Created: timestamppb.New(sb.CreatedAt), LastUsed: timestamppb.New(sb.LastUsedAt)}
 		if !sb.ExpiresAt.IsZero() {
 			p.Expires = timestamppb.New(sb.ExpiresAt)
+		}
+		p.StateReason, p.WorkspaceBytes = sb.StateReason, sb.WorkspaceBytes
+		if !sb.WorkspaceAt.IsZero() {
+			p.WorkspaceMeasured = timestamppb.New(sb.WorkspaceAt)
+		}
+		if m := v.s.sandboxes; m != nil {
+			st := m.Status(ctx, sb)
+			p.LastUsed, p.NextStep = timestamppb.New(st.LastUsed), st.Next
 		}
 		resp.Sandboxes = append(resp.Sandboxes, p)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/fleet"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -55,8 +56,12 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		return Route{}, err
 	}
 	id := t.machine
+	var note string
 	if id == "" {
-		if id, err = s.routeEnvironment(ctx, c.org, t.env, t.conv); err != nil {
+		nctx, noted := sandboxes.WithNote(ctx)
+		id, err = s.routeEnvironment(nctx, c.org, t.env, t.conv)
+		note = noted()
+		if err != nil {
 			if rpcerr.Code(err) == codes.FailedPrecondition {
 				s.recordRefusal(ctx, c.org, c.token.Name, t.conv, t.env, method, err)
 			}
@@ -90,7 +95,14 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if t.client != "" {
 		out.Set(wire.MDClient, t.client)
 	}
+	if s.sandboxes != nil && t.machine != "" && isSandboxID(id) {
+		// A sandbox named by its id: paused or stopped, the call wakes it.
+		if note, err = s.sandboxes.Wake(ctx, c.org, id); err != nil {
+			return Route{}, err
+		}
+	}
 	rec := s.activity.NewCall(c.org.ID, c.token.Name, t.client, t.conv, t.env, id, method)
+	rec.Note(note)
 	cc, here := s.fleet.Get(id)
 	if !here {
 		r, remote, err := s.fleet.RouteRemote(ctx, id, out)
@@ -109,7 +121,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err
 		}
-		r.Done = s.sandboxes.Enter(ctx, id)
+		done, began := s.sandboxes.Enter(ctx, id), s.sandboxes.Now()
+		r.Done = func(err error) error {
+			err = done(err)
+			// Its processes were ended by a stop: the record says why.
+			rec.Note(s.sandboxes.StopNote(id, began))
+			return err
+		}
 	}
 	return r, nil
 }

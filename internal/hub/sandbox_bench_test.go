@@ -216,6 +216,47 @@ func BenchmarkSandboxColdFirstExec(b *testing.B) {
 	h.reportPhases(b)
 }
 
+// BenchmarkSandboxPausedFirstExec is the first exec of true in a
+// conversation's sandbox that was paused (docker pause) just before: the
+// call resumes it (unpause) and runs. Untimed before each iteration: the
+// sandbox is paused through ChangeSandboxState. The pause is short, so its
+// tunnel is still up (the hub's keepalive drops a frozen one after about
+// 30 s; a resume after that waits for agentd's reconnect).
+func BenchmarkSandboxPausedFirstExec(b *testing.B) {
+	sbResumeBench(b, sandboxes.ActionPause)
+}
+
+// BenchmarkSandboxStoppedFirstExec is the first exec of true in a
+// conversation's sandbox that was stopped (docker stop, /workspace kept):
+// the call starts its container again, waits for its agentd to dial in,
+// and runs. Its baseline is BenchmarkSandboxColdFirstExec, in the same run.
+func BenchmarkSandboxStoppedFirstExec(b *testing.B) {
+	sbResumeBench(b, sandboxes.ActionStop)
+}
+
+func sbResumeBench(b *testing.B, action string) {
+	h := newSandboxBench(b, nil)
+	ctx := h.convCtx(hub.BuiltinEnvironment, "resume-"+action)
+	h.exec(ctx)
+	id := h.list()[0].GetId()
+	admin := authCtx(b.Context(), h.token, "")
+	var ds []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := h.envs.ChangeSandboxState(admin, &hubv1.ChangeSandboxStateRequest{Id: id, Action: action}); err != nil {
+			b.Fatalf("%s %s: %v", action, id, err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		h.exec(ctx)
+		ds = append(ds, time.Since(t0))
+	}
+	sbReportQuantiles(b, ds, 0.5, 0.9)
+	if action == sandboxes.ActionPause {
+		b.ReportMetric(sbQuantile(h.drv.taken("unpause"), 0.5), "unpause-p50-ms")
+	}
+}
+
 // BenchmarkDockerRunExec is the baseline of BenchmarkSandboxColdFirstExec:
 // `docker run -d --network none <base image> sleep 300` and then `docker
 // exec <id> true`, with the docker CLI; the container is removed after
@@ -520,6 +561,11 @@ func (d *sbTimedDriver) Create(ctx context.Context, s sandbox.Spec) (string, err
 	d.mu.Unlock()
 	defer d.record("create", time.Now())
 	return d.Driver.Create(ctx, s)
+}
+
+func (d *sbTimedDriver) Unpause(ctx context.Context, id string) error {
+	defer d.record("unpause", time.Now())
+	return d.Driver.Unpause(ctx, id)
 }
 
 func (d *sbTimedDriver) Start(ctx context.Context, id string) error {

@@ -65,7 +65,7 @@ func TestSandboxEgressGuardRefuses(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.PublicNetwork = network
 		o.BuiltinNetwork = "public"
-		o.IdleTTL = 8 * time.Second // a reaper tick every 2 s
+		o.StopAfter = 8 * time.Second // a reaper tick every 2 s
 		o.Egress = g
 	})
 	sys := agentdv1.NewSystemServiceClient(h.cc)

@@ -286,65 +286,6 @@ func TestSandboxRestart(t *testing.T) {
 	}
 }
 
-// Idle sandboxes are removed after IdleTTL (container, workspace volume,
-// row; calls to the id fail FAILED_PRECONDITION and the conversation gets a
-// fresh one), but not while a call is in flight: the TTL counts from the
-// end of the last call.
-func TestSandboxIdleTTL(t *testing.T) {
-	h := startSandboxHub(t, func(o *sandboxes.Options) { o.IdleTTL = 2 * time.Second })
-	idleCtx := h.ctx("builtin", "c-idle")
-	if _, code, err := h.run(idleCtx, "sh", "-c", "echo x > /workspace/f"); err != nil || code != 0 {
-		t.Fatalf("write: exit %d %v", code, err)
-	}
-	idle := h.sandboxOf(idleCtx)
-	isb, err := h.Store.Sandbox(t.Context(), idle)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	busyCtx := h.ctx("builtin", "c-busy")
-	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "5"}})
-	callStart := time.Now()
-	busy := h.sandboxOf(busyCtx)
-
-	pollUntil(t, 10*time.Second, "idle sandbox removed", func() (bool, string) {
-		_, err := h.Store.Sandbox(t.Context(), idle)
-		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
-	})
-	h.assertGone(idle, isb.ContainerID)
-	if _, _, err := h.run(h.byID(idle), "true"); status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("call to a reaped sandbox: %v, want FailedPrecondition", err)
-	}
-	if time.Since(callStart) >= 5*time.Second {
-		t.Fatalf("the idle sandbox took until after the busy call to go: the test proves nothing")
-	}
-	if _, err := h.Store.Sandbox(t.Context(), busy); err != nil {
-		t.Errorf("a sandbox with a call in flight was removed: %v", err)
-	}
-	_, x, err := untilExit(startEvents(st))
-	if err != nil || x.GetExitCode() != 0 {
-		t.Fatalf("sleep 5 in the busy sandbox: %v %v, want exit 0", x, err)
-	}
-	ended := time.Now()
-	// Idle from the end of the call on.
-	pollUntil(t, 10*time.Second, "busy sandbox removed once idle", func() (bool, string) {
-		_, err := h.Store.Sandbox(t.Context(), busy)
-		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
-	})
-	if d := time.Since(ended); d < 2*time.Second {
-		t.Errorf("the busy sandbox went %s after its call ended, before the 2 s TTL", d)
-	}
-
-	// The conversation goes on in a fresh sandbox, with a fresh workspace.
-	out, code, err := h.run(h.ctx("builtin", "c-idle"), "sh", "-c", "ls /workspace | wc -l")
-	if err != nil || code != 0 || strings.TrimSpace(out) != "0" {
-		t.Errorf("c-idle after the reap: %q exit %d %v, want an empty workspace", out, code, err)
-	}
-	if again := h.sandboxOf(h.ctx("builtin", "c-idle")); again == idle {
-		t.Errorf("c-idle reached the reaped sandbox %s again", idle)
-	}
-}
-
 // The warm pool: after the org's first conversation a warm sandbox starts
 // (no conversation), the next conversation gets exactly that one, and the
 // pool refills.
@@ -538,7 +479,7 @@ func TestSandboxEngineGone(t *testing.T) {
 		orphanID = startOrphan(t, live, hubID)
 		o.Driver = dead
 		o.HubID = hubID
-		o.IdleTTL = 2 * time.Second // the background work ticks every 500 ms
+		o.DeleteAfter = 2 * time.Second // removed when idle; the background work ticks every 500 ms
 	})
 
 	_, err = h.info(h.ctx("builtin", "c-1"))
@@ -560,8 +501,8 @@ func TestSandboxEngineGone(t *testing.T) {
 		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
 	})
 
-	// A sandbox reaped while the engine is gone loses its row at once and
-	// its container once the engine is back.
+	// A sandbox the delete policy removes while the engine is gone loses
+	// its row at once and its container once the engine is back.
 	id := h.sandboxOf(h.ctx("builtin", "c-2"))
 	sb, err := h.Store.Sandbox(t.Context(), id)
 	if err != nil {

@@ -104,7 +104,8 @@ const (
 	StateCreated State = "created"
 	StateRunning State = "running"
 	StateExited  State = "exited"
-	StateOther   State = "other" // paused, restarting, dead, removing
+	StatePaused  State = "paused" // its processes frozen (the cgroup freezer)
+	StateOther   State = "other"  // restarting, dead, removing
 )
 
 // Info describes a sandbox container.
@@ -152,6 +153,14 @@ type Driver interface {
 	Start(ctx context.Context, id string) error
 	// Stop stops a container: SIGTERM, then SIGKILL after grace.
 	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Pause freezes every process of a running container (the cgroup
+	// freezer): they keep their memory and get no CPU until Unpause.
+	// Pausing a paused container is not an error; a container that does
+	// not run is.
+	Pause(ctx context.Context, id string) error
+	// Unpause thaws a paused container's processes. Unpausing a running
+	// container is not an error; a container that does not run is.
+	Unpause(ctx context.Context, id string) error
 	// Remove removes a container (stopping it first) and its workspace
 	// volume. Removing what is gone already is not an error.
 	Remove(ctx context.Context, id string) error

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Bytes renders a byte count with a binary unit: "512 B", "1.5 MiB".
@@ -45,4 +46,21 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size %q: too large", s)
 	}
 	return n << shift, nil
+}
+
+// ParseDuration reads a duration as time.ParseDuration does, and also in
+// whole days ("7d", "30d"), which ParseDuration does not take.
+func ParseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" {
+		days, err := strconv.ParseUint(n, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: want a number of days, like 7d", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: want a number and a unit, like 90s, 5m, 2h or 7d", s)
+	}
+	return d, nil
 }

@@ -3,6 +3,7 @@ package units
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBytes(t *testing.T) {
@@ -45,6 +46,19 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("ParseBytes(%q) = %d, %v; want an error with %q", tc.in, got, err, tc.wantErr)
 		case tc.wantErr == "" && (err != nil || got != tc.want):
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90s": 90 * time.Second, "5m": 5 * time.Minute, "1h30m": 90 * time.Minute, "7d": 7 * 24 * time.Hour} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "5", "-1d", "1.5d", "soon", "99999999d"} {
+		if got, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, nil; want an error", in, got)
 		}
 	}
 }

@@ -116,6 +116,21 @@ type Call struct {
 	mu     sync.Mutex
 	rec    *agentdv1.ActivityRecord
 	upSeen bool
+	note   string
+}
+
+// Note adds what the hub did around the call ("resumed from stopped in
+// 240 ms", "sandbox stopped: idle 30m") to its record's summary.
+func (c *Call) Note(note string) {
+	if c == nil || note == "" {
+		return
+	}
+	c.mu.Lock()
+	if c.note != "" {
+		note = c.note + "; " + note
+	}
+	c.note = cut(note, 300)
+	c.mu.Unlock()
 }
 
 // NewCall starts the record of a call to method, routed to machine id
@@ -216,6 +231,9 @@ func (c *Call) Finish(err error) {
 	}
 	if err != nil {
 		r.Summary += ": " + cut(rpcerr.Message(err), 200)
+	}
+	if c.note != "" {
+		r.Summary += " (" + c.note + ")"
 	}
 	c.w.add(c)
 }

@@ -376,7 +376,7 @@ func TestSandboxesAcrossReplicas(t *testing.T) {
 func TestSandboxReplicaDown(t *testing.T) {
 	a, b := sandboxReplicas(t, func(i int, o *sandboxes.Options) {
 		if i == 1 {
-			o.IdleTTL = time.Second // B's reaper runs every 250 ms
+			o.DeleteAfter = time.Second // B's reaper runs every 250 ms
 		}
 	})
 	_, sb1 := a.mustSh("c-1", "echo kept > /workspace/f")

@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -80,6 +81,10 @@ func (m *Manager) stoppedUnder(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for {
+		if sb.State == store.SandboxStopped {
+			// Stopped by the policy or a person: that is why.
+			return "sandbox stopped: " + strings.TrimPrefix(sb.StateReason, "stopped ")
+		}
 		info, err := m.o.Driver.Inspect(ctx, sb.ContainerID)
 		switch {
 		case errors.Is(err, sandbox.ErrNotFound):
@@ -93,6 +98,9 @@ func (m *Manager) stoppedUnder(ctx context.Context, id string) string {
 		case <-ctx.Done():
 			return ""
 		case <-time.After(100 * time.Millisecond):
+		}
+		if now, err := m.o.Store.Sandbox(ctx, id); err == nil {
+			sb = now
 		}
 	}
 }

@@ -4,8 +4,10 @@
 //
 // It exists so that everything a sandbox's life touches lives in one room
 // with one owner: get-or-create and start (lifecycle.go), the calls in
-// flight and removal (calls.go), the warm pool (pool.go), the idle reaper
-// and finding sandboxes again after a restart (reaper.go), sandboxes
+// flight and removal (calls.go), the states a sandbox moves through
+// (running, paused, stopped), the idle policy's steps and resuming on a
+// call (state.go), the warm pool (pool.go), the reaper that applies the
+// policy and finding sandboxes again after a restart (reaper.go), sandboxes
 // across hub replicas (replicas.go), each sandbox's key (keys.go), the
 // caps (quota.go), the validation of custom images (validate.go), and the
 // unix socket sandboxes dial with their tunnels and egress proxy

@@ -98,8 +98,9 @@ func (m *Manager) Get(ctx context.Context, org store.Org, envName, conv string) 
 		}
 		// Most calls: the conversation's sandbox is there and online (on
 		// this replica, or on another one, which the call is forwarded to).
-		if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) {
-			if _, ok := m.o.Tunnels.Get(sb.ID); ok {
+		if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) &&
+			(stateOf(sb) == store.SandboxRunning || sb.Hub != m.o.HubID) {
+			if _, ok := m.o.Tunnels.Get(sb.ID); ok && stateOf(sb) == store.SandboxRunning {
 				return sb.ID, nil
 			}
 			if sb.Hub != m.o.HubID {
@@ -160,6 +161,20 @@ func (m *Manager) bringUp(ctx context.Context, org store.Org, env envSpec, conv 
 			m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
 		case sb.Hub != m.o.HubID:
 			return "", errLookAgain
+		case stateOf(sb) != store.SandboxRunning:
+			// Paused or stopped by the idle policy or a person: the
+			// conversation's call brings it back, /workspace and all.
+			began := m.o.Now()
+			from, err := m.wake(ctx, sb)
+			if err == nil {
+				leaveNote(ctx, resumeNote(from, m.o.Now().Sub(began)))
+				return sb.ID, nil
+			}
+			if !errors.Is(err, sandbox.ErrNotFound) {
+				return "", err // its workspace is still there: never replaced by a fresh one
+			}
+			m.log.Warn("sandbox's container gone; starting a new one", zap.String("sandbox", sb.ID))
+			m.destroy(context.WithoutCancel(ctx), sb, "its container is gone")
 		case m.awaitOnline(ctx, sb) == nil:
 			return sb.ID, nil
 		default:
@@ -408,6 +423,8 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	}
 	m.removeKey(sb.ID)
 	m.mu.Lock()
+	delete(m.trans, sb.ID)
+	delete(m.stops, sb.ID)
 	delete(m.used, sb.ID)
 	delete(m.stored, sb.ID)
 	delete(m.egress, sb.ID)

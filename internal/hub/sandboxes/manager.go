@@ -60,6 +60,8 @@ type Manager struct {
 	baseInv map[string]*Inventory // base image → its inventory
 	jobs    map[string]context.CancelFunc
 	egress  map[string]egressGrant // sandbox id → its allow list, once asked
+	trans   map[string]*sync.Mutex // sandbox id → held while it changes state
+	stops   map[string]stopMark    // sandbox id → its last stop here
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).
@@ -89,7 +91,7 @@ func New(o Options) (*Manager, error) {
 		o: o, log: o.Logger.Named("sandbox"),
 		starting: map[string]*startOp{}, active: map[string]int{}, used: map[string]time.Time{},
 		stored: map[string]time.Time{}, filling: map[string]int{}, baseInv: map[string]*Inventory{},
-		jobs: map[string]context.CancelFunc{}, egress: map[string]egressGrant{},
+		jobs: map[string]context.CancelFunc{}, egress: map[string]egressGrant{}, trans: map[string]*sync.Mutex{}, stops: map[string]stopMark{},
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m, nil

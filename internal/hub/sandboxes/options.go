@@ -65,8 +65,12 @@ type Options struct {
 	// TokenMaxSandboxes caps the sandboxes one API token's calls made in
 	// its org; 0: no cap. agenthub's default is DefaultTokenMaxSandboxes.
 	TokenMaxSandboxes int
-	// IdleTTL is how long a sandbox lives without calls. Default 30 min.
-	IdleTTL time.Duration
+	// PauseAfter, StopAfter and DeleteAfter are the hub's lifecycle policy
+	// of conversations' sandboxes (an environment's own, in the store,
+	// goes over them): how long one idles before it is paused, stopped
+	// (its /workspace kept), removed. store.Never turns a step off.
+	// Defaults: 5 min, 30 min, never.
+	PauseAfter, StopAfter, DeleteAfter time.Duration
 	// WarmBuiltin and WarmCustom are the warm-pool sizes per org and
 	// environment, filled after the org first uses the environment.
 	WarmBuiltin, WarmCustom int
@@ -137,6 +141,12 @@ type Options struct {
 	Logger *zap.Logger
 }
 
+// The hub's default lifecycle policy.
+const (
+	DefaultPauseAfter = 5 * time.Minute
+	DefaultStopAfter  = 30 * time.Minute
+)
+
 // Store is what the manager asks of the hub's store.
 type Store interface {
 	Sandbox(ctx context.Context, id string) (store.Sandbox, error)
@@ -148,6 +158,10 @@ type Store interface {
 	TouchSandbox(ctx context.Context, id string, at time.Time) error
 	SetSandboxToken(ctx context.Context, id, token string) error
 	SetSandboxContainer(ctx context.Context, id, containerID string) error
+	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
+	SandboxPolicy(ctx context.Context, orgID, env string) (store.Policy, error)
+	SetSandboxPolicy(ctx context.Context, orgID, env string, p store.Policy) error
 	Machine(ctx context.Context, id string) (store.Machine, error)
 	CreateMachine(ctx context.Context, m store.Machine) (store.Machine, error)
 	RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error
@@ -213,8 +227,14 @@ func (o *Options) defaults() {
 	if l.HomeBytes <= 0 {
 		l.HomeBytes = 1 << 30
 	}
-	if o.IdleTTL <= 0 {
-		o.IdleTTL = 30 * time.Minute
+	if o.PauseAfter == 0 {
+		o.PauseAfter = DefaultPauseAfter
+	}
+	if o.StopAfter == 0 {
+		o.StopAfter = DefaultStopAfter
+	}
+	if o.DeleteAfter == 0 {
+		o.DeleteAfter = store.Never
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 60 * time.Second

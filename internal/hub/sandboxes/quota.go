@@ -57,9 +57,11 @@ func CheckSandboxCPUs(cpus float64, hostCPUs int) error {
 
 // counted reports whether a sandbox counts against the org's and the
 // token's caps: every sandbox a call or a run asked for, not the warm pool
-// (until a conversation claims it) nor the hub's own validation sandboxes.
+// (until a conversation claims it) nor the hub's own validation sandboxes,
+// nor a stopped one (it holds no CPU or memory; starting it again passes
+// the caps).
 func counted(sb store.Sandbox) bool {
-	return !sb.Warm && !strings.HasPrefix(sb.Conversation, ValidationConversation)
+	return !sb.Warm && !strings.HasPrefix(sb.Conversation, ValidationConversation) && stateOf(sb) != store.SandboxStopped
 }
 
 // Admit refuses a new sandbox for the org when the caller's token (token
@@ -94,12 +96,12 @@ func (m *Manager) admit(ctx context.Context, org store.Org, token string) error 
 	}
 	if n := m.o.OrgMaxSandboxes; n > 0 && inOrg >= n {
 		return fail(ErrQuota, errs.Exhausted,
-			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
+			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
 			org.Name, inOrg, n)
 	}
 	if n := m.o.TokenMaxSandboxes; n > 0 && token != "" && ofToken >= n {
 		return fail(ErrQuota, errs.Exhausted,
-			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); an admin removes one (agentctl sandbox rm) or raises the limit; idle ones go after --sandbox-idle-ttl",
+			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
 			ofToken, org.Name, n)
 	}
 	return nil

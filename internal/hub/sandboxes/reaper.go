@@ -8,17 +8,22 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
-// reap removes conversations' sandboxes idle for longer than IdleTTL. Warm
-// ones stay (a stale one is removed when claimed, or with its environment).
+// reap applies the lifecycle policy to conversations' sandboxes: idle for
+// long enough, one is paused, then stopped (its /workspace kept), and
+// removed only when a delete policy says so. Warm ones stay (a stale one
+// is removed when claimed, or with its environment); agent runs are
+// removed at the end of their TTL, busy or not, never for idling.
 func (m *Manager) reap(ctx context.Context) {
 	sbs, err := m.o.Store.ListSandboxes(ctx, "")
 	if err != nil {
 		return
 	}
 	now := m.o.Now()
+	policies := map[string]policy{}
 	for _, sb := range sbs {
 		if sb.Hub != m.o.HubID || sb.Warm || strings.HasPrefix(sb.Conversation, ValidationConversation) {
 			continue
@@ -31,14 +36,30 @@ func (m *Manager) reap(ctx context.Context) {
 		}
 		m.mu.Unlock()
 		if !sb.ExpiresAt.IsZero() {
-			// An agent run: removed at its end, busy or not, never for idling.
 			if !now.Before(sb.ExpiresAt) {
 				m.destroy(ctx, sb, fmt.Sprintf("its TTL of %s ended", sb.ExpiresAt.Sub(sb.CreatedAt).Round(time.Second)))
 			}
 			continue
 		}
-		if !busy && now.Sub(last) > m.o.IdleTTL {
-			m.destroy(ctx, sb, fmt.Sprintf("idle for %s", now.Sub(last).Round(time.Second)))
+		if busy {
+			continue
+		}
+		key := sb.OrgID + "/" + sb.Environment
+		p, ok := policies[key]
+		if !ok {
+			p = m.policy(ctx, sb.OrgID, sb.Environment)
+			policies[key] = p
+		}
+		idle := now.Sub(last)
+		s, ok := p.due(stateOf(sb), idle)
+		switch {
+		case !ok:
+		case s.to == "":
+			m.destroy(ctx, sb, "idle "+roughly(idle)+" (delete after "+roughly(s.after)+")")
+		default:
+			if err := m.transition(ctx, sb, s.to, "idle "+roughly(s.after), last); err != nil {
+				m.log.Warn("applying the idle policy", zap.String("sandbox", sb.ID), zap.String("to", s.to), zap.Error(err))
+			}
 		}
 	}
 }
@@ -94,7 +115,19 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 		case !ok || strings.HasPrefix(sb.Conversation, ValidationConversation):
 			m.destroy(ctx, sb, "not found again after a restart")
 			continue
-		case in.State != sandbox.StateRunning:
+		case in.State == sandbox.StateRunning || in.State == sandbox.StatePaused:
+			// The container says what it is (a hub that died between a
+			// transition and its record leaves them apart).
+			if st := containerState(in); st != stateOf(sb) {
+				m.setState(ctx, sb.ID, st, "found "+st+" after a restart")
+			}
+		case stateOf(sb) != store.SandboxRunning:
+			// Stopped, or its container stopped while paused (the host
+			// restarted): stopped, until a call or a person starts it.
+			if stateOf(sb) != store.SandboxStopped {
+				m.setState(ctx, sb.ID, store.SandboxStopped, "its container stopped while paused")
+			}
+		default:
 			if err := m.offerKey(sb.ID); err != nil {
 				m.destroy(ctx, sb, "could not be started again: "+err.Error())
 				continue
@@ -139,6 +172,15 @@ func (m *Manager) pruneVolumes(ctx context.Context, vols []sandbox.Volume, conta
 	}
 }
 
+// containerState is the state a running or paused container puts its row
+// in.
+func containerState(in sandbox.Info) string {
+	if in.State == sandbox.StatePaused {
+		return store.SandboxPaused
+	}
+	return store.SandboxRunning
+}
+
 func (m *Manager) setFound(v bool) {
 	m.mu.Lock()
 	m.found = v
@@ -148,7 +190,12 @@ func (m *Manager) setFound(v bool) {
 // run is the background work: the idle reaper, and reconcile again until
 // it succeeds.
 func (m *Manager) run(ctx context.Context) {
-	every := min(m.o.IdleTTL/4, time.Minute)
+	every := time.Minute
+	for _, d := range []time.Duration{m.o.PauseAfter, m.o.StopAfter, m.o.DeleteAfter} {
+		if d > 0 {
+			every = min(every, max(d/4, 100*time.Millisecond))
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -83,14 +83,19 @@ func (m *Manager) remote(ctx context.Context, sb store.Sandbox) (string, error) 
 	defer tick.Stop()
 	asked := false
 	for {
+		// A paused or stopped sandbox may still have its tunnel listed
+		// (frozen): it is online once its replica has woken it.
 		r, err := m.o.Replicas.Lookup(wctx, sb.ID)
 		switch {
-		case err == nil && r.ReplicaID != m.o.Replicas.ReplicaID():
+		case err == nil && r.ReplicaID != m.o.Replicas.ReplicaID() && stateOf(sb) == store.SandboxRunning:
 			return sb.ID, nil
 		case err != nil && !errors.Is(err, store.ErrNotFound) && wctx.Err() == nil:
 			return "", unavailable("route of sandbox "+sb.ID, err)
 		}
 		now, err := m.o.Store.Sandbox(wctx, sb.ID)
+		if err == nil {
+			sb.State = now.State
+		}
 		if errors.Is(err, store.ErrNotFound) || (err == nil && now.Hub != sb.Hub) {
 			return "", errLookAgain
 		}
@@ -159,11 +164,11 @@ func (m *Manager) destroyRemote(ctx context.Context, sb store.Sandbox, why strin
 // another replica has a call for (the fleet heard it asked).
 func (m *Manager) Asked(id string) {
 	m.goFn(func(ctx context.Context) {
-		if _, ok := m.o.Tunnels.Get(id); ok {
-			return
-		}
 		sb, err := m.o.Store.Sandbox(ctx, id)
 		if err != nil || sb.Hub != m.o.HubID || sb.Warm {
+			return
+		}
+		if _, ok := m.o.Tunnels.Get(id); ok && stateOf(sb) == store.SandboxRunning {
 			return
 		}
 		org, err := m.o.Store.Org(ctx, sb.OrgID)

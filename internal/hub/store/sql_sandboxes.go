@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets, state, state_at, state_reason, workspace_bytes, workspace_at`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
@@ -15,8 +19,11 @@ func scanSandbox(r scanner) (Sandbox, error) {
 		created, used int64
 		expires       int64
 		secrets       int
+		stateAt       int64
+		wsAt          int64
 	)
-	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &secrets)
+	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &secrets,
+		&sb.State, &stateAt, &sb.StateReason, &sb.WorkspaceBytes, &wsAt)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
@@ -25,6 +32,12 @@ func scanSandbox(r scanner) (Sandbox, error) {
 	sb.CreatedAt, sb.LastUsedAt = fromMicros(created), fromMicros(used)
 	if expires != 0 {
 		sb.ExpiresAt = fromMicros(expires)
+	}
+	if stateAt != 0 {
+		sb.StateAt = fromMicros(stateAt)
+	}
+	if wsAt != 0 {
+		sb.WorkspaceAt = fromMicros(wsAt)
 	}
 	return sb, nil
 }
@@ -54,9 +67,11 @@ func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 	if sb.Warm {
 		warm = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sb.State, sb.StateAt, sb.StateReason = SandboxRunning, time.Time{}, ""
+	sb.WorkspaceBytes, sb.WorkspaceAt = -1, time.Time{}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires,
-		sb.Token, boolInt(sb.HoldsSecrets))
+		sb.Token, boolInt(sb.HoldsSecrets), sb.State, 0, "", -1, 0)
 	switch {
 	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
@@ -150,4 +165,87 @@ func (s *sqlStore) TouchSandbox(ctx context.Context, id string, at time.Time) er
 func (s *sqlStore) DeleteSandbox(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	return err
+}
+
+// SetSandboxState records the sandbox's state.
+func (s *sqlStore) SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error {
+	if !slices.Contains(SandboxStates, state) {
+		return fmt.Errorf("sandbox %s: %w: state %q, want one of %s", id, ErrInvalid, state, strings.Join(SandboxStates, ", "))
+	}
+	if err := needTime("state time", at); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = ? WHERE id = ?`, state, micros(at), reason, id)
+	if err := checkAffected(res, err); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetSandboxWorkspace records what the sandbox's /workspace held at `at`.
+func (s *sqlStore) SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error {
+	if bytes < 0 {
+		return fmt.Errorf("sandbox %s: %w: a negative workspace size", id, ErrInvalid)
+	}
+	if err := needTime("measure time", at); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET workspace_bytes = ?, workspace_at = ? WHERE id = ?`, bytes, micros(at), id)
+	if err := checkAffected(res, err); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetSandboxPolicy stores an environment's lifecycle policy.
+func (s *sqlStore) SetSandboxPolicy(ctx context.Context, orgID, env string, p Policy) error {
+	if env == "" {
+		return fmt.Errorf("set sandbox policy: %w: no environment", ErrInvalid)
+	}
+	for _, d := range []time.Duration{p.PauseAfter, p.StopAfter, p.DeleteAfter} {
+		if d < Never {
+			return fmt.Errorf("set sandbox policy of %s: %w: a negative duration", env, ErrInvalid)
+		}
+	}
+	if p == (Policy{}) {
+		_, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_policies WHERE org_id = ? AND environment = ?`, orgID, env)
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandbox_policies (org_id, environment, pause_after_ms, stop_after_ms, delete_after_ms)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, environment) DO UPDATE SET pause_after_ms = excluded.pause_after_ms,
+		stop_after_ms = excluded.stop_after_ms, delete_after_ms = excluded.delete_after_ms`,
+		orgID, env, policyMillis(p.PauseAfter), policyMillis(p.StopAfter), policyMillis(p.DeleteAfter))
+	if s.d.isForeignKey(err) {
+		return fmt.Errorf("set sandbox policy: org %s: %w", orgID, ErrNotFound)
+	}
+	return err
+}
+
+// SandboxPolicy returns an environment's lifecycle policy.
+func (s *sqlStore) SandboxPolicy(ctx context.Context, orgID, env string) (Policy, error) {
+	var pause, stop, del int64
+	err := s.db.QueryRowContext(ctx, `SELECT pause_after_ms, stop_after_ms, delete_after_ms FROM sandbox_policies
+		WHERE org_id = ? AND environment = ?`, orgID, env).Scan(&pause, &stop, &del)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Policy{}, nil
+	}
+	if err != nil {
+		return Policy{}, fmt.Errorf("sandbox policy of %s: %w", env, err)
+	}
+	return Policy{PauseAfter: policyDuration(pause), StopAfter: policyDuration(stop), DeleteAfter: policyDuration(del)}, nil
+}
+
+// policyMillis is a Policy duration as stored: milliseconds, -1 never.
+func policyMillis(d time.Duration) int64 {
+	if d == Never {
+		return -1
+	}
+	return d.Milliseconds()
+}
+
+func policyDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -216,6 +216,21 @@ type Sandboxes interface {
 	TouchSandbox(ctx context.Context, id string, at time.Time) error
 	// DeleteSandbox deletes the row; deleting a missing one is not an error.
 	DeleteSandbox(ctx context.Context, id string) error
+	// SetSandboxState records the sandbox's state (one of SandboxStates),
+	// since at, for reason. ErrInvalid for another state, ErrNotFound for
+	// a missing sandbox.
+	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	// SetSandboxWorkspace records what the sandbox's /workspace held at
+	// `at`, in bytes. ErrInvalid for a negative size.
+	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
+	// SetSandboxPolicy stores the lifecycle policy of the org's sandboxes
+	// of environment env (any name, the built-in one's included); the zero
+	// Policy goes back to the hub's defaults. ErrInvalid for a duration
+	// below Never.
+	SetSandboxPolicy(ctx context.Context, orgID, env string, p Policy) error
+	// SandboxPolicy returns what SetSandboxPolicy stored for env (the zero
+	// Policy when nothing was). DeleteEnvironment deletes it.
+	SandboxPolicy(ctx context.Context, orgID, env string) (Policy, error)
 }
 
 // RateLimits keeps rate limits in the store, so that they hold across hub
@@ -309,6 +324,36 @@ type Sandbox struct {
 	// HoldsSecrets: an agent run's resolved secrets were (or are being)
 	// delivered into it; only admins and Token may call it.
 	HoldsSecrets bool
+	// State is SandboxRunning, SandboxPaused or SandboxStopped, since
+	// StateAt (zero: since creation) for StateReason ("idle 30m").
+	State       string
+	StateAt     time.Time
+	StateReason string
+	// WorkspaceBytes is what /workspace held when last measured, at
+	// WorkspaceAt; -1: never measured.
+	WorkspaceBytes int64
+	WorkspaceAt    time.Time
+}
+
+// Sandbox states: its processes run; are frozen in memory (no CPU); are
+// gone, its container stopped and its /workspace volume kept.
+const (
+	SandboxRunning = "running"
+	SandboxPaused  = "paused"
+	SandboxStopped = "stopped"
+)
+
+// SandboxStates are the states a sandbox row may hold.
+var SandboxStates = []string{SandboxRunning, SandboxPaused, SandboxStopped}
+
+// Never, as a Policy duration, turns that step off.
+const Never time.Duration = -1
+
+// Policy is an environment's own lifecycle policy: how long its sandboxes
+// idle before they are paused, stopped and removed. A zero duration is the
+// hub's default; Never turns the step off.
+type Policy struct {
+	PauseAfter, StopAfter, DeleteAfter time.Duration
 }
 
 // Environment states.

@@ -18,6 +18,7 @@ var conformanceScripts = map[drivertest.Behaviour]string{
 	drivertest.Serve:      `trap "exit 0" TERM; sleep 300 & wait`,
 	drivertest.IgnoreTerm: `trap "" TERM; sleep 300 & wait`,
 	drivertest.Exit3:      `exit 3`,
+	drivertest.ExitSoon:   `sleep 2`,
 	drivertest.WorkspaceOwned: `[ "$(id -u)" = 1000 ] && [ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && ` +
 		`touch /workspace/.owned`,
 }

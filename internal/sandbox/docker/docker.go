@@ -159,6 +159,31 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	return nil
 }
 
+// Pause freezes the container's processes (docker pause); pausing a
+// paused container is a no-op.
+func (d *Driver) Pause(ctx context.Context, id string) error {
+	if _, err := d.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+		if res, ierr := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); ierr == nil && res.Container.State != nil && res.Container.State.Paused {
+			return nil
+		}
+		return d.fail("pause container "+id, err)
+	}
+	return nil
+}
+
+// Unpause thaws a paused container (docker unpause); unpausing a running
+// container is a no-op.
+func (d *Driver) Unpause(ctx context.Context, id string) error {
+	if _, err := d.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
+		if res, ierr := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); ierr == nil && res.Container.State != nil &&
+			res.Container.State.Running && !res.Container.State.Paused {
+			return nil
+		}
+		return d.fail("unpause container "+id, err)
+	}
+	return nil
+}
+
 // Remove force-removes the container (with any anonymous volumes its image
 // declared) and then its workspace volume. What is gone already is not an
 // error; when the container is gone and id is its name, a workspace volume
@@ -288,6 +313,8 @@ func info(c container.InspectResponse) sandbox.Info {
 			i.State = sandbox.StateRunning
 		case container.StateExited:
 			i.State = sandbox.StateExited
+		case container.StatePaused:
+			i.State = sandbox.StatePaused
 		}
 		i.ExitCode = s.ExitCode
 		i.OOMKilled = s.OOMKilled

@@ -224,6 +224,78 @@ func (r *run) startAgain(t *testing.T) {
 	}
 }
 
+// Pause freezes the container: a process that would have exited does not
+// while it is paused, and exits once unpaused. Pausing or unpausing twice
+// is not an error.
+func (r *run) pauseUnpause(t *testing.T) {
+	sb := r.create(t, ExitSoon, nil)
+	ctx := t.Context()
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := r.d.Pause(ctx, sb.id); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := r.d.Pause(ctx, sb.id); err != nil {
+		t.Errorf("Pause of a paused container: %v, want nil", err)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StatePaused {
+		t.Fatalf("Inspect after Pause: state %q, want paused", in.State)
+	}
+	// Past the process's two-second sleep: frozen, it has not exited.
+	time.Sleep(3 * time.Second)
+	if in := r.inspect(t, sb.id); in.State != sandbox.StatePaused {
+		t.Fatalf("Inspect 3 s after Pause of a process that exits after 2 s: state %q (exit code %d), want paused", in.State, in.ExitCode)
+	}
+	if err := r.d.Unpause(ctx, sb.id); err != nil {
+		t.Fatalf("Unpause: %v", err)
+	}
+	in := r.await(t, sb.id, "the unpaused container to exit", func(in sandbox.Info) bool { return in.State == sandbox.StateExited })
+	if in.ExitCode != 0 {
+		t.Errorf("exit code after Unpause: %d, want 0", in.ExitCode)
+	}
+}
+
+// A container that does not run cannot be paused or unpaused; running,
+// Unpause is a no-op.
+func (r *run) pauseNotRunning(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	ctx := t.Context()
+	if err := r.d.Pause(ctx, sb.id); err == nil {
+		t.Errorf("Pause of a created container: nil error, want one")
+	}
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := r.d.Unpause(ctx, sb.id); err != nil {
+		t.Errorf("Unpause of a running container: %v, want nil", err)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateRunning {
+		t.Errorf("Inspect after Unpause of a running container: state %q, want running", in.State)
+	}
+}
+
+// Stop stops a paused container, within its grace period when its process
+// exits on SIGTERM.
+func (r *run) stopPaused(t *testing.T) {
+	sb := r.create(t, Serve, nil)
+	ctx := t.Context()
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.await(t, sb.id, "the container to run", func(in sandbox.Info) bool { return in.State == sandbox.StateRunning })
+	time.Sleep(500 * time.Millisecond) // time for its trap to be set
+	if err := r.d.Pause(ctx, sb.id); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := r.d.Stop(ctx, sb.id, 30*time.Second); err != nil {
+		t.Fatalf("Stop of a paused container: %v", err)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateExited {
+		t.Errorf("Inspect after Stop of a paused container: state %q, want exited", in.State)
+	}
+}
+
 // Remove removes a running container and its workspace volume; removing
 // it again is not an error.
 func (r *run) remove(t *testing.T) {

@@ -8,7 +8,9 @@
 // its workspace volume, both carrying the spec's labels; Start runs it;
 // Inspect describes it (state, name, image, labels, start time, exit code);
 // Stop sends SIGTERM and SIGKILL after the grace period, and a stopped
-// container starts again; Remove removes the container and its workspace
+// container starts again; Pause freezes a running container (its process
+// does not run on until Unpause; twice is not an error; a container that
+// does not run cannot be paused) and Stop stops a paused one; Remove removes the container and its workspace
 // volume, and removing what is gone is not an error; List and Volumes filter
 // by every label given; RemoveVolume of a gone volume is not an error, of a
 // volume in use is; the workspace is the sandbox user's before anything runs.
@@ -50,6 +52,9 @@ const (
 	// the sandbox user's, uid 1000 owning it and able to write there, and
 	// 1 when it is not.
 	WorkspaceOwned
+	// ExitSoon sleeps for two seconds, then exits 0: a paused container
+	// is seen not to run (it outlives its sleep, paused).
+	ExitSoon
 )
 
 func (b Behaviour) String() string {
@@ -62,6 +67,8 @@ func (b Behaviour) String() string {
 		return "exit 3"
 	case WorkspaceOwned:
 		return "check the workspace's owner"
+	case ExitSoon:
+		return "exit 0 after two seconds"
 	}
 	return "unknown behaviour"
 }
@@ -122,6 +129,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"StopSIGTERM", r.stopTerm},
 			{"StopSIGKILLAfterGrace", r.stopKill},
 			{"StartAgain", r.startAgain},
+			{"PauseUnpause", r.pauseUnpause},
+			{"PauseNotRunning", r.pauseNotRunning},
+			{"StopPaused", r.stopPaused},
 			{"Remove", r.remove},
 			{"RemoveGone", r.removeGone},
 			{"ListAndVolumesFilter", r.listFilter},

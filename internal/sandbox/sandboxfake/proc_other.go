@@ -16,3 +16,7 @@ func terminate(p *os.Process) { _ = p.Kill() }
 func killGroup(p *os.Process) { _ = p.Kill() }
 
 func exitCode(ps *os.ProcessState) int { return ps.ExitCode() }
+
+func stopGroup(*os.Process) {}
+
+func continueGroup(*os.Process) {}

@@ -25,3 +25,9 @@ func exitCode(ps *os.ProcessState) int {
 	}
 	return ps.ExitCode()
 }
+
+// stopGroup stops the process's group (SIGSTOP): a paused container.
+func stopGroup(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGSTOP) }
+
+// continueGroup continues the process's group (SIGCONT).
+func continueGroup(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGCONT) }

@@ -144,16 +144,20 @@ func New(opts Options) (*Driver, error) {
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed = true
-	var running []*container
+	type proc struct {
+		p    *os.Process
+		done chan struct{}
+	}
+	var running []proc // read under d.mu: reap clears c.proc
 	for _, c := range d.containers {
 		if c.proc != nil {
-			running = append(running, c)
+			running = append(running, proc{c.proc, c.done})
 		}
 	}
 	d.mu.Unlock()
-	for _, c := range running {
-		killGroup(c.proc)
-		<-c.done
+	for _, r := range running {
+		killGroup(r.p)
+		<-r.done
 	}
 	if d.ownDir {
 		return os.RemoveAll(d.dir)
@@ -429,6 +433,12 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 		return nil
 	}
 	terminate(proc)
+	continueGroup(proc) // a paused container gets its SIGTERM too
+	d.mu.Lock()
+	if c.state == sandbox.StatePaused && c.proc == proc {
+		c.state = sandbox.StateRunning
+	}
+	d.mu.Unlock()
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
@@ -440,6 +450,42 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 	}
 	killGroup(proc)
 	<-done
+	return nil
+}
+
+// Pause stops the container's process group (SIGSTOP): as the cgroup
+// freezer does, its processes keep their memory and get no CPU. Pausing a
+// paused container is a no-op; one that does not run is an error.
+func (d *Driver) Pause(_ context.Context, id string) error {
+	return d.freeze(id, "pause", true)
+}
+
+// Unpause continues a paused container's process group (SIGCONT).
+// Unpausing a running container is a no-op; one that does not run is an
+// error.
+func (d *Driver) Unpause(_ context.Context, id string) error {
+	return d.freeze(id, "unpause", false)
+}
+
+func (d *Driver) freeze(id, op string, on bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.down(op + " container " + id); err != nil {
+		return err
+	}
+	c := d.lookup(id)
+	switch {
+	case c == nil:
+		return fmt.Errorf("%s container %s: %w", op, id, sandbox.ErrNotFound)
+	case c.proc == nil:
+		return fmt.Errorf("%s container %s: it is not running", op, id)
+	case on && c.state == sandbox.StateRunning:
+		stopGroup(c.proc)
+		c.state = sandbox.StatePaused
+	case !on && c.state == sandbox.StatePaused:
+		continueGroup(c.proc)
+		c.state = sandbox.StateRunning
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ var scripts = map[drivertest.Behaviour]string{
 	drivertest.Serve:      `trap "exit 0" TERM; sleep 300 & wait`,
 	drivertest.IgnoreTerm: `trap "" TERM; sleep 300 & wait`,
 	drivertest.Exit3:      `exit 3`,
+	drivertest.ExitSoon:   `sleep 2`,
 	// The process is the test's user: only the owner can be checked.
 	drivertest.WorkspaceOwned: `[ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && touch /workspace/.owned`,
 }

@@ -55,6 +55,8 @@ func Run(t *testing.T, open Opener) {
 		{"ConsoleLinkRace", testConsoleLinkRace},
 		{"ListRoutes", testListRoutes},
 		{"Quotas", testQuotas},
+		{"SandboxStates", testSandboxStates},
+		{"SandboxPolicies", testSandboxPolicies},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

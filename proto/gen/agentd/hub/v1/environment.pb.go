@@ -361,8 +361,15 @@ type Environment struct {
 	// What bounds /workspace, e.g. "ext4 on loop"; "none": nothing, it is
 	// the engine's disk (empty: not a sandbox, or sandboxes are off).
 	WorkspaceBound string `protobuf:"bytes,14,opt,name=workspace_bound,json=workspaceBound,proto3" json:"workspace_bound,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The lifecycle policy of its sandboxes, the environment's own over the
+	// hub's defaults: idle this long, one is paused, stopped (/workspace
+	// kept), removed. A duration ("5m", "2h", "7d") or "never"; empty: not a
+	// sandbox environment, or sandboxes are off.
+	PauseAfter    string `protobuf:"bytes,15,opt,name=pause_after,json=pauseAfter,proto3" json:"pause_after,omitempty"`
+	StopAfter     string `protobuf:"bytes,16,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
+	DeleteAfter   string `protobuf:"bytes,17,opt,name=delete_after,json=deleteAfter,proto3" json:"delete_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -493,6 +500,27 @@ func (x *Environment) GetWorkspaceBound() string {
 	return ""
 }
 
+func (x *Environment) GetPauseAfter() string {
+	if x != nil {
+		return x.PauseAfter
+	}
+	return ""
+}
+
+func (x *Environment) GetStopAfter() string {
+	if x != nil {
+		return x.StopAfter
+	}
+	return ""
+}
+
+func (x *Environment) GetDeleteAfter() string {
+	if x != nil {
+		return x.DeleteAfter
+	}
+	return ""
+}
+
 // Sandbox is a container the hub runs for an environment.
 type Sandbox struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -502,7 +530,8 @@ type Sandbox struct {
 	Environment string `protobuf:"bytes,2,opt,name=environment,proto3" json:"environment,omitempty"`
 	// Conversation it serves (empty while in the warm pool).
 	Conversation string `protobuf:"bytes,3,opt,name=conversation,proto3" json:"conversation,omitempty"`
-	// "starting", "running", "stopped" or "failed".
+	// "starting", "running", "paused" (its processes frozen), "stopped"
+	// (container stopped, /workspace kept) or "failed".
 	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// The image it runs (pinned).
 	Image string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
@@ -515,9 +544,20 @@ type Sandbox struct {
 	// Why it failed, if it did.
 	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// When it is removed whatever its use (an agent run's TTL); unset: when idle.
-	Expires       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires,proto3" json:"expires,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Expires *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires,proto3" json:"expires,omitempty"`
+	// Why it is in its state ("idle 30m", "stopped by request"); empty for
+	// a sandbox running since it was made.
+	StateReason string `protobuf:"bytes,11,opt,name=state_reason,json=stateReason,proto3" json:"state_reason,omitempty"`
+	// The next step of its lifecycle policy in words ("stops in 12m");
+	// empty: none.
+	NextStep string `protobuf:"bytes,12,opt,name=next_step,json=nextStep,proto3" json:"next_step,omitempty"`
+	// What its /workspace held when last measured (du through its agentd,
+	// before each pause and stop), in bytes; -1: never measured.
+	WorkspaceBytes int64 `protobuf:"varint,13,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	// When that was.
+	WorkspaceMeasured *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=workspace_measured,json=workspaceMeasured,proto3" json:"workspace_measured,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -616,6 +656,34 @@ func (x *Sandbox) GetError() string {
 func (x *Sandbox) GetExpires() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Expires
+	}
+	return nil
+}
+
+func (x *Sandbox) GetStateReason() string {
+	if x != nil {
+		return x.StateReason
+	}
+	return ""
+}
+
+func (x *Sandbox) GetNextStep() string {
+	if x != nil {
+		return x.NextStep
+	}
+	return ""
+}
+
+func (x *Sandbox) GetWorkspaceBytes() int64 {
+	if x != nil {
+		return x.WorkspaceBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetWorkspaceMeasured() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WorkspaceMeasured
 	}
 	return nil
 }
@@ -1523,6 +1591,263 @@ func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{21}
 }
 
+// ChangeSandboxStateRequest names the sandbox and the action.
+type ChangeSandboxStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sandbox id, sb-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name of the sandbox (empty: the caller's).
+	Org string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
+	// "pause", "resume", "stop" or "start".
+	Action        string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeSandboxStateRequest) Reset() {
+	*x = ChangeSandboxStateRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeSandboxStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeSandboxStateRequest) ProtoMessage() {}
+
+func (x *ChangeSandboxStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeSandboxStateRequest.ProtoReflect.Descriptor instead.
+func (*ChangeSandboxStateRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ChangeSandboxStateRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChangeSandboxStateRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *ChangeSandboxStateRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+// ChangeSandboxStateResponse says what the action did.
+type ChangeSandboxStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state before and after ("running", "paused", "stopped"); equal
+	// when it was in that state already.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To   string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// How long it took, in milliseconds (resume and start: until its agentd
+	// was back).
+	TookMs        int64 `protobuf:"varint,3,opt,name=took_ms,json=tookMs,proto3" json:"took_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeSandboxStateResponse) Reset() {
+	*x = ChangeSandboxStateResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeSandboxStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeSandboxStateResponse) ProtoMessage() {}
+
+func (x *ChangeSandboxStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeSandboxStateResponse.ProtoReflect.Descriptor instead.
+func (*ChangeSandboxStateResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ChangeSandboxStateResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ChangeSandboxStateResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ChangeSandboxStateResponse) GetTookMs() int64 {
+	if x != nil {
+		return x.TookMs
+	}
+	return 0
+}
+
+// SetEnvironmentPolicyRequest names the environment and the steps to set;
+// a step left unset keeps its value.
+type SetEnvironmentPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Environment name ("builtin" included).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
+	// Each a duration of at least 10s ("90s", "5m", "2h", "7d"), "never",
+	// or "default" (the hub's).
+	PauseAfter    *string `protobuf:"bytes,3,opt,name=pause_after,json=pauseAfter,proto3,oneof" json:"pause_after,omitempty"`
+	StopAfter     *string `protobuf:"bytes,4,opt,name=stop_after,json=stopAfter,proto3,oneof" json:"stop_after,omitempty"`
+	DeleteAfter   *string `protobuf:"bytes,5,opt,name=delete_after,json=deleteAfter,proto3,oneof" json:"delete_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentPolicyRequest) Reset() {
+	*x = SetEnvironmentPolicyRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentPolicyRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetEnvironmentPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentPolicyRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentPolicyRequest) GetPauseAfter() string {
+	if x != nil && x.PauseAfter != nil {
+		return *x.PauseAfter
+	}
+	return ""
+}
+
+func (x *SetEnvironmentPolicyRequest) GetStopAfter() string {
+	if x != nil && x.StopAfter != nil {
+		return *x.StopAfter
+	}
+	return ""
+}
+
+func (x *SetEnvironmentPolicyRequest) GetDeleteAfter() string {
+	if x != nil && x.DeleteAfter != nil {
+		return *x.DeleteAfter
+	}
+	return ""
+}
+
+// SetEnvironmentPolicyResponse holds the environment with its policy.
+type SetEnvironmentPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment as GetEnvironment describes it.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentPolicyResponse) Reset() {
+	*x = SetEnvironmentPolicyResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentPolicyResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetEnvironmentPolicyResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -1536,7 +1861,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb1\x04\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\x94\x05\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -1552,7 +1877,12 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\acreated\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
 	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12.\n" +
 	"\x13workspace_max_bytes\x18\r \x01(\x03R\x11workspaceMaxBytes\x12'\n" +
-	"\x0fworkspace_bound\x18\x0e \x01(\tR\x0eworkspaceBound\"\xde\x02\n" +
+	"\x0fworkspace_bound\x18\x0e \x01(\tR\x0eworkspaceBound\x12\x1f\n" +
+	"\vpause_after\x18\x0f \x01(\tR\n" +
+	"pauseAfter\x12\x1d\n" +
+	"\n" +
+	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
+	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\"\x92\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1564,7 +1894,11 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\tlast_used\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x14\n" +
 	"\x05error\x18\t \x01(\tR\x05error\x124\n" +
 	"\aexpires\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"+\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12!\n" +
+	"\fstate_reason\x18\v \x01(\tR\vstateReason\x12\x1b\n" +
+	"\tnext_step\x18\f \x01(\tR\bnextStep\x12'\n" +
+	"\x0fworkspace_bytes\x18\r \x01(\x03R\x0eworkspaceBytes\x12I\n" +
+	"\x12workspace_measured\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x11workspaceMeasured\"+\n" +
 	"\x17ListEnvironmentsRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"Z\n" +
 	"\x18ListEnvironmentsResponse\x12>\n" +
@@ -1608,7 +1942,28 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
-	"\x15RemoveSandboxResponse*\x8b\x01\n" +
+	"\x15RemoveSandboxResponse\"U\n" +
+	"\x19ChangeSandboxStateRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\"Y\n" +
+	"\x1aChangeSandboxStateResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x17\n" +
+	"\atook_ms\x18\x03 \x01(\x03R\x06tookMs\"\xe5\x01\n" +
+	"\x1bSetEnvironmentPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\x12$\n" +
+	"\vpause_after\x18\x03 \x01(\tH\x00R\n" +
+	"pauseAfter\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"stop_after\x18\x04 \x01(\tH\x01R\tstopAfter\x88\x01\x01\x12&\n" +
+	"\fdelete_after\x18\x05 \x01(\tH\x02R\vdeleteAfter\x88\x01\x01B\x0e\n" +
+	"\f_pause_afterB\r\n" +
+	"\v_stop_afterB\x0f\n" +
+	"\r_delete_after\"\\\n" +
+	"\x1cSetEnvironmentPolicyResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -1623,7 +1978,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xb0\a\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\x8c\t\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -1633,7 +1988,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x15SetDefaultEnvironment\x12+.agentd.hub.v1.SetDefaultEnvironmentRequest\x1a,.agentd.hub.v1.SetDefaultEnvironmentResponse\x12f\n" +
 	"\x11DeleteEnvironment\x12'.agentd.hub.v1.DeleteEnvironmentRequest\x1a(.agentd.hub.v1.DeleteEnvironmentResponse\x12Z\n" +
 	"\rListSandboxes\x12#.agentd.hub.v1.ListSandboxesRequest\x1a$.agentd.hub.v1.ListSandboxesResponse\x12Z\n" +
-	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponse\x12i\n" +
+	"\x12ChangeSandboxState\x12(.agentd.hub.v1.ChangeSandboxStateRequest\x1a).agentd.hub.v1.ChangeSandboxStateResponse\x12o\n" +
+	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -1648,7 +2005,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                  // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                 // 1: agentd.hub.v1.EnvironmentState
@@ -1675,7 +2032,11 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*ListSandboxesResponse)(nil),         // 22: agentd.hub.v1.ListSandboxesResponse
 	(*RemoveSandboxRequest)(nil),          // 23: agentd.hub.v1.RemoveSandboxRequest
 	(*RemoveSandboxResponse)(nil),         // 24: agentd.hub.v1.RemoveSandboxResponse
-	(*timestamppb.Timestamp)(nil),         // 25: google.protobuf.Timestamp
+	(*ChangeSandboxStateRequest)(nil),     // 25: agentd.hub.v1.ChangeSandboxStateRequest
+	(*ChangeSandboxStateResponse)(nil),    // 26: agentd.hub.v1.ChangeSandboxStateResponse
+	(*SetEnvironmentPolicyRequest)(nil),   // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
+	(*SetEnvironmentPolicyResponse)(nil),  // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
+	(*timestamppb.Timestamp)(nil),         // 29: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -1683,40 +2044,46 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	25, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	25, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	25, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	25, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	25, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	5,  // 10: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
-	5,  // 11: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 12: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 13: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 14: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	6,  // 15: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
-	7,  // 16: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 17: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 18: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 19: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 20: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 21: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 22: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 23: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 24: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	8,  // 25: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 26: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 27: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 28: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 29: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 30: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 31: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 32: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 33: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	29, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	29, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	29, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	29, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	29, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	29, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
+	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 14: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 15: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
+	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
+	7,  // 18: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 19: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 20: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 21: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 22: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 23: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 24: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 25: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 26: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 27: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 28: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	8,  // 29: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 30: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 31: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 32: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 33: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 34: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 35: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 36: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 37: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 38: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -1724,13 +2091,14 @@ func file_agentd_hub_v1_environment_proto_init() {
 	if File_agentd_hub_v1_environment_proto != nil {
 		return
 	}
+	file_agentd_hub_v1_environment_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,8 @@ const (
 	EnvironmentService_DeleteEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
 	EnvironmentService_ListSandboxes_FullMethodName         = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
 	EnvironmentService_RemoveSandbox_FullMethodName         = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
+	EnvironmentService_ChangeSandboxState_FullMethodName    = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
+	EnvironmentService_SetEnvironmentPolicy_FullMethodName  = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -62,6 +64,13 @@ type EnvironmentServiceClient interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(ctx context.Context, in *RemoveSandboxRequest, opts ...grpc.CallOption) (*RemoveSandboxResponse, error)
+	// ChangeSandboxState pauses, resumes, stops or starts one of the org's
+	// sandboxes (pause and stop: admins only; resume and start: whoever may
+	// call it, as a call resumes it anyway).
+	ChangeSandboxState(ctx context.Context, in *ChangeSandboxStateRequest, opts ...grpc.CallOption) (*ChangeSandboxStateResponse, error)
+	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
+	// built-in one's included), over the hub's defaults (admins only).
+	SetEnvironmentPolicy(ctx context.Context, in *SetEnvironmentPolicyRequest, opts ...grpc.CallOption) (*SetEnvironmentPolicyResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -162,6 +171,26 @@ func (c *environmentServiceClient) RemoveSandbox(ctx context.Context, in *Remove
 	return out, nil
 }
 
+func (c *environmentServiceClient) ChangeSandboxState(ctx context.Context, in *ChangeSandboxStateRequest, opts ...grpc.CallOption) (*ChangeSandboxStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeSandboxStateResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ChangeSandboxState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) SetEnvironmentPolicy(ctx context.Context, in *SetEnvironmentPolicyRequest, opts ...grpc.CallOption) (*SetEnvironmentPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEnvironmentPolicyResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SetEnvironmentPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -194,6 +223,13 @@ type EnvironmentServiceServer interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error)
+	// ChangeSandboxState pauses, resumes, stops or starts one of the org's
+	// sandboxes (pause and stop: admins only; resume and start: whoever may
+	// call it, as a call resumes it anyway).
+	ChangeSandboxState(context.Context, *ChangeSandboxStateRequest) (*ChangeSandboxStateResponse, error)
+	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
+	// built-in one's included), over the hub's defaults (admins only).
+	SetEnvironmentPolicy(context.Context, *SetEnvironmentPolicyRequest) (*SetEnvironmentPolicyResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -230,6 +266,12 @@ func (UnimplementedEnvironmentServiceServer) ListSandboxes(context.Context, *Lis
 }
 func (UnimplementedEnvironmentServiceServer) RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveSandbox not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ChangeSandboxState(context.Context, *ChangeSandboxStateRequest) (*ChangeSandboxStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeSandboxState not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SetEnvironmentPolicy(context.Context, *SetEnvironmentPolicyRequest) (*SetEnvironmentPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentPolicy not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -414,6 +456,42 @@ func _EnvironmentService_RemoveSandbox_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_ChangeSandboxState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeSandboxStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ChangeSandboxState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ChangeSandboxState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ChangeSandboxState(ctx, req.(*ChangeSandboxStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_SetEnvironmentPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEnvironmentPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SetEnvironmentPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SetEnvironmentPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SetEnvironmentPolicy(ctx, req.(*SetEnvironmentPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -456,6 +534,14 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveSandbox",
 			Handler:    _EnvironmentService_RemoveSandbox_Handler,
+		},
+		{
+			MethodName: "ChangeSandboxState",
+			Handler:    _EnvironmentService_ChangeSandboxState_Handler,
+		},
+		{
+			MethodName: "SetEnvironmentPolicy",
+			Handler:    _EnvironmentService_SetEnvironmentPolicy_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,164 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+)
+
+// sandboxAction is one of agentctl sandbox pause|resume|stop|start.
+type sandboxAction struct {
+	name, short, long, example string
+}
+
+var sandboxActions = []sandboxAction{
+	{"pause", "Pause sandboxes: freeze their processes in memory (no CPU)",
+		`Pause each sandbox: its processes are frozen where they are (the cgroup
+freezer, as docker pause), keeping their memory, using no CPU. A call for it,
+or sandbox resume, thaws it. Needs an admin token. A stopped sandbox has
+nothing to pause: start it first.`,
+		"  agentctl sandbox pause sb-1a2b3c sb-4d5e6f"},
+	{"resume", "Resume paused (or stopped) sandboxes, and wait for their agentd",
+		`Bring each sandbox back to running: a paused one is thawed, a stopped one
+started again (its /workspace as it was; /tmp, HOME and processes are new).
+Waits until its agentd is back, and prints how long that took. A call for the
+sandbox does the same by itself.`,
+		"  agentctl sandbox resume sb-1a2b3c"},
+	{"stop", "Stop sandboxes: end their processes, keep /workspace",
+		`Stop each sandbox: its processes get SIGTERM, then SIGKILL after 5 s; its
+container is stopped and its /workspace volume kept. Stopped sandboxes do not
+count against --org-max-sandboxes. A call for it, or sandbox start, starts it
+again. Needs an admin token.`,
+		"  agentctl sandbox stop sb-1a2b3c"},
+	{"start", "Start stopped (or paused) sandboxes, and wait for their agentd",
+		`Start each stopped sandbox again with its /workspace (as sandbox resume,
+which also takes paused ones). Waits until its agentd is back.`,
+		"  agentctl sandbox start sb-1a2b3c"},
+}
+
+// sandboxStateCmd is agentctl sandbox ACTION ID…: each id reported on its
+// own line ("sb-… paused (was running)"), a failure on stderr for its id,
+// the others still done, and exit 1 if any failed.
+func (a *app) sandboxStateCmd(act sandboxAction) *cobra.Command {
+	var org string
+	cmd := &cobra.Command{
+		Use:   act.name + " ID... [--org O]",
+		Short: act.short,
+		Long: act.long + `
+
+Prints one line per sandbox, "ID STATE (was STATE)" (--json: one document per
+sandbox). A sandbox that fails is reported on stderr with its id, the others
+are still done, and the exit code is 1.`,
+		Example: act.example,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("sandbox %s needs one or more sandbox ids (sb-…); list them with 'agentctl sandbox ls'", act.name)
+			}
+			for _, id := range args {
+				if strings.TrimSpace(id) == "" {
+					return usagef("sandbox %s: an empty sandbox id", act.name)
+				}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
+				failed := false
+				for _, id := range args {
+					resp, err := ec.ChangeSandboxState(ctx, &hubv1.ChangeSandboxStateRequest{Id: id, Org: org, Action: act.name})
+					if err != nil {
+						if ctx.Err() != nil || len(args) == 1 {
+							return err
+						}
+						failed = true
+						fmt.Fprintf(a.io.Err, "agentctl: %s: %s\n", id, describe(err))
+						continue
+					}
+					if a.json {
+						if err := a.printJSON(resp); err != nil {
+							return err
+						}
+						continue
+					}
+					line := fmt.Sprintf("%s %s (was %s", id, resp.GetTo(), resp.GetFrom())
+					if resp.GetFrom() != resp.GetTo() && resp.GetTo() == "running" {
+						line += fmt.Sprintf("; back in %d ms", resp.GetTookMs())
+					}
+					fmt.Fprintln(a.io.Out, line+")")
+				}
+				if failed {
+					return &exitError{code: ExitError, err: fmt.Errorf("some sandboxes were not %s", pastTense(act.name))}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&org, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
+	return cmd
+}
+
+func pastTense(action string) string {
+	switch action {
+	case "stop":
+		return "stopped"
+	case "pause":
+		return "paused"
+	}
+	return action + "ed"
+}
+
+// envSetCmd is agentctl env set NAME --pause-after D --stop-after D
+// --delete-after D|never.
+func (a *app) envSetCmd(org *string) *cobra.Command {
+	var pause, stop, del string
+	cmd := &cobra.Command{
+		Use:   "set NAME [--pause-after D] [--stop-after D] [--delete-after D|never]",
+		Short: "Set an environment's idle policy: when its sandboxes are paused, stopped, removed",
+		Long: `Set the idle policy of an environment's sandboxes (builtin included), over
+the hub's defaults (agenthub serve --sandbox-pause-after, default 5m;
+--sandbox-stop-after, 30m; --sandbox-delete-after, never). Idle this long, a
+sandbox is paused (processes frozen in memory), then stopped (container
+stopped, /workspace kept), and removed with its /workspace only when a
+delete-after says so. Each value is a duration of at least 10s (90s, 5m, 2h,
+7d), never, or default (the hub's again). Flags not given keep their value.
+Needs an admin token. Prints the environment as env show does.`,
+		Example: `  agentctl env set builtin --pause-after 10m --stop-after 2h
+  agentctl env set py --delete-after 30d
+  agentctl env set py --pause-after never --stop-after default`,
+		Args: envName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &hubv1.SetEnvironmentPolicyRequest{Org: *org, Name: args[0]}
+			for _, f := range []struct {
+				flag string
+				val  string
+				to   **string
+			}{{"pause-after", pause, &req.PauseAfter}, {"stop-after", stop, &req.StopAfter}, {"delete-after", del, &req.DeleteAfter}} {
+				if cmd.Flags().Changed(f.flag) {
+					v := f.val
+					*f.to = &v
+				}
+			}
+			if req.PauseAfter == nil && req.StopAfter == nil && req.DeleteAfter == nil {
+				return usagef("env set needs --pause-after, --stop-after or --delete-after")
+			}
+			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
+				resp, err := ec.SetEnvironmentPolicy(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printEnv(resp.GetEnvironment())
+				}
+				return writeEnv(a.io.Out, resp.GetEnvironment())
+			})
+		},
+	}
+	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
+	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")
+	cmd.Flags().StringVar(&del, "delete-after", "", "remove a sandbox and its /workspace idle this long (like 30d), or never, or default")
+	return cmd
+}

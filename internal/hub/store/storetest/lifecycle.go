@@ -1,0 +1,86 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+)
+
+// A sandbox is running when made, and keeps the state (with its time and
+// reason) it is set to; another state is refused and changes nothing.
+func testSandboxStates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	sb := must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-s1", OrgID: org.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0}))(t)
+	if sb.State != store.SandboxRunning {
+		t.Errorf("CreateSandbox: state %q, want running", sb.State)
+	}
+	if got := must(s.Sandbox(ctx, "sb-s1"))(t); got.State != store.SandboxRunning || !got.StateAt.IsZero() || got.StateReason != "" {
+		t.Errorf("a new sandbox: state %q at %v for %q, want running, zero time, no reason", got.State, got.StateAt, got.StateReason)
+	}
+	at := T0.Add(5 * time.Minute)
+	for _, st := range []string{store.SandboxPaused, store.SandboxStopped, store.SandboxRunning} {
+		noErr(t, s.SetSandboxState(ctx, "sb-s1", st, at, "idle "+st))
+		got := must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-1"))(t)
+		if got.State != st || !got.StateAt.Equal(at) || got.StateReason != "idle "+st {
+			t.Errorf("after SetSandboxState(%s): state %q at %v for %q", st, got.State, got.StateAt, got.StateReason)
+		}
+		at = at.Add(time.Minute)
+	}
+	if got := must(s.Sandbox(ctx, "sb-s1"))(t); got.WorkspaceBytes != -1 || !got.WorkspaceAt.IsZero() {
+		t.Errorf("workspace of a sandbox never measured: %d at %v, want -1, zero", got.WorkspaceBytes, got.WorkspaceAt)
+	}
+	noErr(t, s.SetSandboxWorkspace(ctx, "sb-s1", 3<<20, at))
+	if got := must(s.Sandbox(ctx, "sb-s1"))(t); got.WorkspaceBytes != 3<<20 || !got.WorkspaceAt.Equal(at) {
+		t.Errorf("workspace measured: %d at %v, want %d at %v", got.WorkspaceBytes, got.WorkspaceAt, 3<<20, at)
+	}
+	wantErr(t, "a negative workspace size", s.SetSandboxWorkspace(ctx, "sb-s1", -5, at), store.ErrInvalid)
+	wantErr(t, "workspace of a missing sandbox", s.SetSandboxWorkspace(ctx, "sb-none", 1, at), store.ErrNotFound)
+	wantErr(t, "an unknown state", s.SetSandboxState(ctx, "sb-s1", "archived", at, ""), store.ErrInvalid)
+	wantErr(t, "state of a missing sandbox", s.SetSandboxState(ctx, "sb-none", store.SandboxPaused, at, ""), store.ErrNotFound)
+	if got := must(s.ListSandboxes(ctx, org.ID))(t); len(got) != 1 || got[0].State != store.SandboxRunning {
+		t.Errorf("ListSandboxes after a refused state: %+v, want one running", got)
+	}
+}
+
+// An environment's policy is stored per org and name (builtin included),
+// reset by the zero Policy, and deleted with its environment.
+func testSandboxPolicies(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	other := must(s.CreateOrg(ctx, "other", T0))(t)
+	if got := must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t); got != (store.Policy{}) {
+		t.Errorf("policy never set: %+v, want zero", got)
+	}
+	want := store.Policy{PauseAfter: 90 * time.Second, StopAfter: time.Hour, DeleteAfter: store.Never}
+	noErr(t, s.SetSandboxPolicy(ctx, org.ID, "builtin", want))
+	if diff := cmp.Diff(must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t), want); diff != "" {
+		t.Errorf("policy stored (-got +want):\n%s", diff)
+	}
+	if got := must(s.SandboxPolicy(ctx, other.ID, "builtin"))(t); got != (store.Policy{}) {
+		t.Errorf("another org's policy: %+v, want zero", got)
+	}
+	want.DeleteAfter = 48 * time.Hour
+	noErr(t, s.SetSandboxPolicy(ctx, org.ID, "builtin", want))
+	if diff := cmp.Diff(must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t), want); diff != "" {
+		t.Errorf("policy set again (-got +want):\n%s", diff)
+	}
+	wantErr(t, "a duration below never", s.SetSandboxPolicy(ctx, org.ID, "builtin", store.Policy{StopAfter: -2}), store.ErrInvalid)
+	if diff := cmp.Diff(must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t), want); diff != "" {
+		t.Errorf("policy after a refused one (-got +want):\n%s", diff)
+	}
+	noErr(t, s.SetSandboxPolicy(ctx, org.ID, "builtin", store.Policy{}))
+	if got := must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t); got != (store.Policy{}) {
+		t.Errorf("policy reset: %+v, want zero", got)
+	}
+
+	must(s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/a/b:1", Network: "none", CreatedAt: T0}))(t)
+	noErr(t, s.SetSandboxPolicy(ctx, org.ID, "py", store.Policy{StopAfter: time.Minute}))
+	noErr(t, s.DeleteEnvironment(ctx, org.ID, "py"))
+	if got := must(s.SandboxPolicy(ctx, org.ID, "py"))(t); got != (store.Policy{}) {
+		t.Errorf("policy of a deleted environment: %+v, want zero", got)
+	}
+}
