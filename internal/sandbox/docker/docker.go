@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,6 +131,15 @@ func (d *Driver) Ping(ctx context.Context) error {
 		return d.fail("ping", err)
 	}
 	return nil
+}
+
+// Runtimes lists the engine's runtimes (docker info), sorted.
+func (d *Driver) Runtimes(ctx context.Context) ([]string, error) {
+	res, err := d.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, d.fail("engine info", err)
+	}
+	return slices.Sorted(maps.Keys(res.Info.Runtimes)), nil
 }
 
 // Start starts a created container; starting a running one is a no-op.
