@@ -361,8 +361,12 @@ type Environment struct {
 	// What bounds /workspace, e.g. "ext4 on loop"; "none": nothing, it is
 	// the engine's disk (empty: not a sandbox, or sandboxes are off).
 	WorkspaceBound string `protobuf:"bytes,14,opt,name=workspace_bound,json=workspaceBound,proto3" json:"workspace_bound,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What separates its sandboxes from the host: "runc" (a container of
+	// the host's kernel) or "gvisor" (gVisor's user-space kernel); empty for
+	// a machine.
+	Isolation     string `protobuf:"bytes,15,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Environment) Reset() {
@@ -489,6 +493,13 @@ func (x *Environment) GetWorkspaceMaxBytes() int64 {
 func (x *Environment) GetWorkspaceBound() string {
 	if x != nil {
 		return x.WorkspaceBound
+	}
+	return ""
+}
+
+func (x *Environment) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
 	}
 	return ""
 }
@@ -828,8 +839,10 @@ type CreateEnvironmentRequest struct {
 	// The most its sandboxes' /workspace may hold, in bytes (0: the hub's
 	// --sandbox-workspace-max).
 	WorkspaceMaxBytes int64 `protobuf:"varint,5,opt,name=workspace_max_bytes,json=workspaceMaxBytes,proto3" json:"workspace_max_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// "runc" (default) or "gvisor".
+	Isolation     string `protobuf:"bytes,6,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEnvironmentRequest) Reset() {
@@ -895,6 +908,13 @@ func (x *CreateEnvironmentRequest) GetWorkspaceMaxBytes() int64 {
 		return x.WorkspaceMaxBytes
 	}
 	return 0
+}
+
+func (x *CreateEnvironmentRequest) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
 }
 
 // CreateEnvironmentResponse is the new environment (validating).
@@ -1523,6 +1543,116 @@ func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
 	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{21}
 }
 
+// SetEnvironmentIsolationRequest names the environment and its isolation.
+type SetEnvironmentIsolationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name ("builtin" included; not a machine).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "runc" or "gvisor".
+	Isolation     string `protobuf:"bytes,3,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentIsolationRequest) Reset() {
+	*x = SetEnvironmentIsolationRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentIsolationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentIsolationRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentIsolationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentIsolationRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentIsolationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SetEnvironmentIsolationRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentIsolationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentIsolationRequest) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
+}
+
+// SetEnvironmentIsolationResponse is the environment.
+type SetEnvironmentIsolationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentIsolationResponse) Reset() {
+	*x = SetEnvironmentIsolationResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentIsolationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentIsolationResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentIsolationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentIsolationResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentIsolationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SetEnvironmentIsolationResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -1536,7 +1666,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb1\x04\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xcf\x04\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -1552,7 +1682,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\acreated\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x124\n" +
 	"\aupdated\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x12.\n" +
 	"\x13workspace_max_bytes\x18\r \x01(\x03R\x11workspaceMaxBytes\x12'\n" +
-	"\x0fworkspace_bound\x18\x0e \x01(\tR\x0eworkspaceBound\"\xde\x02\n" +
+	"\x0fworkspace_bound\x18\x0e \x01(\tR\x0eworkspaceBound\x12\x1c\n" +
+	"\tisolation\x18\x0f \x01(\tR\tisolation\"\xde\x02\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1573,13 +1704,14 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
 	"\x16GetEnvironmentResponse\x12<\n" +
-	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"\xa0\x01\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"\xbe\x01\n" +
 	"\x18CreateEnvironmentRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12.\n" +
-	"\x13workspace_max_bytes\x18\x05 \x01(\x03R\x11workspaceMaxBytes\"Y\n" +
+	"\x13workspace_max_bytes\x18\x05 \x01(\x03R\x11workspaceMaxBytes\x12\x1c\n" +
+	"\tisolation\x18\x06 \x01(\tR\tisolation\"Y\n" +
 	"\x19CreateEnvironmentResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"@\n" +
 	"\x18UpdateEnvironmentRequest\x12\x10\n" +
@@ -1608,7 +1740,13 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x14RemoveSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\"\x17\n" +
-	"\x15RemoveSandboxResponse*\x8b\x01\n" +
+	"\x15RemoveSandboxResponse\"d\n" +
+	"\x1eSetEnvironmentIsolationRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\tisolation\x18\x03 \x01(\tR\tisolation\"_\n" +
+	"\x1fSetEnvironmentIsolationResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -1623,7 +1761,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xb0\a\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xaa\b\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -1633,7 +1771,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x15SetDefaultEnvironment\x12+.agentd.hub.v1.SetDefaultEnvironmentRequest\x1a,.agentd.hub.v1.SetDefaultEnvironmentResponse\x12f\n" +
 	"\x11DeleteEnvironment\x12'.agentd.hub.v1.DeleteEnvironmentRequest\x1a(.agentd.hub.v1.DeleteEnvironmentResponse\x12Z\n" +
 	"\rListSandboxes\x12#.agentd.hub.v1.ListSandboxesRequest\x1a$.agentd.hub.v1.ListSandboxesResponse\x12Z\n" +
-	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponse\x12x\n" +
+	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -1648,34 +1787,36 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
-	(EnvironmentKind)(0),                  // 0: agentd.hub.v1.EnvironmentKind
-	(EnvironmentState)(0),                 // 1: agentd.hub.v1.EnvironmentState
-	(CheckStatus)(0),                      // 2: agentd.hub.v1.CheckStatus
-	(*Check)(nil),                         // 3: agentd.hub.v1.Check
-	(*Inventory)(nil),                     // 4: agentd.hub.v1.Inventory
-	(*Environment)(nil),                   // 5: agentd.hub.v1.Environment
-	(*Sandbox)(nil),                       // 6: agentd.hub.v1.Sandbox
-	(*ListEnvironmentsRequest)(nil),       // 7: agentd.hub.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),      // 8: agentd.hub.v1.ListEnvironmentsResponse
-	(*GetEnvironmentRequest)(nil),         // 9: agentd.hub.v1.GetEnvironmentRequest
-	(*GetEnvironmentResponse)(nil),        // 10: agentd.hub.v1.GetEnvironmentResponse
-	(*CreateEnvironmentRequest)(nil),      // 11: agentd.hub.v1.CreateEnvironmentRequest
-	(*CreateEnvironmentResponse)(nil),     // 12: agentd.hub.v1.CreateEnvironmentResponse
-	(*UpdateEnvironmentRequest)(nil),      // 13: agentd.hub.v1.UpdateEnvironmentRequest
-	(*UpdateEnvironmentResponse)(nil),     // 14: agentd.hub.v1.UpdateEnvironmentResponse
-	(*RevalidateEnvironmentRequest)(nil),  // 15: agentd.hub.v1.RevalidateEnvironmentRequest
-	(*RevalidateEnvironmentResponse)(nil), // 16: agentd.hub.v1.RevalidateEnvironmentResponse
-	(*SetDefaultEnvironmentRequest)(nil),  // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
-	(*SetDefaultEnvironmentResponse)(nil), // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
-	(*DeleteEnvironmentRequest)(nil),      // 19: agentd.hub.v1.DeleteEnvironmentRequest
-	(*DeleteEnvironmentResponse)(nil),     // 20: agentd.hub.v1.DeleteEnvironmentResponse
-	(*ListSandboxesRequest)(nil),          // 21: agentd.hub.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),         // 22: agentd.hub.v1.ListSandboxesResponse
-	(*RemoveSandboxRequest)(nil),          // 23: agentd.hub.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),         // 24: agentd.hub.v1.RemoveSandboxResponse
-	(*timestamppb.Timestamp)(nil),         // 25: google.protobuf.Timestamp
+	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
+	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
+	(CheckStatus)(0),                        // 2: agentd.hub.v1.CheckStatus
+	(*Check)(nil),                           // 3: agentd.hub.v1.Check
+	(*Inventory)(nil),                       // 4: agentd.hub.v1.Inventory
+	(*Environment)(nil),                     // 5: agentd.hub.v1.Environment
+	(*Sandbox)(nil),                         // 6: agentd.hub.v1.Sandbox
+	(*ListEnvironmentsRequest)(nil),         // 7: agentd.hub.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),        // 8: agentd.hub.v1.ListEnvironmentsResponse
+	(*GetEnvironmentRequest)(nil),           // 9: agentd.hub.v1.GetEnvironmentRequest
+	(*GetEnvironmentResponse)(nil),          // 10: agentd.hub.v1.GetEnvironmentResponse
+	(*CreateEnvironmentRequest)(nil),        // 11: agentd.hub.v1.CreateEnvironmentRequest
+	(*CreateEnvironmentResponse)(nil),       // 12: agentd.hub.v1.CreateEnvironmentResponse
+	(*UpdateEnvironmentRequest)(nil),        // 13: agentd.hub.v1.UpdateEnvironmentRequest
+	(*UpdateEnvironmentResponse)(nil),       // 14: agentd.hub.v1.UpdateEnvironmentResponse
+	(*RevalidateEnvironmentRequest)(nil),    // 15: agentd.hub.v1.RevalidateEnvironmentRequest
+	(*RevalidateEnvironmentResponse)(nil),   // 16: agentd.hub.v1.RevalidateEnvironmentResponse
+	(*SetDefaultEnvironmentRequest)(nil),    // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
+	(*SetDefaultEnvironmentResponse)(nil),   // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
+	(*DeleteEnvironmentRequest)(nil),        // 19: agentd.hub.v1.DeleteEnvironmentRequest
+	(*DeleteEnvironmentResponse)(nil),       // 20: agentd.hub.v1.DeleteEnvironmentResponse
+	(*ListSandboxesRequest)(nil),            // 21: agentd.hub.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),           // 22: agentd.hub.v1.ListSandboxesResponse
+	(*RemoveSandboxRequest)(nil),            // 23: agentd.hub.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),           // 24: agentd.hub.v1.RemoveSandboxResponse
+	(*SetEnvironmentIsolationRequest)(nil),  // 25: agentd.hub.v1.SetEnvironmentIsolationRequest
+	(*SetEnvironmentIsolationResponse)(nil), // 26: agentd.hub.v1.SetEnvironmentIsolationResponse
+	(*timestamppb.Timestamp)(nil),           // 27: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -1683,40 +1824,43 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	25, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	25, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	25, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	25, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	25, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	27, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	27, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	27, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	27, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	27, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
 	5,  // 10: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
 	5,  // 11: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 12: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 13: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 14: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	6,  // 15: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
-	7,  // 16: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 17: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 18: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 19: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 20: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 21: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 22: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 23: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 24: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	8,  // 25: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 26: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 27: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 28: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 29: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 30: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 31: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 32: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 33: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	5,  // 16: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
+	7,  // 17: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 18: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 19: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 20: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 21: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 22: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 23: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 24: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 25: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 26: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	8,  // 27: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 28: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 29: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 30: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 31: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 32: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 33: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 34: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 35: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 36: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -1730,7 +1874,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

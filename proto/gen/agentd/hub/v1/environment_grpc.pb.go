@@ -19,15 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EnvironmentService_ListEnvironments_FullMethodName      = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
-	EnvironmentService_GetEnvironment_FullMethodName        = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
-	EnvironmentService_CreateEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
-	EnvironmentService_UpdateEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
-	EnvironmentService_RevalidateEnvironment_FullMethodName = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
-	EnvironmentService_SetDefaultEnvironment_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
-	EnvironmentService_DeleteEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
-	EnvironmentService_ListSandboxes_FullMethodName         = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
-	EnvironmentService_RemoveSandbox_FullMethodName         = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
+	EnvironmentService_ListEnvironments_FullMethodName        = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
+	EnvironmentService_GetEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
+	EnvironmentService_CreateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
+	EnvironmentService_UpdateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
+	EnvironmentService_RevalidateEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
+	EnvironmentService_SetDefaultEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
+	EnvironmentService_DeleteEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
+	EnvironmentService_ListSandboxes_FullMethodName           = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
+	EnvironmentService_RemoveSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
+	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -62,6 +63,11 @@ type EnvironmentServiceClient interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(ctx context.Context, in *RemoveSandboxRequest, opts ...grpc.CallOption) (*RemoveSandboxResponse, error)
+	// SetEnvironmentIsolation sets what separates an environment's sandboxes
+	// from the host (builtin included): its sandboxes are replaced by ones
+	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
+	// run it (gvisor without make sandbox-runtime).
+	SetEnvironmentIsolation(ctx context.Context, in *SetEnvironmentIsolationRequest, opts ...grpc.CallOption) (*SetEnvironmentIsolationResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -162,6 +168,16 @@ func (c *environmentServiceClient) RemoveSandbox(ctx context.Context, in *Remove
 	return out, nil
 }
 
+func (c *environmentServiceClient) SetEnvironmentIsolation(ctx context.Context, in *SetEnvironmentIsolationRequest, opts ...grpc.CallOption) (*SetEnvironmentIsolationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEnvironmentIsolationResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SetEnvironmentIsolation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -194,6 +210,11 @@ type EnvironmentServiceServer interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error)
+	// SetEnvironmentIsolation sets what separates an environment's sandboxes
+	// from the host (builtin included): its sandboxes are replaced by ones
+	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
+	// run it (gvisor without make sandbox-runtime).
+	SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -230,6 +251,9 @@ func (UnimplementedEnvironmentServiceServer) ListSandboxes(context.Context, *Lis
 }
 func (UnimplementedEnvironmentServiceServer) RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveSandbox not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentIsolation not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -414,6 +438,24 @@ func _EnvironmentService_RemoveSandbox_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_SetEnvironmentIsolation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEnvironmentIsolationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SetEnvironmentIsolation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SetEnvironmentIsolation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SetEnvironmentIsolation(ctx, req.(*SetEnvironmentIsolationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -456,6 +498,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveSandbox",
 			Handler:    _EnvironmentService_RemoveSandbox_Handler,
+		},
+		{
+			MethodName: "SetEnvironmentIsolation",
+			Handler:    _EnvironmentService_SetEnvironmentIsolation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
