@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,9 @@ func sandboxBuiltin(t *testing.T, iso string, h *sandboxHub) {
 		t.Fatalf("sandbox id %q", sbID)
 	}
 	h.checkKernel(t, ctx, iso)
+	if info.GetIsolation() != iso {
+		t.Errorf("info: isolation %q, want %s", info.GetIsolation(), iso)
+	}
 	out, code, err := h.run(ctx, "sh", "-c", "echo hi > /workspace/f && cat /workspace/f && touch /etc/x 2>/dev/null || echo ro")
 	if err != nil || code != 0 || out != "hi\nro\n" {
 		t.Errorf("run: %q exit %d err %v; want hi, ro", out, code, err)
@@ -288,6 +292,9 @@ func sandboxAgentctl(t *testing.T, iso string, h *sandboxHub) {
 	}
 	if code, out, _ := run("env", "ls"); code != 0 || !strings.Contains(out, "builtin  builtin  ready  *        "+iso) {
 		t.Errorf("env ls = %d\n%s", code, out)
+	}
+	if code, out, _ := run("--env", "builtin", "--conversation", "c-1", "info"); code != 0 || !regexp.MustCompile(`(?m)^isolation:\s+`+iso+`$`).MatchString(out) {
+		t.Errorf("info in the sandbox = %d\n%s", code, out)
 	}
 	if code, out, _ := run("env", "show", "builtin"); code != 0 || !strings.Contains(out, "isolation: "+iso+"\n") {
 		t.Errorf("env show builtin = %d\n%s", code, out)
