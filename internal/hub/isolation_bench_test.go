@@ -166,4 +166,3 @@ func idleMemoryMiB(b *testing.B, h *sbBench, conv string) float64 {
 	}
 	return n / (1 << 20)
 }
-
