@@ -285,7 +285,8 @@ func sandboxAgentctl(t *testing.T, iso string, h *sandboxHub) {
 	if code != 0 {
 		t.Errorf("validate in a sandbox failed:\n%s%s", out, errs)
 	}
-	for _, want := range []string{"sandbox uid", "read-only root", "writable workspace", "writable /tmp"} {
+	for _, want := range []string{"write", "read", "edit", "search", "shell", "pty", "python", "python session", "snapshot",
+		"sandbox uid", "read-only root", "writable workspace", "writable /tmp"} {
 		if !strings.Contains(out, "PASS  "+want) {
 			t.Errorf("validate in a sandbox: no PASS %s line:\n%s", want, out)
 		}
