@@ -56,6 +56,9 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 	if resp.Isolation == "" && o.Mode == "sandbox" {
 		resp.Isolation = "runc"
 	}
+	if resp.Isolation == "gvisor" {
+		resp.Platform = o.Platform
+	}
 	resp.Hostname, _ = os.Hostname()
 	if u, err := user.Current(); err == nil {
 		resp.User, resp.Home = u.Username, u.HomeDir

@@ -201,6 +201,18 @@ func sandboxBuiltin(t *testing.T, iso string, h *sandboxHub) {
 	if info.GetIsolation() != iso {
 		t.Errorf("info: isolation %q, want %s", info.GetIsolation(), iso)
 	}
+	// The platform is the one the engine runs gVisor with (runc: none).
+	rts, err := h.driver.Runtimes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPlatform := ""
+	if iso == sandbox.IsolationGVisor {
+		wantPlatform = sandbox.Platform(rts[sandbox.RuntimeGVisor])
+	}
+	if info.GetPlatform() != wantPlatform || (iso == sandbox.IsolationGVisor && wantPlatform == "") {
+		t.Errorf("info: platform %q, want %q (the runtime's --platform)", info.GetPlatform(), wantPlatform)
+	}
 	out, code, err := h.run(ctx, "sh", "-c", "echo hi > /workspace/f && cat /workspace/f && touch /etc/x 2>/dev/null || echo ro")
 	if err != nil || code != 0 || out != "hi\nro\n" {
 		t.Errorf("run: %q exit %d err %v; want hi, ro", out, code, err)
@@ -294,7 +306,7 @@ func sandboxAgentctl(t *testing.T, iso string, h *sandboxHub) {
 	if code, out, _ := run("env", "ls"); code != 0 || !strings.Contains(out, "builtin  builtin  ready  *        "+iso) {
 		t.Errorf("env ls = %d\n%s", code, out)
 	}
-	if code, out, _ := run("--env", "builtin", "--conversation", "c-1", "info"); code != 0 || !regexp.MustCompile(`(?m)^isolation:\s+`+iso+`$`).MatchString(out) {
+	if code, out, _ := run("--env", "builtin", "--conversation", "c-1", "info"); code != 0 || !regexp.MustCompile(`(?m)^isolation:\s+`+iso+`( \(platform \w+\))?$`).MatchString(out) {
 		t.Errorf("info in the sandbox = %d\n%s", code, out)
 	}
 	if code, out, _ := run("env", "show", "builtin"); code != 0 || !strings.Contains(out, "isolation: "+iso+"\n") {

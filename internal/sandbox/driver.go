@@ -13,6 +13,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -124,6 +125,20 @@ func RuntimeFor(isolation, network string) string {
 	return RuntimeGVisorNet
 }
 
+// Platform is the gVisor platform a runtime's arguments choose
+// (--platform=ptrace: "ptrace"); "" when they name none.
+func Platform(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--platform="); ok {
+			return v
+		}
+		if a == "--platform" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
 // Limits are a sandbox's resource limits.
 type Limits struct {
 	CPUs        float64 // e.g. 2.0
@@ -180,8 +195,9 @@ type Driver interface {
 	// Ping checks that the engine answers; ErrUnavailable when it does not.
 	Ping(ctx context.Context) error
 	// Runtimes lists the OCI runtimes the engine can run containers on
-	// (Spec.Runtime), as it lists them now.
-	Runtimes(ctx context.Context) ([]string, error)
+	// (Spec.Runtime), as it lists them now: name → the arguments it runs
+	// the runtime with.
+	Runtimes(ctx context.Context) (map[string][]string, error)
 	// Pull pulls ref (repo@sha256:… or repo:tag) for linux/amd64 and
 	// returns the local image.
 	Pull(ctx context.Context, ref string) (Image, error)

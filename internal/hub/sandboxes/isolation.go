@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -23,11 +24,11 @@ var ErrNoRuntime = errors.New("the engine lacks the isolation's runtime")
 // may have run meanwhile).
 type runtimes struct {
 	mu   sync.Mutex
-	list []string
+	list map[string][]string // name → arguments
 }
 
 // readRuntimes asks the engine for its runtimes and remembers them.
-func (m *Manager) readRuntimes(ctx context.Context) ([]string, error) {
+func (m *Manager) readRuntimes(ctx context.Context) (map[string][]string, error) {
 	list, err := m.o.Driver.Runtimes(ctx)
 	if err != nil {
 		return nil, err
@@ -55,25 +56,32 @@ func (m *Manager) CheckIsolation(ctx context.Context, isolation, network string)
 // needRuntime checks that the engine lists rt ("" is its default, always
 // there), asking it again when the last list lacked it.
 func (m *Manager) needRuntime(ctx context.Context, isolation, rt string) error {
+	_, err := m.runtimeArgs(ctx, isolation, rt)
+	return err
+}
+
+// runtimeArgs is needRuntime that also returns the arguments the engine
+// runs rt with.
+func (m *Manager) runtimeArgs(ctx context.Context, isolation, rt string) ([]string, error) {
 	if rt == "" {
-		return nil
+		return nil, nil
 	}
 	m.rts.mu.Lock()
-	ok := slices.Contains(m.rts.list, rt)
+	args, ok := m.rts.list[rt]
 	m.rts.mu.Unlock()
 	if ok {
-		return nil
+		return args, nil
 	}
 	list, err := m.readRuntimes(ctx)
 	if err != nil {
-		return EngineError(err, "the engine's runtimes")
+		return nil, EngineError(err, "the engine's runtimes")
 	}
-	if slices.Contains(list, rt) {
-		return nil
+	if args, ok := list[rt]; ok {
+		return args, nil
 	}
-	return fail(ErrNoRuntime, errs.Precondition,
+	return nil, fail(ErrNoRuntime, errs.Precondition,
 		"isolation %s needs the runtime %s on the hub's Docker engine, which lists only %s: run 'make sandbox-runtime' as root on the hub's host (it never runs on runc instead)",
-		isolation, rt, strings.Join(list, ", "))
+		isolation, rt, strings.Join(slices.Sorted(maps.Keys(list)), ", "))
 }
 
 // logRuntimes reads the engine's runtimes at start and says whether gVisor
@@ -84,6 +92,8 @@ func (m *Manager) logRuntimes(ctx context.Context) {
 		m.log.Warn("reading the engine's runtimes", zap.Error(err))
 		return
 	}
-	gvisor := slices.Contains(list, sandbox.RuntimeGVisor) && slices.Contains(list, sandbox.RuntimeGVisorNet)
-	m.log.Info("engine runtimes", zap.Strings("runtimes", list), zap.Bool("gvisor", gvisor))
+	_, none := list[sandbox.RuntimeGVisor]
+	_, net := list[sandbox.RuntimeGVisorNet]
+	m.log.Info("engine runtimes", zap.Strings("runtimes", slices.Sorted(maps.Keys(list))), zap.Bool("gvisor", none && net),
+		zap.String("gvisor_platform", sandbox.Platform(list[sandbox.RuntimeGVisor])))
 }

@@ -258,7 +258,8 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 		return store.Sandbox{}, err
 	}
 	runtime := sandbox.RuntimeFor(env.isolation, network)
-	if err := m.needRuntime(ctx, env.isolation, runtime); err != nil {
+	runtimeArgs, err := m.runtimeArgs(ctx, env.isolation, runtime)
+	if err != nil {
 		return store.Sandbox{}, err
 	}
 	id := store.NewID("sb-")
@@ -300,6 +301,9 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 		Network:          network,
 		Runtime:          runtime,
 		Limits:           m.o.Limits,
+	}
+	if p := sandbox.Platform(runtimeArgs); p != "" {
+		spec.Env = append(spec.Env, wire.EnvSandboxPlatform+"="+p)
 	}
 	if env.limits != nil {
 		spec.Limits = *env.limits

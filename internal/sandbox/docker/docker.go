@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,13 +131,17 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Runtimes lists the engine's runtimes (docker info), sorted.
-func (d *Driver) Runtimes(ctx context.Context) ([]string, error) {
+// Runtimes lists the engine's runtimes and their arguments (docker info).
+func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
 	res, err := d.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return nil, d.fail("engine info", err)
 	}
-	return slices.Sorted(maps.Keys(res.Info.Runtimes)), nil
+	out := make(map[string][]string, len(res.Info.Runtimes))
+	for name, rt := range res.Info.Runtimes {
+		out[name] = rt.Args
+	}
+	return out, nil
 }
 
 // Start starts a created container; starting a running one is a no-op.

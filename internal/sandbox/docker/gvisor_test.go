@@ -31,8 +31,11 @@ func TestRuntime(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Runtimes: %v", err)
 				}
-				if !strings.Contains(" "+strings.Join(runtimes, " ")+" ", " "+rt+" ") {
+				if _, ok := runtimes[rt]; !ok {
 					t.Fatalf("Runtimes = %v, without %s", runtimes, rt)
+				}
+				if p := sandbox.Platform(runtimes[rt]); p == "" {
+					t.Errorf("runtime %s's arguments %q name no platform", rt, runtimes[rt])
 				}
 			}
 			s := testSpec(t, uniqueName(t), image, "exec sleep 300")

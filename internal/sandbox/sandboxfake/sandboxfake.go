@@ -219,14 +219,18 @@ func (d *Driver) Ping(context.Context) error {
 	return d.down("ping")
 }
 
-// Runtimes lists Options.Runtimes.
-func (d *Driver) Runtimes(context.Context) ([]string, error) {
+// Runtimes lists Options.Runtimes, without arguments.
+func (d *Driver) Runtimes(context.Context) (map[string][]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.down("engine info"); err != nil {
 		return nil, err
 	}
-	return slices.Clone(d.runtimes), nil
+	out := map[string][]string{}
+	for _, rt := range d.runtimes {
+		out[rt] = nil
+	}
+	return out, nil
 }
 
 // image finds a local image by reference, id or repo digest; d.mu held.
