@@ -25,7 +25,7 @@ BINARIES := agentd agentctl agenthub
 BUILD_TAGS := grpcnotrace
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub bench-sandbox demo demo-local clean
-.PHONY: dist dist-tools package-test cross sandbox-base sdk-python-gen sdk-python-check test-python
+.PHONY: dist dist-tools package-test cross sandbox-base sandbox-runtime sdk-python-gen sdk-python-check test-python
 
 all: build
 
@@ -116,6 +116,9 @@ package-test: ## check what make dist built: package contents, install.sh, the .
 
 sandbox-base: ## the sandbox images ghcr.io/devdepot-ai/sandbox-base:1 and agentd-test/minimal:1, built locally (debootstrap, no registry; root); FORCE=1 rebuilds
 	bash scripts/sandbox-base.sh $(if $(FORCE),--force)
+
+sandbox-runtime: ## gVisor: install Debian's runsc and register it with the local Docker engine as runtime runsc (daemon.json + SIGHUP, never a restart; root; idempotent)
+	bash scripts/sandbox-runtime.sh
 
 clean:
 	rm -rf bin dist

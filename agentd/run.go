@@ -54,6 +54,7 @@ type SandboxCredential struct {
 	Key         ed25519.PrivateKey
 	Environment string // the hub environment, for SystemService.Info
 	Image       string // the pinned image, for SystemService.Info
+	Platform    string // gVisor's platform, for SystemService.Info ("" under runc)
 	// Egress is the loopback address to serve the sandbox's egress proxy
 	// on (its allow list's only way out); "" when it has none.
 	Egress string
@@ -63,14 +64,15 @@ type SandboxCredential struct {
 // with the rest of the wire in internal/wire, which the hub imports). Like
 // every AGENTD_* variable they never reach the commands the agent runs.
 const (
-	EnvSandboxHub     = wire.EnvSandboxHub
-	EnvSandboxID      = wire.EnvSandboxID
-	EnvSandboxOrg     = wire.EnvSandboxOrg
-	EnvSandboxKey     = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
-	EnvSandboxKeyFile = wire.EnvSandboxKeyFile
-	EnvSandboxEnv     = wire.EnvSandboxEnv
-	EnvSandboxImage   = wire.EnvSandboxImage
-	EnvSandboxEgress  = wire.EnvSandboxEgress
+	EnvSandboxHub      = wire.EnvSandboxHub
+	EnvSandboxID       = wire.EnvSandboxID
+	EnvSandboxOrg      = wire.EnvSandboxOrg
+	EnvSandboxKey      = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
+	EnvSandboxKeyFile  = wire.EnvSandboxKeyFile
+	EnvSandboxEnv      = wire.EnvSandboxEnv
+	EnvSandboxImage    = wire.EnvSandboxImage
+	EnvSandboxPlatform = wire.EnvSandboxPlatform
+	EnvSandboxEgress   = wire.EnvSandboxEgress
 )
 
 // SandboxFromEnv reads a sandbox's credential from the variables a hub
@@ -97,7 +99,8 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 	c = &SandboxCredential{
 		Hub: getenv(EnvSandboxHub), ID: getenv(EnvSandboxID), Org: getenv(EnvSandboxOrg),
 		Key: ed25519.NewKeyFromSeed(raw), Environment: getenv(EnvSandboxEnv), Image: getenv(EnvSandboxImage),
-		Egress: getenv(EnvSandboxEgress),
+		Platform: getenv(EnvSandboxPlatform),
+		Egress:   getenv(EnvSandboxEgress),
 	}
 	if c.Hub == "" || c.ID == "" {
 		return nil, true, fmt.Errorf("%s and %s must be set with %s", EnvSandboxHub, EnvSandboxID, EnvSandboxKey)

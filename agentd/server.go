@@ -79,6 +79,10 @@ type Options struct {
 	// Environment and Image, in sandbox mode, name the hub environment the
 	// sandbox belongs to and the image (pinned) it runs; Info reports them.
 	Environment, Image string
+	// Platform, in a gVisor sandbox, is gVisor's platform as the hub's
+	// engine runs it (the hub says; the sentry does not tell); Info
+	// reports it.
+	Platform string
 	// Tunnel, when set, is the tunnel to the hub that SystemService.Info
 	// reports on (set by Run).
 	Tunnel *tunnelInfo

@@ -51,6 +51,13 @@ func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*age
 		Capabilities: platformCapabilities(capabilities),
 		Environment:  o.Environment,
 		Image:        o.Image,
+		Isolation:    kernelIsolation(),
+	}
+	if resp.Isolation == "" && o.Mode == "sandbox" {
+		resp.Isolation = "runc"
+	}
+	if resp.Isolation == "gvisor" {
+		resp.Platform = o.Platform
 	}
 	resp.Hostname, _ = os.Hostname()
 	if u, err := user.Current(); err == nil {

@@ -22,6 +22,14 @@
 #     the optimistic bound printed beside), so that the machine's load
 #     falls on all alike; it runs EXEC_COUNT times (a new hub and sandbox
 #     each) and the summary takes the median of the runs.
+#   * runc and gVisor side by side (BenchmarkIsolation, one process, the
+#     built-in environment under each): cold create -> first exec, warm-pool
+#     first exec, exec p50/p99 of true, a 256 MiB write through the files
+#     API, python3 -c pass, unpacking 10,000 small files, host memory of an
+#     idle sandbox (its cgroup). Targets for gVisor: exec p50 <= 2x runc,
+#     warm first exec <= 50 ms, memory <= 2x runc. gVisor needs make
+#     sandbox-runtime; without it the table says so and has runc alone.
+#     ISOLATION=0 leaves it out.
 #
 # Needs the local Docker engine (DOCKER_HOST, or the default socket); the
 # sandbox base image is built if missing (make sandbox-base). Raw results:
@@ -58,6 +66,7 @@ BENCHTIME=${BENCHTIME:-20x}
 EXEC_CALLS=${EXEC_CALLS:-10}
 EXEC_COUNT=${EXEC_COUNT:-3}
 OVERLAY2=${OVERLAY2:-}
+ISOLATION=${ISOLATION:-1}
 OVERLAY2_BASE=${OVERLAY2_BASE:-/var/tmp}
 OVERLAY2_BRIDGE_ADDR=${OVERLAY2_BRIDGE_ADDR:-172.31.254.1/24}
 base_image=${SANDBOX_BASE_IMAGE:-ghcr.io/devdepot-ai/sandbox-base:1}
@@ -323,4 +332,29 @@ met=$(grep -c ': MET' "$tmp/summary.txt" || true)
 missed=$(grep -c ': MISSED' "$tmp/summary.txt" || true)
 echo "targets met: $met, missed: $missed" >>"$tmp/summary.txt"
 tee -a "$raw" <"$tmp/summary.txt"
+
+# runc and gVisor side by side.
+if [[ $ISOLATION != 0 ]]; then
+	iso_out=$tmp/go-bench-isolation.txt
+	printf '\n== BenchmarkIsolation (runc and gVisor, one process)  [load average %s]\n' "$(loadavg)" | tee -a "$raw" >&2
+	(cd internal/hub && "$hub_test" -test.run '^$' -test.bench '^BenchmarkIsolation$' -test.benchtime 1x -test.count 1 \
+		-test.timeout 30m -test.v) 2>&1 | grep -v 'logger.go' | tee "$iso_out" | tee -a "$raw" >&2 || die "the isolation benchmark failed (see $raw)"
+	# isov ISO UNIT: the value BenchmarkIsolation/ISO reported with UNIT.
+	isov() {
+		awk -v name="$1" -v unit="$2" '
+			$1 ~ "^BenchmarkIsolation/" name "(-[0-9]+)?$" { for (i = 3; i < NF; i++) if ($(i+1) == unit) { print $i; exit } }' "$iso_out"
+	}
+	{
+		printf '\n%-40s %14s %14s %10s  %s\n' "runc vs gVisor (ms; memory MiB)" runc gvisor ratio target
+		for m in cold-p50-ms warm-p50-ms exec-p50-ms exec-p99-ms write-256MiB-ms python-ms untar-10k-ms idle-MiB; do
+			r=$(isov runc "$m") g=$(isov gvisor "$m") t=''
+			case $m in
+			exec-p50-ms) t="gvisor <= 2x runc: $(judge "$(ratio "$g" "$r")" 2)" ;;
+			warm-p50-ms) t="gvisor <= 50 ms: $(judge "$g" 50)" ;;
+			idle-MiB) t="gvisor <= 2x runc: $(judge "$(ratio "$g" "$r")" 2)" ;;
+			esac
+			printf '%-40s %14s %14s %10s  %s\n' "$m" "${r:-n/a}" "${g:-skipped (make sandbox-runtime)}" "$(ratio "$g" "$r")" "$t"
+		done
+	} | tee -a "$raw"
+fi
 echo "(raw results: ${raw#"$root"/})" >&2

@@ -114,7 +114,7 @@ then SIGKILL, and the hub is told at once that the machine went offline.`,
 				}
 				if ok {
 					opts.Sandbox = c
-					opts.Server.Environment, opts.Server.Image = c.Environment, c.Image
+					opts.Server.Environment, opts.Server.Image, opts.Server.Platform = c.Environment, c.Image, c.Platform
 				}
 			}
 			return install.RunService(cmd.Context(), func(ctx context.Context) error {

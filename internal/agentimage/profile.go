@@ -91,6 +91,10 @@ type Profile struct {
 	Limits Limits `json:"limits"`
 	// Network is the sandbox's default network.
 	Network Network `json:"network"`
+	// Isolation is what separates the agent's sandbox from the host:
+	// "runc" (the default when empty) or "gvisor" (gVisor's user-space
+	// kernel; the hub's engine needs make sandbox-runtime).
+	Isolation string `json:"isolation,omitempty"`
 	// TTL is how long a run may last by default (1m to 24h).
 	TTL Duration `json:"ttl"`
 	// Sensitivity says how much a run can do unattended.
@@ -204,6 +208,9 @@ func (p *Profile) validate() error {
 	}
 	if err := p.Network.validate(); err != nil {
 		return fmt.Errorf("network: %w", err)
+	}
+	if p.Isolation != "" && p.Isolation != "runc" && p.Isolation != "gvisor" {
+		return fmt.Errorf("isolation %q: want runc or gvisor", p.Isolation)
 	}
 	if p.TTL.Duration < time.Minute || p.TTL.Duration > 24*time.Hour {
 		return fmt.Errorf("ttl %s: want 1m to 24h", p.TTL.Duration)

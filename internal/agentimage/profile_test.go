@@ -206,6 +206,7 @@ func TestParseProfile(t *testing.T) {
 		{"no risk notes", `"risk_notes": ["runs commands"]`, `"risk_notes": []`, `risk_notes is empty`},
 		{"credential env", `"ttl": "1h"`, `"ttl": "1h", "self_update_env": {"OPENAI_API_KEY": "x"}`, `looks like a credential`},
 		{"bad env value", `"ttl": "1h"`, `"ttl": "1h", "self_update_env": {"NO_UPDATE": "a b"}`, `want a plain value`},
+		{"isolation", `"ttl": "1h"`, `"ttl": "1h", "isolation": "kata"`, `isolation "kata": want runc or gvisor`},
 		{"trailing data", `"risk_notes": ["runs commands"]
 }`, `"risk_notes": ["runs commands"]
 } {}`, `data after the JSON object`},

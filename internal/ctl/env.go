@@ -66,7 +66,7 @@ func (a *app) envLsCmd(org *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the org's environments: name, kind, state, default, image, last change",
+		Short:   "List the org's environments: name, kind, state, default, isolation, image, last change",
 		Long: `List the org's environments: builtin first, then images, then machines. The
 default one is marked *; IMAGE is the reference as given, with the digest it
 is pinned to (shortened) once ready.`,
@@ -87,14 +87,18 @@ is pinned to (shortened) once ready.`,
 					return a.printDoc(map[string]any{"environments": docs})
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tDEFAULT\tIMAGE\tUPDATED")
+				fmt.Fprintln(tw, "NAME\tKIND\tSTATE\tDEFAULT\tISOLATION\tIMAGE\tUPDATED")
 				for _, e := range resp.GetEnvironments() {
 					def := ""
 					if e.GetDefault() {
 						def = "*"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetName(), envKind(e.GetKind()), envState(e.GetState()), def,
-						shortImage(e.GetImage(), e.GetPinned()), ago(e.GetUpdated().AsTime()))
+					iso := e.GetIsolation()
+					if iso == "" {
+						iso = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetName(), envKind(e.GetKind()), envState(e.GetState()), def,
+						iso, shortImage(e.GetImage(), e.GetPinned()), ago(e.GetUpdated().AsTime()))
 				}
 				return tw.Flush()
 			})
@@ -107,7 +111,7 @@ func (a *app) envShowCmd(org *string) *cobra.Command {
 		Use:   "show NAME",
 		Short: "Describe an environment: state, image, pinned digest, its validation report and what the image adds",
 		Long: `Describe an environment: its state, image, pinned digest, why it is not ready,
-its network; then the validation report, one check per line (PASS, WARN or
+its network and isolation (runc or gvisor); then the validation report, one check per line (PASS, WARN or
 FAIL; a warning or failure says what breaks and the fix); then what the image
 adds to the base image: tools and Python packages. --json prints the whole
 environment.`,
@@ -130,9 +134,9 @@ environment.`,
 }
 
 func (a *app) envCreateCmd(org *string) *cobra.Command {
-	var image, network, wsMax string
+	var image, network, wsMax, isolation string
 	cmd := &cobra.Command{
-		Use:   "create NAME --image REF [--network none|public] [--workspace-max SIZE]",
+		Use:   "create NAME --image REF [--network none|public] [--workspace-max SIZE] [--isolation runc|gvisor]",
 		Short: "Add a custom image environment; the hub validates it (follow with env wait)",
 		Long: `Add an environment that runs a custom image. The hub pulls it and runs its
 checks; the environment is VALIDATING until it ends READY (pinned by digest)
@@ -142,8 +146,16 @@ NAME'. The reference needs an explicit registry host.
 --workspace-max bounds what each sandbox's /workspace holds (writes past it
 fail with "No space left on device"); without it, the hub's
 --sandbox-workspace-max (10 GiB unless the hub says otherwise). env show says
-what bounds it.`,
+what bounds it.
+
+--isolation gvisor runs its sandboxes under gVisor: a user-space kernel
+between the agent's code and the host's, for untrusted input (a repository,
+a web page, a prompt injection), at a cost in start time and system calls
+(docs/performance.md). The hub's engine needs it registered ('make
+sandbox-runtime' on the hub's host); without it the environment is refused,
+never run on runc instead.`,
 		Example: `  agentctl env create py --image ghcr.io/acme/sandbox:v1
+  agentctl env create untrusted --image ghcr.io/acme/sandbox:v1 --isolation gvisor
   agentctl env create offline --image ghcr.io/acme/sandbox:v1 --network none
   agentctl env create data --image ghcr.io/acme/sandbox:v1 --workspace-max 50GiB
   agentctl env create py --image ghcr.io/acme/sandbox:v1 && agentctl env wait py`,
@@ -155,6 +167,9 @@ what bounds it.`,
 			if network != "none" && network != "public" {
 				return usagef("--network %q: want none or public", network)
 			}
+			if isolation != "runc" && isolation != "gvisor" {
+				return usagef("--isolation %q: want runc or gvisor", isolation)
+			}
 			var ws int64
 			if wsMax != "" {
 				n, err := units.ParseBytes(wsMax)
@@ -165,7 +180,7 @@ what bounds it.`,
 			}
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
 				resp, err := ec.CreateEnvironment(ctx, &hubv1.CreateEnvironmentRequest{Org: *org, Name: args[0], Image: image, Network: network,
-					WorkspaceMaxBytes: ws})
+					WorkspaceMaxBytes: ws, Isolation: isolation})
 				return a.envStarted(resp.GetEnvironment(), err, "validating "+args[0])
 			})
 		},
@@ -173,6 +188,7 @@ what bounds it.`,
 	cmd.Flags().StringVar(&image, "image", "", "image reference with its registry host, e.g. ghcr.io/acme/sandbox:v1 (required)")
 	cmd.Flags().StringVar(&network, "network", "public", "the sandboxes' network: public (internet, no private networks) or none")
 	cmd.Flags().StringVar(&wsMax, "workspace-max", "", "most each sandbox's /workspace holds, like 512MiB or 10GiB (default: the hub's --sandbox-workspace-max)")
+	cmd.Flags().StringVar(&isolation, "isolation", "runc", "what separates its sandboxes from the host: runc (a container) or gvisor (gVisor's user-space kernel)")
 	return cmd
 }
 
@@ -378,6 +394,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	}
 	if e.GetNetwork() != "" {
 		row("network", e.GetNetwork())
+	}
+	if e.GetIsolation() != "" {
+		row("isolation", e.GetIsolation())
 	}
 	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
 		row("workspace", workspaceBound(e))

@@ -112,7 +112,7 @@ func cannedEnvs() map[string][]*hubv1.Environment {
 	rejected := hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED
 	image := hubv1.EnvironmentKind_ENVIRONMENT_KIND_IMAGE
 	bad := &hubv1.Environment{
-		Name: "bad", Kind: image, State: rejected, Image: "ghcr.io/acme/bad:v1", Network: "none",
+		Name: "bad", Kind: image, State: rejected, Image: "ghcr.io/acme/bad:v1", Network: "none", Isolation: "runc",
 		Reason: "sandbox.uid: runs as root", Updated: hoursAgo,
 		Report: []*hubv1.Check{
 			{Id: "reference.registry", Status: hubv1.CheckStatus_CHECK_STATUS_PASS, Title: "the reference names a registry"},
@@ -122,9 +122,9 @@ func cannedEnvs() map[string][]*hubv1.Environment {
 		Inventory: &hubv1.Inventory{Tools: []string{"jq", "rg"}, PythonPackages: []string{"numpy==2.1.0"}},
 	}
 	return map[string][]*hubv1.Environment{
-		"builtin": {{Name: "builtin", Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_BUILTIN, State: ready, Image: "ghcr.io/devdepot-ai/sandbox-base:1"}},
+		"builtin": {{Name: "builtin", Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_BUILTIN, State: ready, Image: "ghcr.io/devdepot-ai/sandbox-base:1", Isolation: "runc"}},
 		"py": {{
-			Name: "py", Kind: image, State: ready, Default: true, Image: "ghcr.io/acme/py:v1", Network: "public",
+			Name: "py", Kind: image, State: ready, Default: true, Image: "ghcr.io/acme/py:v1", Network: "public", Isolation: "gvisor",
 			Pinned: "ghcr.io/acme/py@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Updated: hoursAgo,
 		}},
 		"bad":   {bad},
@@ -207,27 +207,29 @@ func TestEnvLsAndShow(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"env ls", []string{"env", "ls"}, `NAME     KIND     STATE     DEFAULT  IMAGE                                   UPDATED
-builtin  builtin  ready              ghcr.io/devdepot-ai/sandbox-base:1      never
-py       image    ready     *        ghcr.io/acme/py:v1@sha256:0123456789ab  3h ago
-bad      image    rejected           ghcr.io/acme/bad:v1                     3h ago
-m-abc    machine  -                  -                                       never
+		{"env ls", []string{"env", "ls"}, `NAME     KIND     STATE     DEFAULT  ISOLATION  IMAGE                                   UPDATED
+builtin  builtin  ready              runc       ghcr.io/devdepot-ai/sandbox-base:1      never
+py       image    ready     *        gvisor     ghcr.io/acme/py:v1@sha256:0123456789ab  3h ago
+bad      image    rejected           runc       ghcr.io/acme/bad:v1                     3h ago
+m-abc    machine  -                  -          -                                       never
 `},
-		{"env show ready", []string{"env", "show", "py"}, `name:    py
-kind:    image
-state:   ready (default)
-image:   ghcr.io/acme/py:v1
-pinned:  ghcr.io/acme/py@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
-network: public
-updated: 3h ago
+		{"env show ready", []string{"env", "show", "py"}, `name:      py
+kind:      image
+state:     ready (default)
+image:     ghcr.io/acme/py:v1
+pinned:    ghcr.io/acme/py@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+network:   public
+isolation: gvisor
+updated:   3h ago
 `},
-		{"env show rejected", []string{"env", "show", "bad"}, `name:    bad
-kind:    image
-state:   rejected
-image:   ghcr.io/acme/bad:v1
-reason:  sandbox.uid: runs as root
-network: none
-updated: 3h ago
+		{"env show rejected", []string{"env", "show", "bad"}, `name:      bad
+kind:      image
+state:     rejected
+image:     ghcr.io/acme/bad:v1
+reason:    sandbox.uid: runs as root
+network:   none
+isolation: runc
+updated:   3h ago
 
 PASS  reference.registry  the reference names a registry
 WARN  image.size  image under 2 GiB

@@ -111,22 +111,36 @@ func pastTense(action string) string {
 	return action + "ed"
 }
 
-// envSetCmd is agentctl env set NAME --pause-after D --stop-after D
-// --delete-after D|never.
+// envSetCmd is agentctl env set NAME with an environment's own settings:
+// its isolation and its idle policy.
 func (a *app) envSetCmd(org *string) *cobra.Command {
-	var pause, stop, del string
+	var pause, stop, del, isolation string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--pause-after D] [--stop-after D] [--delete-after D|never]",
-		Short: "Set an environment's idle policy: when its sandboxes are paused, stopped, removed",
-		Long: `Set the idle policy of an environment's sandboxes (builtin included), over
-the hub's defaults (agenthub serve --sandbox-pause-after, default 5m;
---sandbox-stop-after, 30m; --sandbox-delete-after, never). Idle this long, a
-sandbox is paused (processes frozen in memory), then stopped (container
-stopped, /workspace kept), and removed with its /workspace only when a
-delete-after says so. Each value is a duration of at least 10s (90s, 5m, 2h,
-7d), never, or default (the hub's again). Flags not given keep their value.
-Needs an admin token. Prints the environment as env show does.`,
-		Example: `  agentctl env set builtin --pause-after 10m --stop-after 2h
+		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never]",
+		Short: "Change an environment's settings (builtin included): isolation, idle policy",
+		Long: `Change an environment's own settings; builtin is the org's own to set. Flags
+not given keep their value. Needs an admin token.
+
+--isolation gvisor runs its sandboxes under gVisor, a user-space kernel
+between the agent's code and the host's; runc runs them as containers of the
+host's kernel. The environment's sandboxes are removed (their workspaces
+with them) and its next call starts one of the new isolation. The hub's
+engine needs gVisor registered ('make sandbox-runtime' on the hub's host);
+without it the change is refused and nothing changes.
+
+--pause-after, --stop-after and --delete-after set the idle policy of its
+sandboxes over the hub's defaults (agenthub serve --sandbox-pause-after,
+default 5m; --sandbox-stop-after, 30m; --sandbox-delete-after, never). Idle
+this long, a sandbox is paused (processes frozen in memory), then stopped
+(container stopped, /workspace kept), and removed with its /workspace only
+when a delete-after says so. Each value is a duration of at least 10s (90s,
+5m, 2h, 7d), never, or default (the hub's again). With a policy flag, prints
+the environment as env show does.
+
+The isolation is changed first: if the policy is then refused, the message
+says the isolation was changed.`,
+		Example: `  agentctl env set builtin --isolation gvisor
+  agentctl env set builtin --pause-after 10m --stop-after 2h
   agentctl env set py --delete-after 30d
   agentctl env set py --pause-after never --stop-after default`,
 		Args: envName,
@@ -142,12 +156,26 @@ Needs an admin token. Prints the environment as env show does.`,
 					*f.to = &v
 				}
 			}
-			if req.PauseAfter == nil && req.StopAfter == nil && req.DeleteAfter == nil {
-				return usagef("env set needs --pause-after, --stop-after or --delete-after")
+			policy := req.PauseAfter != nil || req.StopAfter != nil || req.DeleteAfter != nil
+			iso := cmd.Flags().Changed("isolation")
+			if !policy && !iso {
+				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after or --delete-after")
+			}
+			if iso && isolation != "runc" && isolation != "gvisor" {
+				return usagef("--isolation %q: want runc or gvisor", isolation)
 			}
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
+				if iso {
+					resp, err := ec.SetEnvironmentIsolation(ctx, &hubv1.SetEnvironmentIsolationRequest{Org: *org, Name: args[0], Isolation: isolation})
+					if err != nil || !policy {
+						return a.quiet(resp, err)
+					}
+				}
 				resp, err := ec.SetEnvironmentPolicy(ctx, req)
 				if err != nil {
+					if iso {
+						return fmt.Errorf("the isolation is now %s, but the policy was refused: %w", isolation, err)
+					}
 					return err
 				}
 				if a.json {
@@ -157,6 +185,7 @@ Needs an admin token. Prints the environment as env show does.`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&isolation, "isolation", "", "runc (a container of the host's kernel) or gvisor (gVisor's user-space kernel)")
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")
 	cmd.Flags().StringVar(&del, "delete-after", "", "remove a sandbox and its /workspace idle this long (like 30d), or never, or default")

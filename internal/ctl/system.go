@@ -32,6 +32,12 @@ func (a *app) infoCmd() *cobra.Command {
 				row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 				row("version", i.GetVersion())
 				row("mode", i.GetMode())
+				if iso := i.GetIsolation(); iso != "" {
+					if p := i.GetPlatform(); p != "" {
+						iso += " (platform " + p + ")"
+					}
+					row("isolation", iso)
+				}
 				row("hostname", i.GetHostname())
 				row("os", fmt.Sprintf("%s/%s %s", i.GetOs(), i.GetArch(), i.GetOsVersion()))
 				row("user", fmt.Sprintf("%s (uid %d)", i.GetUser(), i.GetUid()))

@@ -223,7 +223,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
-		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0}
+		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0, Isolation: p.Isolation}
 	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
 		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {

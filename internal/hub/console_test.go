@@ -500,7 +500,7 @@ func TestConsoleEnvironments(t *testing.T) {
 	h := startHub(t)
 	ctx := t.Context()
 	now := time.Now()
-	e, err := h.store.CreateEnvironment(ctx, store.Environment{OrgID: h.hub.Org.ID, Name: "acme-img", Image: "ghcr.io/acme/sandbox:v1", Network: "public", CreatedAt: now})
+	e, err := h.store.CreateEnvironment(ctx, store.Environment{OrgID: h.hub.Org.ID, Name: "acme-img", Image: "ghcr.io/acme/sandbox:v1", Network: "public", Isolation: "gvisor", CreatedAt: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +515,8 @@ func TestConsoleEnvironments(t *testing.T) {
 	b := newBrowser(t, h.url)
 	b.signIn(h.owner)
 	list := b.get("/console/environments")
-	for _, want := range []string{">builtin<", `href="/console/environments/acme-img"`, "New environment → Custom image"} {
+	for _, want := range []string{">builtin<", `href="/console/environments/acme-img"`, "New environment → Custom image", "<th scope=\"col\">Isolation</th>", "<td>gvisor</td>",
+		`name="isolation" value="runc" checked`} {
 		if !strings.Contains(list.body, want) {
 			t.Errorf("environments page lacks %q", want)
 		}
@@ -523,7 +524,7 @@ func TestConsoleEnvironments(t *testing.T) {
 	p := b.get("/console/environments/acme-img")
 	checkPage(t, "environment", p)
 	for _, want := range []string{"sha256:abab", "Warnings", "older tools &lt;than&gt; the base&#39;s", "Fix: rebuild FROM", "Python cells run",
-		"az, terraform", "pandas==2.2.0", ">Update<", ">Re-validate<", `class="state ready"`} {
+		"az, terraform", "pandas==2.2.0", ">Update<", ">Re-validate<", `class="state ready"`, "<dt>Isolation</dt><dd>gvisor</dd>"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("environment page lacks %q", want)
 		}
@@ -542,8 +543,9 @@ func TestConsoleEnvironments(t *testing.T) {
 
 	// Refused (this hub runs no sandboxes): the hub's message, the form
 	// refilled, nothing made.
-	p = b.post("/console/environments", url.Values{"name": {"e2"}, "image": {"acme/sandbox"}, "network": {"public"}})
-	if p.code != http.StatusConflict || !strings.Contains(p.body, "runs no sandboxes") || !strings.Contains(p.body, `value="acme/sandbox"`) {
+	p = b.post("/console/environments", url.Values{"name": {"e2"}, "image": {"acme/sandbox"}, "network": {"public"}, "isolation": {"gvisor"}})
+	if p.code != http.StatusConflict || !strings.Contains(p.body, "runs no sandboxes") || !strings.Contains(p.body, `value="acme/sandbox"`) ||
+		!strings.Contains(p.body, `name="isolation" value="gvisor" checked`) {
 		t.Errorf("bad reference: %d\n%s", p.code, p.body)
 	}
 	if _, err := h.store.Environment(ctx, h.hub.Org.ID, "e2"); err == nil {

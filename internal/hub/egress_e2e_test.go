@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/metadata"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,8 +26,17 @@ import (
 // it, which maps the names to servers on loopback that the test started;
 // another host is refused with the 403 naming the allow list, and recorded;
 // a connection that skips the proxy goes nowhere (the container has no
-// network).
+// network). Under each isolation: the profile asks for it.
 func TestAgentEgressAllowList(t *testing.T) {
+	for _, iso := range sandboxtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			sandboxtest.RequireIsolation(t, iso)
+			agentEgressAllowList(t, iso)
+		})
+	}
+}
+
+func agentEgressAllowList(t *testing.T, iso string) {
 	base := sandboxtest.BaseImage(t) // it has curl
 	runner := "agentd/runner-managed:egressfixture-latest"
 	if out, err := exec.Command("docker", "tag", base, runner).CombinedOutput(); err != nil {
@@ -63,7 +73,7 @@ func TestAgentEgressAllowList(t *testing.T) {
 	profile := `{"name": %q, "slug": %q, "display_name": "Egress fixture", "executable": "sh", "strategy": "builder",
 	  "install": {"script": ["true"]}, "limits": {"cpus": 0.5, "memory_mib": 256, "pids": 128},
 	  "network": {"default": "allow", "allow": ["api.example.com", "plain.example.com:80"]}, "ttl": "1h", "sensitivity": "low",
-	  "risk_notes": ["A test fixture."]}`
+	  "risk_notes": ["A test fixture."], "isolation": "` + iso + `"}`
 	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
 		o.EgressDial = dial
 		o.Agents = []agentimage.Profile{agentProfile(t, "egressfixture", profile)}
@@ -78,10 +88,12 @@ func TestAgentEgressAllowList(t *testing.T) {
 	if !strings.Contains(errs, "note: the sandbox reaches only api.example.com:443, plain.example.com:80, through the hub's egress proxy") {
 		t.Errorf("no notice of the allow list: %q", errs)
 	}
+	h.checkKernel(t, metadata.NewOutgoingContext(t.Context(), metadata.Pairs("authorization", "Bearer "+h.Token, "agentd-machine", id)), iso)
 	sh := func(script string) (int, string, string) { return run("--machine", id, "sh", script) }
 
-	// What the agent's commands see: the proxy, and no network but lo.
-	if code, out, _ := sh(`echo "$HTTPS_PROXY $https_proxy $HTTP_PROXY $ALL_PROXY $NO_PROXY"; ls /sys/class/net`); code != 0 ||
+	// What the agent's commands see: the proxy, and no network but lo
+	// (from /proc/net/dev: gVisor has no /sys/class/net).
+	if code, out, _ := sh(`echo "$HTTPS_PROXY $https_proxy $HTTP_PROXY $ALL_PROXY $NO_PROXY"; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`); code != 0 ||
 		out != "http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 http://127.0.0.1:3128 localhost,127.0.0.1,::1\nlo\n" {
 		t.Errorf("the sandbox's proxy variables and interfaces: %d %q", code, out)
 	}

@@ -67,7 +67,7 @@ func checkStatusProto(s sandbox.CheckStatus) hubv1.CheckStatus {
 func (v *environmentService) environmentProto(e store.Environment, def string) *hubv1.Environment {
 	p := &hubv1.Environment{Name: e.Name, Kind: hubv1.EnvironmentKind_ENVIRONMENT_KIND_IMAGE, State: envStateProto(e.State),
 		Image: e.Image, Pinned: e.Pinned, Reason: e.Reason, Network: e.Network, Default: e.Name == def,
-		Created: timestamppb.New(e.CreatedAt), Updated: timestamppb.New(e.UpdatedAt)}
+		Created: timestamppb.New(e.CreatedAt), Updated: timestamppb.New(e.UpdatedAt), Isolation: e.Isolation}
 	if e.Running != "" && e.State != store.EnvValidating {
 		p.Reason = "revalidating: " + e.Reason
 	}
@@ -104,6 +104,9 @@ func (v *environmentService) builtinProto(ctx context.Context, org store.Org, de
 	}
 	o := m.Options()
 	p.Image, p.Network = o.BaseImage, o.BuiltinNetwork
+	if iso, err := v.s.store.BuiltinIsolation(ctx, org.ID); err == nil {
+		p.Isolation = iso
+	}
 	image, err := m.BuiltinImage(ctx, org)
 	if err != nil {
 		p.State, p.Reason = hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED, rpcerr.Message(err)
@@ -225,8 +228,15 @@ func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.C
 	if err != nil {
 		return nil, err
 	}
+	isolation := req.GetIsolation()
+	if isolation == "" {
+		isolation = sandbox.IsolationRunc
+	}
+	if err := m.CheckIsolation(ctx, isolation, network); err != nil {
+		return nil, err
+	}
 	e, err := v.s.store.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: name, Image: image, Network: network,
-		Reason: "validation queued", CreatedAt: v.s.opts.Now(), WorkspaceMax: wsMax})
+		Reason: "validation queued", CreatedAt: v.s.opts.Now(), WorkspaceMax: wsMax, Isolation: isolation})
 	if err != nil {
 		return nil, storeError(err, "environment "+name)
 	}
@@ -317,6 +327,53 @@ func (v *environmentService) DeleteEnvironment(ctx context.Context, req *hubv1.D
 		m.RemoveEnvironment(ctx, org.ID, req.GetName())
 	}
 	return &hubv1.DeleteEnvironmentResponse{}, nil
+}
+
+// SetEnvironmentIsolation sets an environment's isolation, once the
+// engine can run it, and replaces its sandboxes.
+func (v *environmentService) SetEnvironmentIsolation(ctx context.Context, req *hubv1.SetEnvironmentIsolationRequest) (*hubv1.SetEnvironmentIsolationResponse, error) {
+	c, org, err := v.a.org(ctx, req.GetOrg())
+	if err != nil {
+		return nil, err
+	}
+	if err := needAdmin(c); err != nil {
+		return nil, err
+	}
+	m, err := v.sandboxes()
+	if err != nil {
+		return nil, err
+	}
+	name, isolation := req.GetName(), req.GetIsolation()
+	def, err := v.s.defaultEnv(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	if name == BuiltinEnvironment {
+		if err := m.CheckIsolation(ctx, isolation, m.Options().BuiltinNetwork); err != nil {
+			return nil, err
+		}
+		if err := v.s.store.SetBuiltinIsolation(ctx, org.ID, isolation); err != nil {
+			return nil, storeError(err, "environment builtin")
+		}
+		m.RetireEnvironment(ctx, org.ID, name, "its environment's isolation is now "+isolation)
+		return &hubv1.SetEnvironmentIsolationResponse{Environment: v.builtinProto(ctx, org, def)}, nil
+	}
+	e, err := v.s.store.Environment(ctx, org.ID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.New(errs.NotFound, "environment %s not found in org %s (a machine has no isolation to set); list them with 'agentctl env ls'", truncateRunes(name, 80), org.Name)
+	}
+	if err != nil {
+		return nil, storeError(err, "environment "+name)
+	}
+	if err := m.CheckIsolation(ctx, isolation, e.Network); err != nil {
+		return nil, err
+	}
+	e, err = v.s.store.SetEnvironmentIsolation(ctx, org.ID, name, isolation, v.s.opts.Now())
+	if err != nil {
+		return nil, storeError(err, "environment "+name)
+	}
+	m.RetireEnvironment(ctx, org.ID, name, "its environment's isolation is now "+isolation)
+	return &hubv1.SetEnvironmentIsolationResponse{Environment: v.environmentProto(e, def)}, nil
 }
 
 func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListSandboxesRequest) (*hubv1.ListSandboxesResponse, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,37 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	return sh
 }
 
+// isolations runs body once per isolation (sandboxtest.Isolations), each
+// on a hub of its own whose built-in environment has that isolation (set
+// with agentctl env set, as a person would); gVisor skips, saying why, on
+// an engine without its runtimes.
+func isolations(t *testing.T, tune func(*sandboxes.Options), body func(t *testing.T, iso string, h *sandboxHub)) {
+	for _, iso := range sandboxtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			sandboxtest.RequireIsolation(t, iso)
+			h := startSandboxHub(t, tune)
+			if code, out, errs := h.agentctl()("env", "set", "builtin", "--isolation", iso); code != 0 {
+				t.Fatalf("env set builtin --isolation %s = %d %q %q", iso, code, out, errs)
+			}
+			body(t, iso, h)
+		})
+	}
+}
+
+// checkKernel fails t unless the sandbox of ctx runs on iso's kernel:
+// gVisor's says so in dmesg (and uname -r is its own, 4.4.0), the host's
+// does not let uid 1000 read its ring buffer.
+func (h *sandboxHub) checkKernel(t *testing.T, ctx context.Context, iso string) {
+	t.Helper()
+	out, _, err := h.run(ctx, "sh", "-c", "dmesg 2>&1 | head -1")
+	if err != nil {
+		t.Fatalf("dmesg: %v", err)
+	}
+	if got := strings.Contains(out, "gVisor"); got != (iso == sandbox.IsolationGVisor) {
+		t.Errorf("dmesg in a %s sandbox: %q (gVisor's kernel: %v)", iso, out, got)
+	}
+}
+
 // agentctl returns a function that runs agentctl in-process against the
 // hub as its admin: exit code, stdout, stderr.
 func (h *sandboxHub) agentctl() func(args ...string) (int, string, string) {
@@ -148,7 +180,10 @@ func (h *sandboxHub) run(ctx context.Context, argv ...string) (string, int32, er
 // --machine sb-… reach the same one, another conversation gets another,
 // removing it deletes the container and its workspace volume.
 func TestSandboxBuiltin(t *testing.T) {
-	h := startSandboxHub(t, nil)
+	isolations(t, nil, sandboxBuiltin)
+}
+
+func sandboxBuiltin(t *testing.T, iso string, h *sandboxHub) {
 	ctx := h.ctx("builtin", "c-1")
 	info, err := agentdv1.NewSystemServiceClient(h.cc).Info(ctx, &agentdv1.InfoRequest{})
 	if err != nil {
@@ -161,6 +196,22 @@ func TestSandboxBuiltin(t *testing.T) {
 	sbID := info.GetTunnel().GetMachineId()
 	if !strings.HasPrefix(sbID, "sb-") {
 		t.Fatalf("sandbox id %q", sbID)
+	}
+	h.checkKernel(t, ctx, iso)
+	if info.GetIsolation() != iso {
+		t.Errorf("info: isolation %q, want %s", info.GetIsolation(), iso)
+	}
+	// The platform is the one the engine runs gVisor with (runc: none).
+	rts, err := h.driver.Runtimes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPlatform := ""
+	if iso == sandbox.IsolationGVisor {
+		wantPlatform = sandbox.Platform(rts[sandbox.RuntimeGVisor])
+	}
+	if info.GetPlatform() != wantPlatform || (iso == sandbox.IsolationGVisor && wantPlatform == "") {
+		t.Errorf("info: platform %q, want %q (the runtime's --platform)", info.GetPlatform(), wantPlatform)
 	}
 	out, code, err := h.run(ctx, "sh", "-c", "echo hi > /workspace/f && cat /workspace/f && touch /etc/x 2>/dev/null || echo ro")
 	if err != nil || code != 0 || out != "hi\nro\n" {
@@ -230,7 +281,10 @@ func TestSandboxBuiltin(t *testing.T) {
 // conformance suite in a sandbox (its container checks included), and the
 // env and sandbox listings.
 func TestSandboxAgentctl(t *testing.T) {
-	h := startSandboxHub(t, nil)
+	isolations(t, nil, sandboxAgentctl)
+}
+
+func sandboxAgentctl(t *testing.T, iso string, h *sandboxHub) {
 	run := h.agentctl()
 	if code, out, errs := run("--env", "builtin", "--conversation", "c-1", "sh", "id -u; echo oops >&2; exit 3"); code != 3 || out != "1000\n" || errs != "oops\n" {
 		t.Errorf("sh in the builtin sandbox = %d %q %q, want 3 '1000' 'oops'", code, out, errs)
@@ -243,13 +297,20 @@ func TestSandboxAgentctl(t *testing.T) {
 	if code != 0 {
 		t.Errorf("validate in a sandbox failed:\n%s%s", out, errs)
 	}
-	for _, want := range []string{"sandbox uid", "read-only root", "writable workspace", "writable /tmp"} {
+	for _, want := range []string{"write", "read", "edit", "search", "shell", "pty", "python", "python session", "snapshot",
+		"sandbox uid", "read-only root", "writable workspace", "writable /tmp"} {
 		if !strings.Contains(out, "PASS  "+want) {
 			t.Errorf("validate in a sandbox: no PASS %s line:\n%s", want, out)
 		}
 	}
-	if code, out, _ := run("env", "ls"); code != 0 || !strings.Contains(out, "builtin  builtin  ready  *") {
+	if code, out, _ := run("env", "ls"); code != 0 || !strings.Contains(out, "builtin  builtin  ready  *        "+iso) {
 		t.Errorf("env ls = %d\n%s", code, out)
+	}
+	if code, out, _ := run("--env", "builtin", "--conversation", "c-1", "info"); code != 0 || !regexp.MustCompile(`(?m)^isolation:\s+`+iso+`( \(platform \w+\))?$`).MatchString(out) {
+		t.Errorf("info in the sandbox = %d\n%s", code, out)
+	}
+	if code, out, _ := run("env", "show", "builtin"); code != 0 || !strings.Contains(out, "isolation: "+iso+"\n") {
+		t.Errorf("env show builtin = %d\n%s", code, out)
 	}
 	if code, out, _ := run("sandbox", "ls"); code != 0 || !strings.Contains(out, " c-1 ") || !strings.Contains(out, "running") {
 		t.Errorf("sandbox ls = %d\n%s", code, out)

@@ -288,9 +288,13 @@ func TestSandboxRestart(t *testing.T) {
 
 // The warm pool: after the org's first conversation a warm sandbox starts
 // (no conversation), the next conversation gets exactly that one, and the
-// pool refills.
+// pool refills; under each isolation, the pool's sandboxes of the
+// environment's.
 func TestSandboxWarmPool(t *testing.T) {
-	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin = 1 })
+	isolations(t, func(o *sandboxes.Options) { o.WarmBuiltin = 1 }, sandboxWarmPool)
+}
+
+func sandboxWarmPool(t *testing.T, iso string, h *sandboxHub) {
 	first := h.sandboxOf(h.ctx("builtin", "c-1"))
 	warmOne := func(not ...string) string {
 		var id string
@@ -328,10 +332,12 @@ func TestSandboxWarmPool(t *testing.T) {
 	if n := len(h.listSandboxes()); n != 3 {
 		t.Errorf("%d sandboxes, want 3 (c-1, c-2 and the refilled warm %s)", n, refill)
 	}
-	// The claimed sandbox works for its conversation.
+	// The claimed sandbox works for its conversation, on the isolation's
+	// kernel.
 	if out, code, err := h.run(h.ctx("builtin", "c-2"), "echo", "ok"); err != nil || code != 0 || out != "ok\n" {
 		t.Errorf("c-2: %q exit %d %v", out, code, err)
 	}
+	h.checkKernel(t, h.ctx("builtin", "c-2"), iso)
 }
 
 // A sandbox's container killed under a running command: the command's

@@ -13,6 +13,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -77,11 +78,65 @@ type Spec struct {
 	Network string
 	// Limits bound what the sandbox may use.
 	Limits Limits
+	// Runtime is the engine's OCI runtime for the container: "" (the
+	// engine's default, runc), RuntimeGVisor or RuntimeGVisorNet. A Driver
+	// never runs a spec on another runtime than the one it names.
+	Runtime string
 	// Home, when set, is HOME instead of the HomeDir tmpfs: a directory
 	// under WorkspaceDir (an agent's configuration and caches then live,
 	// and go, with its workspace), with the XDG base directories below it.
 	// agentd makes it at start.
 	Home string
+}
+
+// Isolations: what separates a sandbox from the host, a property of its
+// environment.
+const (
+	// IsolationRunc: a container of the host's kernel (the default).
+	IsolationRunc = "runc"
+	// IsolationGVisor: gVisor's user-space kernel (runsc) between the
+	// sandbox and the host's.
+	IsolationGVisor = "gvisor"
+)
+
+// gVisor's runtimes as make sandbox-runtime registers them with the engine.
+const (
+	// RuntimeGVisor runs with gVisor's own, empty network stack
+	// (--network=none): for sandboxes without a network.
+	RuntimeGVisor = "runsc"
+	// RuntimeGVisorNet runs with the host kernel's sockets inside the
+	// container's own network namespace (--network=host): for sandboxes on
+	// a network, whose bridge and egress rules then hold as for runc.
+	RuntimeGVisorNet = "runsc-net"
+)
+
+// ValidIsolation reports whether s names an isolation.
+func ValidIsolation(s string) bool { return s == IsolationRunc || s == IsolationGVisor }
+
+// RuntimeFor is the engine runtime a sandbox of isolation on network
+// ("none" or a network's name) runs on; "" is the engine's default (runc).
+func RuntimeFor(isolation, network string) string {
+	if isolation != IsolationGVisor {
+		return ""
+	}
+	if network == "none" {
+		return RuntimeGVisor
+	}
+	return RuntimeGVisorNet
+}
+
+// Platform is the gVisor platform a runtime's arguments choose
+// (--platform=ptrace: "ptrace"); "" when they name none.
+func Platform(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--platform="); ok {
+			return v
+		}
+		if a == "--platform" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // Limits are a sandbox's resource limits.
@@ -140,6 +195,10 @@ type Image struct {
 type Driver interface {
 	// Ping checks that the engine answers; ErrUnavailable when it does not.
 	Ping(ctx context.Context) error
+	// Runtimes lists the OCI runtimes the engine can run containers on
+	// (Spec.Runtime), as it lists them now: name → the arguments it runs
+	// the runtime with.
+	Runtimes(ctx context.Context) (map[string][]string, error)
 	// Pull pulls ref (repo@sha256:… or repo:tag) for linux/amd64 and
 	// returns the local image.
 	Pull(ctx context.Context, ref string) (Image, error)

@@ -19,6 +19,9 @@ const (
 	EnvSandboxKeyFile = "AGENTD_SANDBOX_KEY_FILE"
 	EnvSandboxEnv     = "AGENTD_SANDBOX_ENVIRONMENT"
 	EnvSandboxImage   = "AGENTD_SANDBOX_IMAGE"
+	// EnvSandboxPlatform is gVisor's platform (ptrace, kvm, systrap) as the
+	// engine's runtime runs it, for Info; unset under runc.
+	EnvSandboxPlatform = "AGENTD_SANDBOX_PLATFORM"
 	// EnvSandboxEgress is the loopback address where a sandbox with an
 	// allow list serves its egress proxy (SandboxEgressProxy); unset: none.
 	EnvSandboxEgress = "AGENTD_SANDBOX_EGRESS"

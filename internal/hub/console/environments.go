@@ -21,7 +21,7 @@ type environmentsData struct {
 
 // envForm is the new-environment form, refilled after a refusal.
 type envForm struct {
-	Name, Image, Network, Error string
+	Name, Image, Network, Isolation, Error string
 }
 
 func (c *Console) environments(w http.ResponseWriter, r *http.Request, s *session) {
@@ -53,8 +53,10 @@ func (c *Console) environmentsWith(w http.ResponseWriter, r *http.Request, s *se
 
 func (c *Console) createEnvironment(w http.ResponseWriter, r *http.Request, s *session) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	f := envForm{Name: strings.TrimSpace(r.PostFormValue("name")), Image: strings.TrimSpace(r.PostFormValue("image")), Network: r.PostFormValue("network")}
-	resp, err := c.opts.Backend.Environments().CreateEnvironment(s.ctx, &hubv1.CreateEnvironmentRequest{Name: f.Name, Image: f.Image, Network: f.Network})
+	f := envForm{Name: strings.TrimSpace(r.PostFormValue("name")), Image: strings.TrimSpace(r.PostFormValue("image")), Network: r.PostFormValue("network"),
+		Isolation: r.PostFormValue("isolation")}
+	resp, err := c.opts.Backend.Environments().CreateEnvironment(s.ctx, &hubv1.CreateEnvironmentRequest{Name: f.Name, Image: f.Image, Network: f.Network,
+		Isolation: f.Isolation})
 	if err != nil {
 		code, msg := httpStatus(err)
 		if code == http.StatusBadRequest || code == http.StatusConflict {

@@ -121,10 +121,16 @@ func (m *Manager) Remove(ctx context.Context, org store.Org, id string) error {
 // RemoveEnvironment removes the org's sandboxes of an environment that
 // was removed.
 func (m *Manager) RemoveEnvironment(ctx context.Context, orgID, env string) {
+	m.RetireEnvironment(ctx, orgID, env, "its environment was removed")
+}
+
+// RetireEnvironment removes the org's sandboxes of an environment, saying
+// why (its isolation changed, say): its next call gets a new one.
+func (m *Manager) RetireEnvironment(ctx context.Context, orgID, env, why string) {
 	sbs, _ := m.o.Store.ListSandboxes(ctx, orgID)
 	for _, sb := range sbs {
 		if sb.Environment == env {
-			m.destroy(context.WithoutCancel(ctx), sb, "its environment was removed")
+			m.destroy(context.WithoutCancel(ctx), sb, why)
 		}
 	}
 }

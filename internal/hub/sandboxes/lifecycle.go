@@ -21,32 +21,15 @@ import (
 // (FAILED_PRECONDITION naming it: never another environment instead).
 func (m *Manager) resolve(ctx context.Context, org store.Org, name string) (envSpec, error) {
 	if name == BuiltinEnvironment {
-		// The base image's id, asked of the engine at most every 30 s:
-		// not a Docker round trip on every call, and a connected sandbox
-		// keeps working while the engine is away.
-		m.mu.Lock()
-		id, at := m.baseID, m.baseAt
-		m.mu.Unlock()
-		if id != "" && time.Since(at) < 30*time.Second {
-			return envSpec{name: name, image: id, network: m.o.BuiltinNetwork}, nil
+		image, err := m.builtinImage(ctx)
+		if err != nil {
+			return envSpec{}, err
 		}
-		img, err := m.o.Driver.Image(ctx, m.o.BaseImage)
-		if err != nil && id != "" && !errors.Is(err, sandbox.ErrNotFound) {
-			return envSpec{name: name, image: id, network: m.o.BuiltinNetwork}, nil
+		iso, err := m.o.Store.BuiltinIsolation(ctx, org.ID)
+		if err != nil {
+			return envSpec{}, unavailable("environment builtin's isolation", err)
 		}
-		if err == nil {
-			m.mu.Lock()
-			m.baseID, m.baseAt = img.ID, time.Now()
-			m.mu.Unlock()
-		}
-		switch {
-		case errors.Is(err, sandbox.ErrNotFound):
-			return envSpec{}, fail(ErrNotReady, errs.Precondition,
-				"environment builtin is unavailable: the sandbox base image %s is not on this hub's Docker engine; build it there with 'make sandbox-base'", m.o.BaseImage)
-		case err != nil:
-			return envSpec{}, EngineError(err, "environment builtin")
-		}
-		return envSpec{name: name, image: img.ID, network: m.o.BuiltinNetwork}, nil
+		return envSpec{name: name, image: image, network: m.o.BuiltinNetwork, isolation: iso}, nil
 	}
 	e, err := m.o.Store.Environment(ctx, org.ID, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -62,7 +45,36 @@ func (m *Manager) resolve(ctx context.Context, org store.Org, name string) (envS
 		}
 		return envSpec{}, fail(ErrNotReady, errs.Precondition, "environment %s is %s: %s", name, e.State, why)
 	}
-	return envSpec{name: name, image: e.Pinned, network: e.Network, workspaceMax: e.WorkspaceMax}, nil
+	return envSpec{name: name, image: e.Pinned, network: e.Network, workspaceMax: e.WorkspaceMax, isolation: e.Isolation}, nil
+}
+
+// builtinImage is the base image's id, asked of the engine at most every
+// 30 s: not a Docker round trip on every call, and a connected sandbox
+// keeps working while the engine is away.
+func (m *Manager) builtinImage(ctx context.Context) (string, error) {
+	m.mu.Lock()
+	id, at := m.baseID, m.baseAt
+	m.mu.Unlock()
+	if id != "" && time.Since(at) < 30*time.Second {
+		return id, nil
+	}
+	img, err := m.o.Driver.Image(ctx, m.o.BaseImage)
+	if err != nil && id != "" && !errors.Is(err, sandbox.ErrNotFound) {
+		return id, nil
+	}
+	if err == nil {
+		m.mu.Lock()
+		m.baseID, m.baseAt = img.ID, time.Now()
+		m.mu.Unlock()
+	}
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return "", fail(ErrNotReady, errs.Precondition,
+			"environment builtin is unavailable: the sandbox base image %s is not on this hub's Docker engine; build it there with 'make sandbox-base'", m.o.BaseImage)
+	case err != nil:
+		return "", EngineError(err, "environment builtin")
+	}
+	return img.ID, nil
 }
 
 // network returns the Docker network for an environment's network choice.
@@ -260,6 +272,11 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 	if err != nil {
 		return store.Sandbox{}, err
 	}
+	runtime := sandbox.RuntimeFor(env.isolation, network)
+	runtimeArgs, err := m.runtimeArgs(ctx, env.isolation, runtime)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
 	id := store.NewID("sb-")
 	defer m.hold(id)() // the reaper leaves a sandbox being made alone, however long it takes
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
@@ -297,7 +314,11 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 		HubSocketHostDir: m.o.SocketDir,
 		KeyHostDir:       m.keyMount(id),
 		Network:          network,
+		Runtime:          runtime,
 		Limits:           m.o.Limits,
+	}
+	if p := sandbox.Platform(runtimeArgs); p != "" {
+		spec.Env = append(spec.Env, wire.EnvSandboxPlatform+"="+p)
 	}
 	if env.limits != nil {
 		spec.Limits = *env.limits

@@ -19,6 +19,8 @@ type envSpec struct {
 	name    string
 	image   string // pinned digest or the base image
 	network string // "public" or "none"
+	// isolation is "runc" or "gvisor" ("": runc).
+	isolation string
 	// An agent run's: its limits (nil: the hub's) and its lifetime from
 	// creation (zero: until idle).
 	limits *sandbox.Limits
@@ -69,6 +71,7 @@ type Manager struct {
 	// baseID is the built-in image's id as last asked (at baseAt).
 	baseID string
 	baseAt time.Time
+	rts    runtimes // the engine's, as last read
 	wg     sync.WaitGroup
 
 	closeOnce sync.Once
@@ -114,6 +117,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.reconcile(ctx); err != nil {
 		m.o.Logger.Warn("finding sandboxes again", zap.Error(err))
 	}
+	m.logRuntimes(ctx)
 	m.goFn(m.run)
 	m.resumeValidations(ctx)
 	return nil

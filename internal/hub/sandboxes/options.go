@@ -167,6 +167,7 @@ type Store interface {
 	RevokeMachine(ctx context.Context, orgID, id string, at time.Time) error
 	Org(ctx context.Context, id string) (store.Org, error)
 	Environment(ctx context.Context, orgID, name string) (store.Environment, error)
+	BuiltinIsolation(ctx context.Context, orgID string) (string, error)
 	ListValidating(ctx context.Context) ([]store.Environment, error)
 	SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error
 	FinishValidation(ctx context.Context, orgID, name string, generation int64, out store.Environment, at time.Time) (store.Environment, error)

@@ -19,6 +19,8 @@ type Run struct {
 	Image string
 	// Network is "none" or "public".
 	Network string
+	// Isolation is "runc" or "gvisor" ("": runc).
+	Isolation string
 	// Limits bound the sandbox.
 	Limits sandbox.Limits
 	// TTL is its lifetime from creation: it is removed then, busy or not,
@@ -39,7 +41,7 @@ type Run struct {
 func (m *Manager) StartRun(ctx context.Context, org store.Org, r Run) (store.Sandbox, error) {
 	limits := r.Limits
 	env := envSpec{name: r.Environment, image: r.Image, network: r.Network, limits: &limits, ttl: r.TTL,
-		home: r.Home, allow: r.Allow, secrets: r.Secrets}
+		home: r.Home, allow: r.Allow, secrets: r.Secrets, isolation: r.Isolation}
 	return m.create(ctx, org, env, store.NewID("run-"), false)
 }
 

@@ -133,7 +133,7 @@ func (m *Manager) checkImage(ctx context.Context, org store.Org, e store.Environ
 	report = append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Pass, Title: "pull the image by digest"})
 
 	progress("starting a sandbox of the image")
-	env := envSpec{name: e.Name, image: digest, network: e.Network, workspaceMax: e.WorkspaceMax}
+	env := envSpec{name: e.Name, image: digest, network: e.Network, workspaceMax: e.WorkspaceMax, isolation: e.Isolation}
 	sb, err := m.create(ctx, org, env, fmt.Sprintf("%s%d", ValidationConversation, e.Generation), false)
 	if err != nil {
 		return append(report, sandbox.Check{ID: "sandbox.start", Status: sandbox.Fail,

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-const environmentColumns = `org_id, name, image, network, state, pinned, reason, report, inventory, running, generation, created_at, updated_at, workspace_max`
+const environmentColumns = `org_id, name, image, network, state, pinned, reason, report, inventory, running, generation, created_at, updated_at, workspace_max, isolation`
 
 func scanEnvironment(r scanner) (Environment, error) {
 	var (
@@ -17,7 +17,7 @@ func scanEnvironment(r scanner) (Environment, error) {
 		created, updated  int64
 	)
 	err := r.Scan(&e.OrgID, &e.Name, &e.Image, &e.Network, &e.State, &e.Pinned, &e.Reason, &report, &inventory,
-		&e.Running, &e.Generation, &created, &updated, &e.WorkspaceMax)
+		&e.Running, &e.Generation, &created, &updated, &e.WorkspaceMax, &e.Isolation)
 	if err != nil {
 		return Environment{}, notFound(err)
 	}
@@ -48,6 +48,8 @@ func jsonText(what string, m json.RawMessage) (string, error) {
 
 func validNetwork(n string) bool { return n == "public" || n == "none" }
 
+func validIsolation(i string) bool { return i == "runc" || i == "gvisor" }
+
 // CreateEnvironment stores a new custom image environment, validating.
 func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Environment, error) {
 	switch {
@@ -57,6 +59,11 @@ func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 		return Environment{}, fmt.Errorf("create environment: %w: network %q", ErrInvalid, e.Network)
 	case e.WorkspaceMax < 0:
 		return Environment{}, fmt.Errorf("create environment: %w: workspace size %d", ErrInvalid, e.WorkspaceMax)
+	case e.Isolation != "" && !validIsolation(e.Isolation):
+		return Environment{}, fmt.Errorf("create environment: %w: isolation %q", ErrInvalid, e.Isolation)
+	}
+	if e.Isolation == "" {
+		e.Isolation = "runc"
 	}
 	if err := needTime("creation time", e.CreatedAt); err != nil {
 		return Environment{}, fmt.Errorf("create environment: %w", err)
@@ -64,9 +71,9 @@ func (s *sqlStore) CreateEnvironment(ctx context.Context, e Environment) (Enviro
 	e.CreatedAt = fromMicros(micros(e.CreatedAt))
 	e.UpdatedAt = e.CreatedAt
 	e.State, e.Pinned, e.Report, e.Inventory, e.Running, e.Generation = EnvValidating, "", nil, nil, "create", 1
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (org_id, name, image, network, state, reason, running, generation, created_at, updated_at, workspace_max)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt), e.WorkspaceMax)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environments (org_id, name, image, network, state, reason, running, generation, created_at, updated_at, workspace_max, isolation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.OrgID, e.Name, e.Image, e.Network, e.State, e.Reason, e.Running, e.Generation, micros(e.CreatedAt), micros(e.UpdatedAt), e.WorkspaceMax, e.Isolation)
 	switch {
 	case s.d.isUnique(err):
 		return Environment{}, fmt.Errorf("create environment %s: %w: the name is taken", e.Name, ErrConflict)
@@ -241,4 +248,47 @@ func (s *sqlStore) DefaultEnvironment(ctx context.Context, orgID string) (string
 		return "", nil
 	}
 	return name, err
+}
+
+// SetEnvironmentIsolation sets a custom image environment's isolation.
+func (s *sqlStore) SetEnvironmentIsolation(ctx context.Context, orgID, name, isolation string, at time.Time) (Environment, error) {
+	if !validIsolation(isolation) {
+		return Environment{}, fmt.Errorf("set isolation: %w: isolation %q", ErrInvalid, isolation)
+	}
+	if err := needTime("update time", at); err != nil {
+		return Environment{}, fmt.Errorf("set isolation: %w", err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE environments SET isolation = ?, updated_at = ? WHERE org_id = ? AND name = ?`,
+		isolation, micros(at), orgID, name)
+	if err != nil {
+		return Environment{}, fmt.Errorf("set isolation: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return Environment{}, fmt.Errorf("set isolation: environment %s: %w", name, ErrNotFound)
+	}
+	return s.Environment(ctx, orgID, name)
+}
+
+// BuiltinIsolation returns the isolation of the org's built-in
+// environment, "runc" when none was set.
+func (s *sqlStore) BuiltinIsolation(ctx context.Context, orgID string) (string, error) {
+	var iso string
+	err := s.db.QueryRowContext(ctx, `SELECT isolation FROM org_builtin WHERE org_id = ?`, orgID).Scan(&iso)
+	if err == sql.ErrNoRows {
+		return "runc", nil
+	}
+	return iso, err
+}
+
+// SetBuiltinIsolation sets the isolation of the org's built-in environment.
+func (s *sqlStore) SetBuiltinIsolation(ctx context.Context, orgID, isolation string) error {
+	if !validIsolation(isolation) {
+		return fmt.Errorf("set builtin isolation: %w: isolation %q", ErrInvalid, isolation)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO org_builtin (org_id, isolation) VALUES (?, ?)
+		ON CONFLICT (org_id) DO UPDATE SET isolation = excluded.isolation`, orgID, isolation)
+	if s.d.isForeignKey(err) {
+		return fmt.Errorf("set builtin isolation: org %s: %w", orgID, ErrNotFound)
+	}
+	return err
 }

@@ -185,6 +185,14 @@ type Environments interface {
 	SetDefaultEnvironment(ctx context.Context, orgID, name string) error
 	// DefaultEnvironment returns the org's default ("" when none was set).
 	DefaultEnvironment(ctx context.Context, orgID string) (string, error)
+	// SetEnvironmentIsolation sets a custom image environment's isolation
+	// ("runc" or "gvisor"; ErrInvalid otherwise) and returns it.
+	SetEnvironmentIsolation(ctx context.Context, orgID, name, isolation string, at time.Time) (Environment, error)
+	// BuiltinIsolation returns the isolation of the org's built-in
+	// environment ("runc" until one was set).
+	BuiltinIsolation(ctx context.Context, orgID string) (string, error)
+	// SetBuiltinIsolation sets it.
+	SetBuiltinIsolation(ctx context.Context, orgID, isolation string) error
 }
 
 // Sandboxes stores the sandboxes the hub runs. The store decides which
@@ -381,6 +389,8 @@ type Environment struct {
 	// WorkspaceMax bounds its sandboxes' /workspace, in bytes; 0: the
 	// hub's default (agenthub serve --sandbox-workspace-max).
 	WorkspaceMax int64
+	// Isolation is "runc" or "gvisor" ("" at create: runc).
+	Isolation string
 }
 
 // ActivityLog stores the operations machines report, per org, with bounded

@@ -23,10 +23,18 @@ var conformanceScripts = map[drivertest.Behaviour]string{
 		`touch /workspace/.owned`,
 }
 
-// The conformance suite on the engine: sandboxes of the minimal test image;
-// Pull from a registry on loopback (newTestRegistry), whose missing tag is
-// the missing image, so that nothing leaves the host.
+// The conformance suite on the engine, under each isolation: sandboxes of
+// the minimal test image; Pull from a registry on loopback
+// (newTestRegistry), whose missing tag is the missing image, so that
+// nothing leaves the host.
 func TestConformance(t *testing.T) {
+	for _, iso := range sandboxtest.Isolations {
+		t.Run(iso, func(t *testing.T) { conformance(t, iso) })
+	}
+}
+
+func conformance(t *testing.T, iso string) {
+	sandboxtest.RequireIsolation(t, iso)
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
 		d := engine(t)
 		image := sandboxtest.MinimalImage(t) // skips without an engine
@@ -44,6 +52,7 @@ func TestConformance(t *testing.T) {
 					Image:   image,
 					Cmd:     []string{"sh", "-c", conformanceScripts[b]},
 					Network: "none",
+					Runtime: sandbox.RuntimeFor(iso, "none"),
 					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 64, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
 				}, true
 			},

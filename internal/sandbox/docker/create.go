@@ -40,6 +40,11 @@ const (
 	initSuffix = "-volinit"
 )
 
+// gvisorTasks are the host tasks a gVisor sandbox's sentry and gofer take
+// on top of the sandbox's own processes (ptrace platform: a host thread per
+// sandbox thread plus the Go runtime's).
+const gvisorTasks = 256
+
 // Log limits: the sandbox's own output is not the hub's record of it.
 const (
 	logMaxSize  = "1m"
@@ -354,8 +359,15 @@ func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.KeyHostDir, Target: sandbox.KeyDir})
 	}
 	pids := s.Limits.Pids
+	if s.Runtime == sandbox.RuntimeGVisor || s.Runtime == sandbox.RuntimeGVisorNet {
+		// The engine's pids limit counts host tasks, and gVisor's sentry
+		// and gofer are host threads in the container's cgroup: without
+		// room for them a sandbox of 64 could not fork its fourth process.
+		pids += gvisorTasks
+	}
 	withInit := true
 	return &container.HostConfig{
+		Runtime:        s.Runtime,
 		Init:           &withInit,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},

@@ -131,6 +131,19 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Runtimes lists the engine's runtimes and their arguments (docker info).
+func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
+	res, err := d.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return nil, d.fail("engine info", err)
+	}
+	out := make(map[string][]string, len(res.Info.Runtimes))
+	for name, rt := range res.Info.Runtimes {
+		out[name] = rt.Args
+	}
+	return out, nil
+}
+
 // Start starts a created container; starting a running one is a no-op.
 func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {

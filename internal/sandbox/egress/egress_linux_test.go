@@ -19,6 +19,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // uncoveredHostNets lists the host's IPv4 on-link networks (each address
@@ -247,6 +250,27 @@ func TestSandboxEgress(t *testing.T) {
 	blocked("with rules, a neighbour on the host's non-RFC 1918 LAN", lan, ns)
 	blocked("with rules, the gateway (a host address)", gateway, gw)
 	blocked("with rules, a public-range host address added after Ensure", lateHost, late)
+	// The same from a gVisor sandbox on the network (runsc-net: the
+	// sentry's sockets in the container's namespace), when registered.
+	t.Run("gvisor", func(t *testing.T) {
+		sandboxtest.RequireIsolation(t, sandbox.IsolationGVisor)
+		rt := sandbox.RuntimeFor(sandbox.IsolationGVisor, opts.NetworkName)
+		check := func(what string, to netip.AddrPort, s *tokenServer, want bool) {
+			t.Helper()
+			before := s.accepted.Load()
+			out, code := probeOn(t, cli, opts.NetworkName, rt, to)
+			full := code == 0 && strings.Contains(out, s.token) && s.accepted.Load() != before
+			partly := code == 0 || strings.Contains(out, s.token) || s.accepted.Load() != before
+			if want && !full || !want && partly {
+				t.Errorf("gVisor (%s), %s: %s reached (exit %d, accepted %d): %q; want reached %v", rt, what, to, code, s.accepted.Load()-before, out, want)
+			}
+		}
+		check("public-range address of the namespace", public, ns, true)
+		check("private address of the namespace", private, ns, false)
+		check("a neighbour on the host's LAN", lan, ns, false)
+		check("the gateway", gateway, gw, false)
+		check("a host address added after Ensure", lateHost, late, false)
+	})
 
 	if err := n.Remove(t.Context()); err != nil {
 		t.Fatalf("Remove: %v", err)

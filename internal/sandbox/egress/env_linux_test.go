@@ -300,6 +300,12 @@ func hostReaches(t *testing.T, to netip.AddrPort, s *tokenServer) {
 // its output and exit code; the container is removed.
 func probe(t *testing.T, cli *client.Client, network string, to netip.AddrPort) (string, int64) {
 	t.Helper()
+	return probeOn(t, cli, network, "", to)
+}
+
+// probeOn is probe on an engine runtime ("": the default, runc).
+func probeOn(t *testing.T, cli *client.Client, network, runtime string, to netip.AddrPort) (string, int64) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -307,7 +313,7 @@ func probe(t *testing.T, cli *client.Client, network string, to netip.AddrPort) 
 			Image: testImage,
 			Cmd:   []string{"nc", "-w", "2", to.Addr().String(), strconv.Itoa(int(to.Port()))},
 		},
-		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(network)},
+		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(network), Runtime: runtime},
 	})
 	if err != nil {
 		t.Fatalf("create probe: %v", err)

@@ -73,6 +73,10 @@ type Options struct {
 	Registry map[string]sandbox.Image
 	// Now is the clock of start times. Default time.Now.
 	Now func() time.Time
+	// Runtimes are the runtimes the fake engine lists; Create refuses a
+	// Spec.Runtime not among them. Default: "runc" alone. The fake runs
+	// every container as a host process whatever its runtime.
+	Runtimes []string
 }
 
 // Driver is the fake sandbox.Driver; safe for concurrent use. Close stops
@@ -82,6 +86,7 @@ type Driver struct {
 	ownDir   bool
 	now      func() time.Time
 	registry map[string]sandbox.Image
+	runtimes []string
 
 	mu          sync.Mutex
 	images      map[string]sandbox.Image // by reference
@@ -123,6 +128,10 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.now == nil {
 		d.now = time.Now
+	}
+	d.runtimes = slices.Clone(opts.Runtimes)
+	if len(d.runtimes) == 0 {
+		d.runtimes = []string{"runc"}
 	}
 	if d.dir == "" {
 		// Short: agentd's own socket lives under a container's HOME and
@@ -214,6 +223,20 @@ func (d *Driver) Ping(context.Context) error {
 	return d.down("ping")
 }
 
+// Runtimes lists Options.Runtimes, without arguments.
+func (d *Driver) Runtimes(context.Context) (map[string][]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.down("engine info"); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, rt := range d.runtimes {
+		out[rt] = nil
+	}
+	return out, nil
+}
+
 // image finds a local image by reference, id or repo digest; d.mu held.
 func (d *Driver) image(ref string) (sandbox.Image, bool) {
 	if img, ok := d.images[ref]; ok {
@@ -298,6 +321,9 @@ func (d *Driver) Create(_ context.Context, s sandbox.Spec) (string, error) {
 	img, ok := d.image(s.Image)
 	if !ok {
 		return "", fmt.Errorf("inspect image %s: %w", s.Image, sandbox.ErrNotFound)
+	}
+	if s.Runtime != "" && !slices.Contains(d.runtimes, s.Runtime) {
+		return "", fmt.Errorf("create container %s: fake engine: unknown or invalid runtime name: %s", s.Name, s.Runtime)
 	}
 	if d.lookup(s.Name) != nil {
 		return "", fmt.Errorf("create container %s: the name is in use", s.Name)

@@ -49,7 +49,7 @@ func testEnvironments(t *testing.T, s store.Store) {
 
 	e := must(s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:1", Network: "public", CreatedAt: T0}))(t)
 	want := store.Environment{OrgID: org.ID, Name: "py", Image: "ghcr.io/acme/py:1", Network: "public", State: store.EnvValidating,
-		Running: "create", Generation: 1, CreatedAt: T0, UpdatedAt: T0}
+		Running: "create", Generation: 1, CreatedAt: T0, UpdatedAt: T0, Isolation: "runc"}
 	if diff := cmp.Diff(e, want); diff != "" {
 		t.Errorf("created (-got +want):\n%s", diff)
 	}
@@ -100,6 +100,35 @@ func testEnvironments(t *testing.T, s store.Store) {
 	}
 	_, err = s.StartValidation(ctx, org.ID, "py", "rebuild", T0)
 	wantErr(t, "unknown kind", err, store.ErrInvalid)
+
+	// Isolation: per environment, and per org for the built-in one.
+	_, err = s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "vm", Image: "x", Network: "none", Isolation: "kata", CreatedAt: T0})
+	wantErr(t, "bad isolation", err, store.ErrInvalid)
+	gv := must(s.CreateEnvironment(ctx, store.Environment{OrgID: org.ID, Name: "gv", Image: "x", Network: "none", Isolation: "gvisor", CreatedAt: T0}))(t)
+	if gv.Isolation != "gvisor" || must(s.Environment(ctx, org.ID, "gv"))(t).Isolation != "gvisor" {
+		t.Errorf("created with gvisor: %+v", gv)
+	}
+	set := must(s.SetEnvironmentIsolation(ctx, org.ID, "gv", "runc", T0.Add(time.Minute)))(t)
+	if set.Isolation != "runc" || !set.UpdatedAt.Equal(T0.Add(time.Minute)) || must(s.Environment(ctx, org.ID, "gv"))(t).Isolation != "runc" {
+		t.Errorf("set to runc: %+v", set)
+	}
+	_, err = s.SetEnvironmentIsolation(ctx, org.ID, "gv", "kata", T0)
+	wantErr(t, "set a bad isolation", err, store.ErrInvalid)
+	_, err = s.SetEnvironmentIsolation(ctx, other.ID, "gv", "gvisor", T0)
+	wantErr(t, "set another org's", err, store.ErrNotFound)
+	if iso := must(s.BuiltinIsolation(ctx, org.ID))(t); iso != "runc" {
+		t.Errorf("builtin isolation %q before any was set, want runc", iso)
+	}
+	noErr(t, s.SetBuiltinIsolation(ctx, org.ID, "gvisor"))
+	noErr(t, s.SetBuiltinIsolation(ctx, org.ID, "gvisor"))
+	if iso := must(s.BuiltinIsolation(ctx, org.ID))(t); iso != "gvisor" {
+		t.Errorf("builtin isolation %q, want gvisor", iso)
+	}
+	if iso := must(s.BuiltinIsolation(ctx, other.ID))(t); iso != "runc" {
+		t.Errorf("other org's builtin isolation %q, want runc", iso)
+	}
+	wantErr(t, "builtin bad isolation", s.SetBuiltinIsolation(ctx, org.ID, "kata"), store.ErrInvalid)
+	noErr(t, s.DeleteEnvironment(ctx, org.ID, "gv"))
 
 	// Defaults.
 	if d := must(s.DefaultEnvironment(ctx, org.ID))(t); d != "" {

@@ -104,7 +104,14 @@ type InfoResponse struct {
 	Environment string `protobuf:"bytes,20,opt,name=environment,proto3" json:"environment,omitempty"`
 	// In a sandbox: the image it runs, pinned (repo@sha256:…) or the local
 	// image id.
-	Image         string `protobuf:"bytes,21,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,21,opt,name=image,proto3" json:"image,omitempty"`
+	// What separates the daemon from the host's kernel, as the daemon finds
+	// its kernel: "gvisor" (gVisor's user-space kernel, told by its log), in
+	// a sandbox otherwise "runc"; empty on a machine of its own kernel.
+	Isolation string `protobuf:"bytes,22,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// Under gVisor: its platform (ptrace, kvm, systrap) as the hub's engine
+	// runs it; empty when unknown or not gVisor.
+	Platform      string `protobuf:"bytes,23,opt,name=platform,proto3" json:"platform,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -282,6 +289,20 @@ func (x *InfoResponse) GetEnvironment() string {
 func (x *InfoResponse) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetPlatform() string {
+	if x != nil {
+		return x.Platform
 	}
 	return ""
 }
@@ -629,7 +650,7 @@ var File_agentd_v1_system_proto protoreflect.FileDescriptor
 const file_agentd_v1_system_proto_rawDesc = "" +
 	"\n" +
 	"\x16agentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
-	"\vInfoRequest\"\x88\x05\n" +
+	"\vInfoRequest\"\xc2\x05\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1a\n" +
@@ -653,7 +674,9 @@ const file_agentd_v1_system_proto_rawDesc = "" +
 	"\astarted\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12/\n" +
 	"\x06tunnel\x18\x13 \x01(\v2\x17.agentd.v1.TunnelStatusR\x06tunnel\x12 \n" +
 	"\venvironment\x18\x14 \x01(\tR\venvironment\x12\x14\n" +
-	"\x05image\x18\x15 \x01(\tR\x05image\"\xbc\x02\n" +
+	"\x05image\x18\x15 \x01(\tR\x05image\x12\x1c\n" +
+	"\tisolation\x18\x16 \x01(\tR\tisolation\x12\x1a\n" +
+	"\bplatform\x18\x17 \x01(\tR\bplatform\"\xbc\x02\n" +
 	"\fTunnelStatus\x12\x10\n" +
 	"\x03hub\x18\x01 \x01(\tR\x03hub\x12\x1d\n" +
 	"\n" +

@@ -11,7 +11,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ["arch", "capabilities", "cpus", "disk_free_bytes", "environment", "home", "hostname", "image", "memory_available_bytes", "memory_bytes", "mode", "os", "os_version", "python_version", "shell", "started", "tunnel", "uid", "user", "version", "workspace"]
+    __slots__ = ["arch", "capabilities", "cpus", "disk_free_bytes", "environment", "home", "hostname", "image", "isolation", "memory_available_bytes", "memory_bytes", "mode", "os", "os_version", "platform", "python_version", "shell", "started", "tunnel", "uid", "user", "version", "workspace"]
     ARCH_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
@@ -20,11 +20,13 @@ class InfoResponse(_message.Message):
     HOME_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_AVAILABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     OS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
     PYTHON_VERSION_FIELD_NUMBER: _ClassVar[int]
     SHELL_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -41,11 +43,13 @@ class InfoResponse(_message.Message):
     home: str
     hostname: str
     image: str
+    isolation: str
     memory_available_bytes: int
     memory_bytes: int
     mode: str
     os: str
     os_version: str
+    platform: str
     python_version: str
     shell: str
     started: _timestamp_pb2.Timestamp
@@ -54,7 +58,7 @@ class InfoResponse(_message.Message):
     user: str
     version: str
     workspace: str
-    def __init__(self, version: _Optional[str] = ..., mode: _Optional[str] = ..., hostname: _Optional[str] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., home: _Optional[str] = ..., workspace: _Optional[str] = ..., shell: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., python_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., os_version: _Optional[str] = ..., memory_available_bytes: _Optional[int] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tunnel: _Optional[_Union[TunnelStatus, _Mapping]] = ..., environment: _Optional[str] = ..., image: _Optional[str] = ...) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., mode: _Optional[str] = ..., hostname: _Optional[str] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., home: _Optional[str] = ..., workspace: _Optional[str] = ..., shell: _Optional[str] = ..., cpus: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., python_version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., os_version: _Optional[str] = ..., memory_available_bytes: _Optional[int] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tunnel: _Optional[_Union[TunnelStatus, _Mapping]] = ..., environment: _Optional[str] = ..., image: _Optional[str] = ..., isolation: _Optional[str] = ..., platform: _Optional[str] = ...) -> None: ...
 
 class InventoryRequest(_message.Message):
     __slots__ = ["base", "no_versions"]

@@ -365,9 +365,13 @@ type Environment struct {
 	// hub's defaults: idle this long, one is paused, stopped (/workspace
 	// kept), removed. A duration ("5m", "2h", "7d") or "never"; empty: not a
 	// sandbox environment, or sandboxes are off.
-	PauseAfter    string `protobuf:"bytes,15,opt,name=pause_after,json=pauseAfter,proto3" json:"pause_after,omitempty"`
-	StopAfter     string `protobuf:"bytes,16,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
-	DeleteAfter   string `protobuf:"bytes,17,opt,name=delete_after,json=deleteAfter,proto3" json:"delete_after,omitempty"`
+	PauseAfter  string `protobuf:"bytes,15,opt,name=pause_after,json=pauseAfter,proto3" json:"pause_after,omitempty"`
+	StopAfter   string `protobuf:"bytes,16,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
+	DeleteAfter string `protobuf:"bytes,17,opt,name=delete_after,json=deleteAfter,proto3" json:"delete_after,omitempty"`
+	// What separates its sandboxes from the host: "runc" (a container of
+	// the host's kernel) or "gvisor" (gVisor's user-space kernel); empty for
+	// a machine.
+	Isolation     string `protobuf:"bytes,18,opt,name=isolation,proto3" json:"isolation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +521,13 @@ func (x *Environment) GetStopAfter() string {
 func (x *Environment) GetDeleteAfter() string {
 	if x != nil {
 		return x.DeleteAfter
+	}
+	return ""
+}
+
+func (x *Environment) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
 	}
 	return ""
 }
@@ -896,8 +907,10 @@ type CreateEnvironmentRequest struct {
 	// The most its sandboxes' /workspace may hold, in bytes (0: the hub's
 	// --sandbox-workspace-max).
 	WorkspaceMaxBytes int64 `protobuf:"varint,5,opt,name=workspace_max_bytes,json=workspaceMaxBytes,proto3" json:"workspace_max_bytes,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// "runc" (default) or "gvisor".
+	Isolation     string `protobuf:"bytes,6,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateEnvironmentRequest) Reset() {
@@ -963,6 +976,13 @@ func (x *CreateEnvironmentRequest) GetWorkspaceMaxBytes() int64 {
 		return x.WorkspaceMaxBytes
 	}
 	return 0
+}
+
+func (x *CreateEnvironmentRequest) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
 }
 
 // CreateEnvironmentResponse is the new environment (validating).
@@ -1848,6 +1868,116 @@ func (x *SetEnvironmentPolicyResponse) GetEnvironment() *Environment {
 	return nil
 }
 
+// SetEnvironmentIsolationRequest names the environment and its isolation.
+type SetEnvironmentIsolationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name ("builtin" included; not a machine).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// "runc" or "gvisor".
+	Isolation     string `protobuf:"bytes,3,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentIsolationRequest) Reset() {
+	*x = SetEnvironmentIsolationRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentIsolationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentIsolationRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentIsolationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentIsolationRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentIsolationRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetEnvironmentIsolationRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentIsolationRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentIsolationRequest) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
+}
+
+// SetEnvironmentIsolationResponse is the environment.
+type SetEnvironmentIsolationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentIsolationResponse) Reset() {
+	*x = SetEnvironmentIsolationResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentIsolationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentIsolationResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentIsolationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentIsolationResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentIsolationResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SetEnvironmentIsolationResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -1861,7 +1991,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\x94\x05\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb2\x05\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -1882,7 +2012,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"pauseAfter\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
-	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\"\x92\x04\n" +
+	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12\x1c\n" +
+	"\tisolation\x18\x12 \x01(\tR\tisolation\"\x92\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -1907,13 +2038,14 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
 	"\x16GetEnvironmentResponse\x12<\n" +
-	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"\xa0\x01\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"\xbe\x01\n" +
 	"\x18CreateEnvironmentRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x18\n" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12.\n" +
-	"\x13workspace_max_bytes\x18\x05 \x01(\x03R\x11workspaceMaxBytes\"Y\n" +
+	"\x13workspace_max_bytes\x18\x05 \x01(\x03R\x11workspaceMaxBytes\x12\x1c\n" +
+	"\tisolation\x18\x06 \x01(\tR\tisolation\"Y\n" +
 	"\x19CreateEnvironmentResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"@\n" +
 	"\x18UpdateEnvironmentRequest\x12\x10\n" +
@@ -1963,6 +2095,12 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\v_stop_afterB\x0f\n" +
 	"\r_delete_after\"\\\n" +
 	"\x1cSetEnvironmentPolicyResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"d\n" +
+	"\x1eSetEnvironmentIsolationRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\tisolation\x18\x03 \x01(\tR\tisolation\"_\n" +
+	"\x1fSetEnvironmentIsolationResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
@@ -1978,7 +2116,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\x8c\t\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\x86\n" +
+	"\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -1990,7 +2129,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\rListSandboxes\x12#.agentd.hub.v1.ListSandboxesRequest\x1a$.agentd.hub.v1.ListSandboxesResponse\x12Z\n" +
 	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponse\x12i\n" +
 	"\x12ChangeSandboxState\x12(.agentd.hub.v1.ChangeSandboxStateRequest\x1a).agentd.hub.v1.ChangeSandboxStateResponse\x12o\n" +
-	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponse\x12x\n" +
+	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -2005,38 +2145,40 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
-	(EnvironmentKind)(0),                  // 0: agentd.hub.v1.EnvironmentKind
-	(EnvironmentState)(0),                 // 1: agentd.hub.v1.EnvironmentState
-	(CheckStatus)(0),                      // 2: agentd.hub.v1.CheckStatus
-	(*Check)(nil),                         // 3: agentd.hub.v1.Check
-	(*Inventory)(nil),                     // 4: agentd.hub.v1.Inventory
-	(*Environment)(nil),                   // 5: agentd.hub.v1.Environment
-	(*Sandbox)(nil),                       // 6: agentd.hub.v1.Sandbox
-	(*ListEnvironmentsRequest)(nil),       // 7: agentd.hub.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),      // 8: agentd.hub.v1.ListEnvironmentsResponse
-	(*GetEnvironmentRequest)(nil),         // 9: agentd.hub.v1.GetEnvironmentRequest
-	(*GetEnvironmentResponse)(nil),        // 10: agentd.hub.v1.GetEnvironmentResponse
-	(*CreateEnvironmentRequest)(nil),      // 11: agentd.hub.v1.CreateEnvironmentRequest
-	(*CreateEnvironmentResponse)(nil),     // 12: agentd.hub.v1.CreateEnvironmentResponse
-	(*UpdateEnvironmentRequest)(nil),      // 13: agentd.hub.v1.UpdateEnvironmentRequest
-	(*UpdateEnvironmentResponse)(nil),     // 14: agentd.hub.v1.UpdateEnvironmentResponse
-	(*RevalidateEnvironmentRequest)(nil),  // 15: agentd.hub.v1.RevalidateEnvironmentRequest
-	(*RevalidateEnvironmentResponse)(nil), // 16: agentd.hub.v1.RevalidateEnvironmentResponse
-	(*SetDefaultEnvironmentRequest)(nil),  // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
-	(*SetDefaultEnvironmentResponse)(nil), // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
-	(*DeleteEnvironmentRequest)(nil),      // 19: agentd.hub.v1.DeleteEnvironmentRequest
-	(*DeleteEnvironmentResponse)(nil),     // 20: agentd.hub.v1.DeleteEnvironmentResponse
-	(*ListSandboxesRequest)(nil),          // 21: agentd.hub.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),         // 22: agentd.hub.v1.ListSandboxesResponse
-	(*RemoveSandboxRequest)(nil),          // 23: agentd.hub.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),         // 24: agentd.hub.v1.RemoveSandboxResponse
-	(*ChangeSandboxStateRequest)(nil),     // 25: agentd.hub.v1.ChangeSandboxStateRequest
-	(*ChangeSandboxStateResponse)(nil),    // 26: agentd.hub.v1.ChangeSandboxStateResponse
-	(*SetEnvironmentPolicyRequest)(nil),   // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
-	(*SetEnvironmentPolicyResponse)(nil),  // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
-	(*timestamppb.Timestamp)(nil),         // 29: google.protobuf.Timestamp
+	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
+	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
+	(CheckStatus)(0),                        // 2: agentd.hub.v1.CheckStatus
+	(*Check)(nil),                           // 3: agentd.hub.v1.Check
+	(*Inventory)(nil),                       // 4: agentd.hub.v1.Inventory
+	(*Environment)(nil),                     // 5: agentd.hub.v1.Environment
+	(*Sandbox)(nil),                         // 6: agentd.hub.v1.Sandbox
+	(*ListEnvironmentsRequest)(nil),         // 7: agentd.hub.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),        // 8: agentd.hub.v1.ListEnvironmentsResponse
+	(*GetEnvironmentRequest)(nil),           // 9: agentd.hub.v1.GetEnvironmentRequest
+	(*GetEnvironmentResponse)(nil),          // 10: agentd.hub.v1.GetEnvironmentResponse
+	(*CreateEnvironmentRequest)(nil),        // 11: agentd.hub.v1.CreateEnvironmentRequest
+	(*CreateEnvironmentResponse)(nil),       // 12: agentd.hub.v1.CreateEnvironmentResponse
+	(*UpdateEnvironmentRequest)(nil),        // 13: agentd.hub.v1.UpdateEnvironmentRequest
+	(*UpdateEnvironmentResponse)(nil),       // 14: agentd.hub.v1.UpdateEnvironmentResponse
+	(*RevalidateEnvironmentRequest)(nil),    // 15: agentd.hub.v1.RevalidateEnvironmentRequest
+	(*RevalidateEnvironmentResponse)(nil),   // 16: agentd.hub.v1.RevalidateEnvironmentResponse
+	(*SetDefaultEnvironmentRequest)(nil),    // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
+	(*SetDefaultEnvironmentResponse)(nil),   // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
+	(*DeleteEnvironmentRequest)(nil),        // 19: agentd.hub.v1.DeleteEnvironmentRequest
+	(*DeleteEnvironmentResponse)(nil),       // 20: agentd.hub.v1.DeleteEnvironmentResponse
+	(*ListSandboxesRequest)(nil),            // 21: agentd.hub.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),           // 22: agentd.hub.v1.ListSandboxesResponse
+	(*RemoveSandboxRequest)(nil),            // 23: agentd.hub.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),           // 24: agentd.hub.v1.RemoveSandboxResponse
+	(*ChangeSandboxStateRequest)(nil),       // 25: agentd.hub.v1.ChangeSandboxStateRequest
+	(*ChangeSandboxStateResponse)(nil),      // 26: agentd.hub.v1.ChangeSandboxStateResponse
+	(*SetEnvironmentPolicyRequest)(nil),     // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
+	(*SetEnvironmentPolicyResponse)(nil),    // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
+	(*SetEnvironmentIsolationRequest)(nil),  // 29: agentd.hub.v1.SetEnvironmentIsolationRequest
+	(*SetEnvironmentIsolationResponse)(nil), // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
+	(*timestamppb.Timestamp)(nil),           // 31: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2044,12 +2186,12 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	29, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	29, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	29, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	29, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	29, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	29, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	31, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	31, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	31, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	31, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	31, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	31, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
 	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
@@ -2057,33 +2199,36 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	5,  // 15: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
-	7,  // 18: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 19: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 20: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 21: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 22: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 23: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 24: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 25: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 26: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 27: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 28: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	8,  // 29: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 30: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 31: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 32: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 33: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 34: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 35: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 36: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 37: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 38: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 18: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
+	7,  // 19: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 20: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 21: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 22: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 23: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 24: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 25: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 26: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 27: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 28: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 29: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	29, // 30: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	8,  // 31: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 32: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 33: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 34: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 35: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 36: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 37: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 38: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 39: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 40: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 41: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	30, // 42: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	31, // [31:43] is the sub-list for method output_type
+	19, // [19:31] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2098,7 +2243,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

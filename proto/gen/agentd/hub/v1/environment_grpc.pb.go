@@ -19,17 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EnvironmentService_ListEnvironments_FullMethodName      = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
-	EnvironmentService_GetEnvironment_FullMethodName        = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
-	EnvironmentService_CreateEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
-	EnvironmentService_UpdateEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
-	EnvironmentService_RevalidateEnvironment_FullMethodName = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
-	EnvironmentService_SetDefaultEnvironment_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
-	EnvironmentService_DeleteEnvironment_FullMethodName     = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
-	EnvironmentService_ListSandboxes_FullMethodName         = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
-	EnvironmentService_RemoveSandbox_FullMethodName         = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
-	EnvironmentService_ChangeSandboxState_FullMethodName    = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
-	EnvironmentService_SetEnvironmentPolicy_FullMethodName  = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
+	EnvironmentService_ListEnvironments_FullMethodName        = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
+	EnvironmentService_GetEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
+	EnvironmentService_CreateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
+	EnvironmentService_UpdateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
+	EnvironmentService_RevalidateEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
+	EnvironmentService_SetDefaultEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
+	EnvironmentService_DeleteEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
+	EnvironmentService_ListSandboxes_FullMethodName           = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
+	EnvironmentService_RemoveSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
+	EnvironmentService_ChangeSandboxState_FullMethodName      = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
+	EnvironmentService_SetEnvironmentPolicy_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
+	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -71,6 +72,11 @@ type EnvironmentServiceClient interface {
 	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
 	// built-in one's included), over the hub's defaults (admins only).
 	SetEnvironmentPolicy(ctx context.Context, in *SetEnvironmentPolicyRequest, opts ...grpc.CallOption) (*SetEnvironmentPolicyResponse, error)
+	// SetEnvironmentIsolation sets what separates an environment's sandboxes
+	// from the host (builtin included): its sandboxes are replaced by ones
+	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
+	// run it (gvisor without make sandbox-runtime).
+	SetEnvironmentIsolation(ctx context.Context, in *SetEnvironmentIsolationRequest, opts ...grpc.CallOption) (*SetEnvironmentIsolationResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -191,6 +197,16 @@ func (c *environmentServiceClient) SetEnvironmentPolicy(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *environmentServiceClient) SetEnvironmentIsolation(ctx context.Context, in *SetEnvironmentIsolationRequest, opts ...grpc.CallOption) (*SetEnvironmentIsolationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEnvironmentIsolationResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SetEnvironmentIsolation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -230,6 +246,11 @@ type EnvironmentServiceServer interface {
 	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
 	// built-in one's included), over the hub's defaults (admins only).
 	SetEnvironmentPolicy(context.Context, *SetEnvironmentPolicyRequest) (*SetEnvironmentPolicyResponse, error)
+	// SetEnvironmentIsolation sets what separates an environment's sandboxes
+	// from the host (builtin included): its sandboxes are replaced by ones
+	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
+	// run it (gvisor without make sandbox-runtime).
+	SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -272,6 +293,9 @@ func (UnimplementedEnvironmentServiceServer) ChangeSandboxState(context.Context,
 }
 func (UnimplementedEnvironmentServiceServer) SetEnvironmentPolicy(context.Context, *SetEnvironmentPolicyRequest) (*SetEnvironmentPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentPolicy not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentIsolation not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -492,6 +516,24 @@ func _EnvironmentService_SetEnvironmentPolicy_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_SetEnvironmentIsolation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEnvironmentIsolationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SetEnvironmentIsolation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SetEnvironmentIsolation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SetEnvironmentIsolation(ctx, req.(*SetEnvironmentIsolationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -542,6 +584,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetEnvironmentPolicy",
 			Handler:    _EnvironmentService_SetEnvironmentPolicy_Handler,
+		},
+		{
+			MethodName: "SetEnvironmentIsolation",
+			Handler:    _EnvironmentService_SetEnvironmentIsolation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
