@@ -47,6 +47,11 @@ const (
 	KindFilesEdit      = "files.edit"
 	KindFilesSearch    = "files.search"
 	KindFilesGlob      = "files.glob"
+
+	// KindPortConnect is one TCP connection a caller made to a port of
+	// the daemon's host (PortService.Connect: port forwards and
+	// previews): bytes each way and duration.
+	KindPortConnect = "port.connect"
 )
 
 // Kinds of the hub's own records of what it did for a caller.
