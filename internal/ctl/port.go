@@ -2,17 +2,23 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -25,8 +31,104 @@ and carries local TCP connections to them, through the hub or directly.
 The target side is always 127.0.0.1:PORT on the target: agentd dials it
 from there, so a sandbox with network "none" serves its ports too.`,
 	}
-	cmd.AddCommand(a.portLsCmd(), a.portForwardCmd())
+	cmd.AddCommand(a.portLsCmd(), a.portForwardCmd(), a.portExposeCmd(), a.portUnexposeCmd())
 	return cmd
+}
+
+func (a *app) portExposeCmd() *cobra.Command {
+	var (
+		access string
+		ttl    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "expose PORT [--access private|org|public] [--ttl D]",
+		Short: "Serve a port of the target at a preview URL of the hub; prints the URL",
+		Long: `expose makes a new preview URL for 127.0.0.1:PORT on the target (a machine or a
+sandbox) and prints it alone on stdout. The hub serves it on its preview
+listener (agenthub serve --preview-listen), never on the console's origin.
+
+Access:
+  private  only you: signed in to the hub's console in the browser, or sending
+           your API token (Authorization: Bearer TOKEN); the default
+  org      any member of the org
+  public   anyone with the URL (it holds 256 random bits)
+
+The URL works until --ttl passes (default 24h; 0: until unexposed) or
+'agentctl port unexpose'. The hub stores only a hash of it: it is shown once.`,
+		Example: `  agentctl --env py --conversation c-42 port expose 8000
+  agentctl --machine m-abc port expose 3000 --access org --ttl 2h
+  agentctl --json --machine m-abc port expose 5173 --access public --ttl 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			port, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil || port == 0 {
+				return usagef("%q is not a port (1-65535)", args[0])
+			}
+			if ttl < 0 {
+				return usagef("--ttl %s: want 0 (until unexposed) or more", ttl)
+			}
+			if !a.viaHub() {
+				return usagef("port expose needs the hub, which serves previews: --hub URL with --machine ID or --env NAME")
+			}
+			req := &hubv1.ExposeRequest{Port: uint32(port), Access: access}
+			if cmd.Flags().Changed("ttl") {
+				req.Ttl = durationpb.New(ttl)
+			}
+			return a.call(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewPreviewServiceClient(c).Expose(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				_, err = fmt.Fprintln(a.io.Out, resp.GetUrl())
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&access, "access", "private", "who may open the URL: private, org or public")
+	cmd.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long the URL works; 0: until unexposed")
+	return cmd
+}
+
+func (a *app) portUnexposeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unexpose PORT|URL",
+		Short: "End a port's preview URLs (or the one URL given)",
+		Long: `unexpose ends every preview URL of PORT on the target, or the one preview URL
+given (then no target is needed). Its URLs answer 404 from then on. Prints the
+ids of the exposures ended, one per line.`,
+		Example: `  agentctl --env py --conversation c-42 port unexpose 8000
+  agentctl port unexpose https://preview.example.com:8444/p/Zk3…/`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !a.viaHub() {
+				return usagef("port unexpose needs the hub, which serves previews: --hub URL")
+			}
+			req := &hubv1.UnexposeRequest{}
+			if strings.Contains(args[0], "/") {
+				req.Url = args[0]
+			} else if port, err := strconv.ParseUint(args[0], 10, 16); err == nil && port > 0 {
+				req.Port = uint32(port)
+			} else {
+				return usagef("%q is neither a port (1-65535) nor a preview URL", args[0])
+			}
+			return a.call(cmd, func(ctx context.Context, c *conn) error {
+				resp, err := hubv1.NewPreviewServiceClient(c).Unexpose(ctx, req)
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				for _, id := range resp.GetIds() {
+					fmt.Fprintln(a.io.Out, id)
+				}
+				return nil
+			})
+		},
+	}
 }
 
 func (a *app) portLsCmd() *cobra.Command {
@@ -47,8 +149,14 @@ answer unimplemented.`,
 				if err != nil {
 					return err
 				}
+				var exp *hubv1.ListExposuresResponse
+				if a.viaHub() {
+					if exp, err = hubv1.NewPreviewServiceClient(c).ListExposures(ctx, &hubv1.ListExposuresRequest{}); err != nil {
+						return err
+					}
+				}
 				if a.json {
-					return a.printJSON(resp)
+					return a.printPorts(resp, exp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PORT\tADDRESS\tNETWORK\tPID\tCOMMAND")
@@ -59,10 +167,47 @@ answer unimplemented.`,
 					}
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.GetPort(), p.GetAddress(), p.GetNetwork(), pid, cut(p.GetCommand(), 120))
 				}
+				if err := tw.Flush(); err != nil || len(exp.GetExposures()) == 0 {
+					return err
+				}
+				fmt.Fprintln(a.io.Out)
+				tw = tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "EXPOSED\tPORT\tACCESS\tBY\tEXPIRES")
+				for _, e := range exp.GetExposures() {
+					until := "when unexposed"
+					if e.GetExpiresAt() != nil {
+						until = e.GetExpiresAt().AsTime().Local().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", e.GetId(), e.GetPort(), e.GetAccess(), e.GetCreatedBy(), until)
+				}
 				return tw.Flush()
 			})
 		},
 	}
+}
+
+// printPorts prints port ls --json: one document, {"ports": […]} and,
+// through the hub, "exposures": […].
+func (a *app) printPorts(ports *agentdv1.PortServiceListResponse, exp *hubv1.ListExposuresResponse) error {
+	doc := map[string]json.RawMessage{}
+	for _, m := range []proto.Message{ports, exp} {
+		if m == nil || reflect.ValueOf(m).IsNil() {
+			continue
+		}
+		b, err := jsonOpts.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.io.Out, "%s\n", b)
+	return err
 }
 
 // cut shortens s to at most n bytes of whole runes, with "…" when cut.

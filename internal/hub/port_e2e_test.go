@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/devdepot-ai/agentd/internal/ctl"
+	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/store/pgtest"
 )
 
@@ -214,10 +215,11 @@ func TestPortForwardBadSpecs(t *testing.T) {
 }
 
 // In a builtin sandbox with network none: port ls shows the servers the
-// agent started (with their owner), and port forward carries a TCP echo
-// and python3 -m http.server's pages, dialled by agentd inside.
+// agent started (with their owner), port forward carries a TCP echo and
+// python3 -m http.server's pages, dialled by agentd inside, and a public
+// preview URL serves the same pages to a client without credentials.
 func TestPortSandbox(t *testing.T) {
-	h := startSandboxHub(t, nil)
+	h := startSandboxHubWith(t, nil, hubtest.Options{Preview: true})
 	cli := h.agentctl()
 	target := []string{"--env", "builtin", "--conversation", "ports"}
 	run := func(args ...string) string {
@@ -304,5 +306,16 @@ while True:
 	}
 	if code, stderr := stop(); code != 0 || stderr != "" {
 		t.Errorf("after interrupt: exit %d, stderr %q", code, stderr)
+	}
+
+	u := strings.TrimSpace(run("port", "expose", "8000", "--access", "public"))
+	resp, err = http.Get(u + "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "<h1>hello from the sandbox</h1>" {
+		t.Errorf("GET %sindex.html: %d %q", u, resp.StatusCode, body)
 	}
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConsoleLinkRace", testConsoleLinkRace},
 		{"ListRoutes", testListRoutes},
 		{"Quotas", testQuotas},
+		{"Exposures", testExposures},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
