@@ -130,7 +130,7 @@ func TestPreviewThroughHub(t *testing.T) {
 	}
 
 	public := expose("--access", "public")
-	if tok := strings.TrimSuffix(strings.TrimPrefix(public, h.hub.PreviewURL+"/p/"), "/"); len(tok) < 43 {
+	if tok := strings.TrimSuffix(strings.TrimPrefix(public, h.hub.PreviewURL+"/p/"), "/"); len(tok) < 43 || strings.ContainsAny(tok, "/:@%") {
 		t.Errorf("token %q: want at least 256 bits (43 base64 characters)", tok)
 	}
 	code, body := get(t, public+"echo", "Cookie", "agenthub_console=secret; theme=dark; __Host-agenthub_console=x", "Authorization", "Bearer "+h.owner,
@@ -143,11 +143,31 @@ func TestPreviewThroughHub(t *testing.T) {
 		seen["xfh"] != strings.TrimPrefix(h.hub.PreviewURL, "http://") {
 		t.Errorf("the app saw %v; want host 127.0.0.1:%s, only the app's cookie, no authorization, the client's address", seen, port)
 	}
-	// The path cannot name another host or port.
+	// No path, header or token names another host or port: the app
+	// answers (or nothing does), always at 127.0.0.1:PORT.
 	for _, p := range []string{"http://127.0.0.2:1/echo", "//evil.example:80/echo", "..%2F..%2Fecho"} {
 		code, body := get(t, public+p)
 		if code == 200 && !strings.Contains(body, `"host":"127.0.0.1:`+port+`"`) {
 			t.Errorf("GET %s reached %s", p, body)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, public+"echo", nil)
+	req.Host = "127.0.0.1:1"
+	req.Header.Set("X-Forwarded-Host", "127.0.0.2:22")
+	req.Header.Set("Forwarded", "host=127.0.0.2:22")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"host":"127.0.0.1:`+port+`"`) {
+			t.Errorf("with Host 127.0.0.1:1: %d %s", resp.StatusCode, b)
+		}
+	}
+	token := strings.TrimSuffix(strings.TrimPrefix(public, h.hub.PreviewURL+"/p/"), "/")
+	for _, p := range []string{token + ":1/echo", token + "%3A1/echo", token + "@127.0.0.2/echo"} {
+		if code, _ := get(t, h.hub.PreviewURL+"/p/"+p); code != 404 {
+			t.Errorf("GET /p/%s: %d, want 404", p, code)
 		}
 	}
 	code, body = get(t, public+"sse")
