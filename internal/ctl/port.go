@@ -25,11 +25,12 @@ import (
 func (a *app) portCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "port",
-		Short: "List the target's listening ports and forward local ports to them",
-		Long: `port shows the TCP servers listening on the target (a machine or a sandbox)
-and carries local TCP connections to them, through the hub or directly.
-The target side is always 127.0.0.1:PORT on the target: agentd dials it
-from there, so a sandbox with network "none" serves its ports too.`,
+		Short: "List the target's listening ports, forward local ports to them, expose them at preview URLs",
+		Long: `port shows the TCP servers listening on the target (a machine or a sandbox),
+carries local TCP connections to them (through the hub or directly), and
+through the hub serves them at preview URLs. The target side is always
+127.0.0.1:PORT on the target: agentd dials it from there, so a sandbox with
+network "none" serves its ports too.`,
 	}
 	cmd.AddCommand(a.portLsCmd(), a.portForwardCmd(), a.portExposeCmd(), a.portUnexposeCmd())
 	return cmd
