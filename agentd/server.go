@@ -228,6 +228,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	agentdv1.RegisterPythonServiceServer(s.grpc, s.python)
 	agentdv1.RegisterSnapshotServiceServer(s.grpc, s.snaps)
 	agentdv1.RegisterActivityServiceServer(s.grpc, &activityService{log: s.activity})
+	agentdv1.RegisterPortServiceServer(s.grpc, &portService{s: s})
 	if opts.Reflection {
 		reflection.Register(s.grpc)
 	}

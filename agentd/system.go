@@ -34,7 +34,7 @@ type systemService struct {
 var _ agentdv1.SystemServiceServer = (*systemService)(nil)
 
 // capabilities lists what this daemon implements, for SystemService.Info.
-var capabilities = []string{"files", "process", "pty", "python", "snapshot", "system", "inventory", "activity"}
+var capabilities = []string{"files", "process", "pty", "python", "snapshot", "system", "inventory", "activity", "ports"}
 
 // Info describes the daemon and the machine it runs on.
 func (y *systemService) Info(ctx context.Context, _ *agentdv1.InfoRequest) (*agentdv1.InfoResponse, error) {

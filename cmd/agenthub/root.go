@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -164,7 +165,7 @@ admin tokens of the first org manage that org only.`,
 }
 
 func newServeCmd() *cobra.Command {
-	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr string
+	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr, previewAddr string
 	var maxPerClient, maxPerSandbox int
 	var proxies []string
 	activityKeepBytes := "256MiB"
@@ -230,6 +231,9 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 					return usageError{fmt.Errorf("--metrics-listen %s: /metrics without a token is for loopback only (127.0.0.1:PORT or [::1]:PORT); elsewhere scrape the hub's port with the owner's token", metricsAddr)}
 				}
 			}
+			if previewAddr != "" && tlsConfig == nil && !(listen.Addr{Network: "tcp", Address: previewAddr}).IsLoopback() {
+				return usageError{fmt.Errorf("--preview-listen %s is reachable from other machines: give --tls-cert and --tls-key (previews are served with the same certificate), or listen on 127.0.0.1", previewAddr)}
+			}
 			log, err := logging.New(logLevel)
 			if err != nil {
 				return usageError{fmt.Errorf("--log-level: %w", err)}
@@ -269,8 +273,18 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 				// Replicas share a Postgres store: register as one.
 				rep = &replica.Options{Addr: internalAddr}
 			}
+			var previewLis net.Listener
+			previewURL := ""
+			if previewAddr != "" {
+				if previewLis, err = net.Listen("tcp", previewAddr); err != nil {
+					return fmt.Errorf("--preview-listen: %w", err)
+				}
+				defer previewLis.Close()
+				previewURL = previewBase(previewLis.Addr().(*net.TCPAddr), publicURL, tlsConfig != nil)
+			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
-				Store: st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
+				PreviewURL: previewURL,
+				Store:      st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
 				PublicURL:               publicURL,
 				TrustedProxies:          trusted,
 				MaxConnsPerClient:       noCapIsNegative(maxPerClient),
@@ -302,6 +316,10 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 			if tlsConfig != nil {
 				scheme = "https"
 			}
+			if previewLis != nil {
+				go func() { _ = srv.ServePreview(cmd.Context(), previewLis, tlsConfig) }()
+				log.Info("serving previews", zap.String("url", previewURL))
+			}
 			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("console", scheme+"://"+lis.Addr().String()+"/console/"), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
 			if rep == nil || internalAddr == "" {
 				return srv.Serve(cmd.Context(), lis, tlsConfig)
@@ -331,6 +349,7 @@ hub with no agentd to hand (or only a dynamically linked one).`,
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
 	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
+	f.StringVar(&previewAddr, "preview-listen", "", "host:port to serve preview URLs on (agentctl port expose), a listener of their own: previews never share the console's origin; off when empty")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "loopback host:port to serve /metrics on without a token (e.g. 127.0.0.1:9464); on the main port /metrics needs the hub owner's token")
 	f.IntVar(&maxPerClient, "max-conns-per-client", conns.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
 	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", conns.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
@@ -376,4 +395,22 @@ func parseProxies(vs []string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// previewBase is the base URL of the preview listener at addr: the host
+// of --public-url (or of the address, localhost when it is unspecified)
+// with the listener's port.
+func previewBase(addr *net.TCPAddr, publicURL string, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
+		host = u.Hostname()
+	}
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -72,5 +73,35 @@ func TestServeActivityKeepBytes(t *testing.T) {
 				t.Errorf("the database was made (%v)", err)
 			}
 		})
+	}
+}
+
+// --preview-listen off loopback without TLS is a usage error that makes
+// nothing; previewBase names the listener as a person reaches it.
+func TestServePreviewListen(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "hub.db")
+	_, _, err := runAgenthub(t, "", "serve", "--listen", "127.0.0.1:0", "--db", db, "--preview-listen", "0.0.0.0:0")
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--preview-listen 0.0.0.0:0 is reachable from other machines") {
+		t.Fatalf("serve --preview-listen 0.0.0.0:0 = %v, want a usage error naming the flag", err)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the database was made (%v)", err)
+	}
+	for _, tc := range []struct {
+		addr, public string
+		tls          bool
+		want         string
+	}{
+		{"127.0.0.1:8444", "", false, "http://127.0.0.1:8444"},
+		{"0.0.0.0:8444", "", true, "https://localhost:8444"},
+		{"[::]:8444", "https://hub.example.com", true, "https://hub.example.com:8444"},
+	} {
+		ap := netip.MustParseAddrPort(tc.addr)
+		got := previewBase(net.TCPAddrFromAddrPort(ap), tc.public, tc.tls)
+		if got != tc.want {
+			t.Errorf("previewBase(%s, %q, %v) = %q, want %q", tc.addr, tc.public, tc.tls, got, tc.want)
+		}
 	}
 }

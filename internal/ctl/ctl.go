@@ -196,7 +196,7 @@ Target (first match wins):
 		c.GroupID = "files"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.infoCmd(), a.inventoryCmd(), a.validateCmd(), a.mcpCmd(), a.versionCmd()} {
+	for _, c := range []*cobra.Command{a.infoCmd(), a.inventoryCmd(), a.portCmd(), a.validateCmd(), a.mcpCmd(), a.versionCmd()} {
 		c.GroupID = "sys"
 		root.AddCommand(c)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
+	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -86,6 +87,10 @@ type Options struct {
 	// holds open on the sandboxes' socket: its tunnel and its egress.
 	// Default conns.DefaultMaxConnsPerSandbox; negative: no cap.
 	MaxConnsPerSandbox int
+	// PreviewURL is the base URL the preview server is reached at
+	// (ServePreview's listener, agenthub serve --preview-listen), which
+	// agentctl port expose prints URLs under. Empty: previews are off.
+	PreviewURL string
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -105,6 +110,7 @@ type Server struct {
 	mux      *http.ServeMux
 
 	sandboxes *sandboxes.Manager // nil: no sandboxes
+	preview   *preview.Server    // served by ServePreview
 
 	calls, pairs atomic.Int64
 	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
@@ -212,6 +218,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	envs := &environmentService{s: s, a: admin}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
+	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
+	s.preview = s.newPreview()
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)

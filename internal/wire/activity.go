@@ -48,6 +48,11 @@ const (
 	KindFilesSearch    = "files.search"
 	KindFilesGlob      = "files.glob"
 	KindFilesWatch     = "files.watch"
+
+	// KindPortConnect is one TCP connection a caller made to a port of
+	// the daemon's host (PortService.Connect: port forwards and
+	// previews): bytes each way and duration.
+	KindPortConnect = "port.connect"
 )
 
 // Kinds of the hub's own records of what it did for a caller.

@@ -200,3 +200,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	c.clearCookie(w, r)
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 }
+
+// CookieNames are the names of the console's session cookie (plain HTTP,
+// and TLS): the preview server strips them before forwarding.
+func CookieNames() []string { return []string{cookieName, tlsCookieName} }

@@ -52,6 +52,9 @@ type Options struct {
 	// default the hub's.
 	ActivityLimits          activitylog.Limits
 	ActivityKeepBytesPerOrg int64
+	// Preview, set, serves the hub's preview server on a loopback port of
+	// its own (Hub.PreviewURL), as agenthub serve --preview-listen does.
+	Preview bool
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -63,6 +66,8 @@ type Hub struct {
 	// Server is the hub being served (a new one after each Serve).
 	Server *hub.Server
 	URL    string // http://Addr, or https:// with TLS
+	// PreviewURL is the preview server's base URL (Options.Preview).
+	PreviewURL string
 
 	tb   testing.TB
 	opts Options
@@ -151,8 +156,17 @@ func (h *Hub) Serve(addr string) {
 		o.Addr = ilis.Addr().String()
 		rep = &o
 	}
+	var plis net.Listener
+	if h.opts.Preview {
+		var err error
+		if plis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			h.tb.Fatal(err)
+		}
+		h.PreviewURL = "http://" + plis.Addr().String()
+	}
 	srv, err := hub.New(h.tb.Context(), hub.Options{
-		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
+		PreviewURL: h.PreviewURL,
+		Store:      h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
 		Heartbeat: h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
 		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
 	})
@@ -183,6 +197,10 @@ func (h *Hub) Serve(addr string) {
 	if ilis != nil {
 		n++
 		go func() { done <- srv.ServeInternal(ctx, ilis) }()
+	}
+	if plis != nil {
+		n++
+		go func() { done <- srv.ServePreview(ctx, plis, nil) }()
 	}
 	var once sync.Once
 	h.stop = func() {

@@ -58,6 +58,7 @@ type Store interface {
 	RateLimits
 	Replicas
 	ConsoleSessions
+	Exposures
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Opener) {
 		{"Quotas", testQuotas},
 		{"SandboxStates", testSandboxStates},
 		{"SandboxPolicies", testSandboxPolicies},
+		{"Exposures", testExposures},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

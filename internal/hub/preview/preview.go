@@ -1,0 +1,397 @@
+package preview
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+)
+
+// PathPrefix starts every preview URL's path: /p/<token>/….
+const PathPrefix = "/p/"
+
+// ErrOffline is Dial's error when the machine has no tunnel.
+var ErrOffline = errors.New("machine is offline")
+
+// Viewer is who a request is, as far as the hub can tell from the
+// credentials it carries (a console cookie or an API token).
+type Viewer struct {
+	TokenID string // the API token's ID ("" for the owner's console link)
+	OrgIDs  []string
+	Name    string
+}
+
+// Store is what the server needs of the hub's store.
+type Store interface {
+	ExposureByToken(ctx context.Context, hash store.TokenHash, now time.Time) (store.Exposure, error)
+}
+
+// Upstream is a route to a machine's agentd: a connection and the
+// metadata its calls carry. Done, if set, is called when a connection
+// made along it ends.
+type Upstream struct {
+	Conn grpc.ClientConnInterface
+	MD   metadata.MD
+	Done func()
+}
+
+// Options configures a Server. Store, Dial and Identify are required.
+type Options struct {
+	Store Store
+	// Dial finds the route to machine id's agentd; ErrOffline if it has
+	// no tunnel.
+	Dial func(ctx context.Context, machineID string) (Upstream, error)
+	// Identify says who r is from its credentials; ok false if it
+	// carries none the hub knows.
+	Identify func(r *http.Request) (v Viewer, ok bool, err error)
+	// Strip are the cookies the hub's own (removed before forwarding).
+	Strip []string
+	// Record is called once per client connection that reached an
+	// exposure, when it closes.
+	Record func(e store.Exposure, c ConnRecord)
+	Now    func() time.Time // default time.Now
+	Logger *zap.Logger      // default: none
+}
+
+// ConnRecord is one client connection's account.
+type ConnRecord struct {
+	Client    string // the client's address
+	In, Out   int64  // bytes from and to the client
+	Duration  time.Duration
+	Exposures int // requests served
+}
+
+// Server serves previews; it is an http.Handler, and Serve serves it on
+// a listener with per-connection accounting.
+type Server struct {
+	opts  Options
+	proxy *httputil.ReverseProxy
+	tr    *http.Transport
+}
+
+// New returns a preview server.
+func New(o Options) *Server {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	s := &Server{opts: o}
+	s.tr = &http.Transport{
+		DialContext:         s.dialUpstream,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+	s.proxy = &httputil.ReverseProxy{
+		Rewrite:       s.rewrite,
+		Transport:     s.tr,
+		FlushInterval: -1, // stream: SSE and chunked bodies pass as they come
+		ErrorHandler:  s.upstreamError,
+	}
+	return s
+}
+
+// Close closes the idle upstream connections.
+func (s *Server) Close() { s.tr.CloseIdleConnections() }
+
+type ctxKey int
+
+const (
+	keyExposure ctxKey = iota
+	keyConn
+	keyPath
+)
+
+// upstreamHost is the transport's name for an exposure's upstream: the
+// machine and the port, which dialUpstream reads back. It only keys the
+// connection pool; the dial is always to 127.0.0.1:PORT on the machine.
+func upstreamHost(e store.Exposure) string {
+	return e.MachineID + ".port" + strconv.Itoa(e.Port) + ".agentd.invalid"
+}
+
+// ServeHTTP serves one request of /p/<token>/….
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
+	if !ok {
+		s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like /p/TOKEN/. Ask whoever shared this link for a new one.")
+		return
+	}
+	token, path, _ := strings.Cut(rest, "/")
+	if path == "" && !strings.HasSuffix(rest, "/") {
+		// /p/TOKEN: the page's relative links need the slash.
+		http.Redirect(w, r, PathPrefix+token+"/", http.StatusMovedPermanently)
+		return
+	}
+	e, err := s.opts.Store.ExposureByToken(r.Context(), store.HashToken(token), s.opts.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		s.page(w, http.StatusNotFound, "No such preview", "This preview URL is unknown, was unexposed, or has expired. Expose the port again with agentctl port expose.")
+		return
+	}
+	if err != nil {
+		s.opts.Logger.Warn("preview lookup", zap.Error(err))
+		s.page(w, http.StatusServiceUnavailable, "Try again", "The hub could not look this preview up; try again in a moment.")
+		return
+	}
+	if status, title, msg := s.admit(r, e); status != 0 {
+		s.page(w, status, title, msg)
+		return
+	}
+	if cs, ok := r.Context().Value(keyConn).(*connStats); ok {
+		cs.served(e)
+	}
+	ctx := context.WithValue(r.Context(), keyExposure, e)
+	out := r.WithContext(context.WithValue(ctx, keyPath, "/"+path))
+	s.proxy.ServeHTTP(w, out)
+}
+
+// admit checks the exposure's access for r: 0 when r may pass, else the
+// status and page to answer.
+func (s *Server) admit(r *http.Request, e store.Exposure) (int, string, string) {
+	if e.Access == store.AccessPublic {
+		return 0, "", ""
+	}
+	v, ok, err := s.opts.Identify(r)
+	if err != nil {
+		s.opts.Logger.Warn("preview viewer", zap.Error(err))
+		return http.StatusServiceUnavailable, "Try again", "The hub could not check who you are; try again in a moment."
+	}
+	if !ok {
+		return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": sign in to the hub's console in this browser, or send your API token as Authorization: Bearer TOKEN."
+	}
+	switch e.Access {
+	case store.AccessPrivate:
+		if v.TokenID != "" && v.TokenID == e.CreatedBy {
+			return 0, "", ""
+		}
+		return http.StatusForbidden, "Not yours", "This preview is private to " + e.CreatedName + "; you are signed in as " + v.Name + "."
+	case store.AccessOrg:
+		for _, o := range v.OrgIDs {
+			if o == e.OrgID {
+				return 0, "", ""
+			}
+		}
+		return http.StatusForbidden, "Another org's preview", "This preview is open to the members of its org only; you are signed in as " + v.Name + ", who is not one."
+	}
+	return http.StatusForbidden, "Closed", "This preview's access is unknown."
+}
+
+// strip removes the hub's own credentials: its cookies, and an
+// Authorization carrying an API token (one of another scheme is the
+// app's own, and passes).
+func (s *Server) strip(r *http.Request) {
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer agt_") {
+		r.Header.Del("Authorization")
+	}
+	cookies := r.Cookies()
+	r.Header.Del("Cookie")
+	var keep []string
+	for _, c := range cookies {
+		hub := false
+		for _, n := range s.opts.Strip {
+			hub = hub || c.Name == n
+		}
+		if !hub {
+			keep = append(keep, c.Name+"="+c.Value)
+		}
+	}
+	if len(keep) > 0 {
+		r.Header.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+// rewrite makes the upstream request: to 127.0.0.1:PORT of the
+// exposure (ServeHTTP put it and the path under the token in the
+// context), without the hub's credentials, with X-Forwarded-* set as a
+// reverse proxy does: the client's address, the host and scheme it asked
+// for. What the client sent in them is not kept (the proxy removed it,
+// and Forwarded goes too).
+func (s *Server) rewrite(pr *httputil.ProxyRequest) {
+	e := pr.In.Context().Value(keyExposure).(store.Exposure)
+	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", upstreamHost(e)
+	pr.Out.URL.Path, pr.Out.URL.RawPath = pr.In.Context().Value(keyPath).(string), ""
+	pr.Out.Host = "127.0.0.1:" + strconv.Itoa(e.Port)
+	s.strip(pr.Out)
+	pr.Out.Header.Del("Forwarded")
+	client, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
+	pr.Out.Header.Set("X-Forwarded-For", client)
+	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	proto := "http"
+	if pr.In.TLS != nil {
+		proto = "https"
+	}
+	pr.Out.Header.Set("X-Forwarded-Proto", proto)
+}
+
+// dialUpstream opens a Connect call to the port addr names on its
+// machine (see upstreamHost) and returns it as a net.Conn.
+func (s *Server) dialUpstream(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	machine, rest, ok := strings.Cut(strings.TrimSuffix(host, ".agentd.invalid"), ".port")
+	port, err := strconv.Atoi(rest)
+	if !ok || err != nil || port < 1 || port > 65535 {
+		return nil, fmt.Errorf("preview upstream %q: not one of the server's", addr)
+	}
+	up, err := s.opts.Dial(ctx, machine)
+	if err != nil {
+		return nil, err
+	}
+	return dialPort(context.WithoutCancel(ctx), up, uint32(port))
+}
+
+// upstreamError answers a request whose upstream failed: 503 with a page
+// saying why (the machine offline, nothing listening on the port).
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	e, _ := r.Context().Value(keyExposure).(store.Exposure)
+	switch {
+	case errors.Is(err, ErrOffline):
+		s.page(w, http.StatusServiceUnavailable, "Machine offline",
+			fmt.Sprintf("Machine %s is offline, so port %d cannot be reached. It is served again once the machine reconnects to the hub.", e.MachineID, e.Port))
+	case errors.Is(err, context.Canceled):
+		// The client went away.
+	default:
+		s.page(w, http.StatusBadGateway, "Port not answering",
+			fmt.Sprintf("Port %d on %s did not answer: %s. Is the server running? (agentctl port ls)", e.Port, e.MachineID, err))
+	}
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title></head>
+<body><h1>{{.Title}}</h1><p>{{.Msg}}</p></body></html>
+`))
+
+// page answers with a small HTML page of the server's own.
+func (s *Server) page(w http.ResponseWriter, status int, title, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = pageTmpl.Execute(w, struct{ Title, Msg string }{title, msg})
+}
+
+// Serve serves previews on lis until ctx ends, recording each client
+// connection that reached an exposure.
+// With tlsConfig set, it serves HTTPS.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(s.opts.Logger.Named("http")),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if cc, ok := c.(*countedConn); ok {
+				return context.WithValue(ctx, keyConn, cc.stats)
+			}
+			return ctx
+		},
+	}
+	errc := make(chan error, 1)
+	var l net.Listener = &countingListener{Listener: lis, s: s}
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if hs.Shutdown(sctx) != nil {
+		_ = hs.Close()
+	}
+	<-errc
+	s.Close()
+	return nil
+}
+
+// countingListener wraps each accepted connection to count its bytes.
+type countingListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, stats: &connStats{s: l.s, client: c.RemoteAddr().String(), start: l.s.opts.Now()}}, nil
+}
+
+// connStats is a client connection's account.
+type connStats struct {
+	s       *Server
+	client  string
+	start   time.Time
+	in, out atomic.Int64
+	mu      sync.Mutex
+	e       *store.Exposure // the first exposure it reached
+	n       int
+	once    sync.Once
+}
+
+func (cs *connStats) served(e store.Exposure) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.e == nil {
+		cs.e = &e
+	}
+	cs.n++
+}
+
+func (cs *connStats) finish() {
+	cs.once.Do(func() {
+		cs.mu.Lock()
+		e, n := cs.e, cs.n
+		cs.mu.Unlock()
+		if e != nil && cs.s.opts.Record != nil {
+			cs.s.opts.Record(*e, ConnRecord{Client: cs.client, In: cs.in.Load(), Out: cs.out.Load(), Duration: cs.s.opts.Now().Sub(cs.start), Exposures: n})
+		}
+	})
+}
+
+type countedConn struct {
+	net.Conn
+	stats *connStats
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.stats.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.stats.out.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.stats.finish()
+	return err
+}
+
+var _ io.ReadWriteCloser = (*countedConn)(nil)
