@@ -318,4 +318,29 @@ while True:
 	if resp.StatusCode != 200 || string(body) != "<h1>hello from the sandbox</h1>" {
 		t.Errorf("GET %sindex.html: %d %q", u, resp.StatusCode, body)
 	}
+
+	// A visit to a paused sandbox's preview wakes it, as a call does.
+	var id string
+	for _, sb := range h.listSandboxes() {
+		if sb.GetConversation() == "ports" {
+			id = sb.GetId()
+		}
+	}
+	if code, out, errs := cli("sandbox", "pause", id); code != 0 {
+		t.Fatalf("sandbox pause %s: exit %d %s%s", id, code, out, errs)
+	}
+	resp, err = http.Get(u + "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "<h1>hello from the sandbox</h1>" {
+		t.Errorf("GET %sindex.html of the paused sandbox: %d %q", u, resp.StatusCode, body)
+	}
+	for _, sb := range h.listSandboxes() {
+		if sb.GetId() == id && sb.GetState() != "running" {
+			t.Errorf("after the visit, sandbox %s is %s, want running", id, sb.GetState())
+		}
+	}
 }

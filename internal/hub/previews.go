@@ -66,6 +66,14 @@ func (s *Server) ServePreview(ctx context.Context, lis net.Listener, tlsConfig *
 // server: its tunnel here, or on the replica that holds it.
 func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstream, error) {
 	md := metadata.Pairs(wire.MDActor, "preview")
+	if s.sandboxes != nil && isSandboxID(id) {
+		// A paused or stopped sandbox: the visit wakes it, as a call does.
+		if sb, err := s.opts.Store.Sandbox(ctx, id); err == nil {
+			if _, err := s.sandboxes.Wake(ctx, store.Org{ID: sb.OrgID}, id); err != nil {
+				return preview.Upstream{}, err
+			}
+		}
+	}
 	if cc, ok := s.fleet.Get(id); ok {
 		up := preview.Upstream{Conn: cc, MD: md}
 		if s.sandboxes != nil && isSandboxID(id) {
