@@ -46,7 +46,7 @@ func demoSandboxes(ctx context.Context, dir, agentd string) (sandboxes.Options, 
 	}
 	f := sandboxFlags{
 		mode: "on", agentd: agentd, dir: filepath.Join(dir, "sandboxes"), noNetwork: true,
-		wsMax: "1GiB",
+		wsMax:  "1GiB",
 		orgMax: sandboxes.DefaultOrgMaxSandboxes, tokenMax: sandboxes.DefaultTokenMaxSandboxes,
 	}
 	if canBoundWorkspaces(dockerHostName("")) != nil {
