@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
-	"github.com/devdepot-ai/agentd/internal/tarend"
+	"github.com/devdepot-ai/agentd/internal/tarcheck"
 )
 
 // MaxImportEntries bounds the entries of an imported archive.
@@ -96,7 +96,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 	var stored int64
 	sc := newScratch()
 	defer sc.close()
-	end := tarend.NewReader(r)
+	end := tarcheck.NewReader(r)
 	tr := tar.NewReader(end)
 	headers := 0
 	for {
@@ -122,7 +122,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 			return fail(tarError(err))
 		}
 		headers++
-		rel, err := archivePath(hdr.Name)
+		rel, err := tarcheck.RelPath(hdr.Name)
 		if err != nil {
 			return fail(err)
 		}
@@ -150,7 +150,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 			}
 			e.Type, e.Target = TypeSymlink, hdr.Linkname
 		case tar.TypeLink:
-			t, err := archivePath(hdr.Linkname)
+			t, err := tarcheck.RelPath(hdr.Linkname)
 			if err != nil || t == "" {
 				return fail(errs.New(errs.Invalid, "hard link %q points to %q, outside the archive", hdr.Name, hdr.Linkname))
 			}
@@ -228,28 +228,6 @@ func (s *Store) Import(ctx context.Context, r io.Reader, label, root string) (*S
 	}
 	ok = true
 	return snap, nil
-}
-
-// archivePath turns a tar entry name into a clean relative path ("" for
-// the root itself), refusing absolute paths and "..".
-func archivePath(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 {
-		return "", errs.New(errs.Invalid, "entry name %q contains a NUL byte", name)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", errs.New(errs.Invalid, "entry %q has an absolute path: archive paths must be relative", name)
-	}
-	var parts []string
-	for _, c := range strings.Split(name, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			return "", errs.New(errs.Invalid, "entry %q climbs out of the archive with \"..\"", name)
-		default:
-			parts = append(parts, c)
-		}
-	}
-	return strings.Join(parts, "/"), nil
 }
 
 // linkEscapes reports whether the symlink at link (relative to the root)

@@ -17,6 +17,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/tarcheck"
 )
 
 // OpenFunc opens the content of a file entry for PutEntries.
@@ -77,7 +78,7 @@ func (m *Manifest) setEntries(entries []Entry) error {
 	}
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		p, err := archivePath(e.Path)
+		p, err := tarcheck.RelPath(e.Path)
 		if err != nil {
 			return err
 		}

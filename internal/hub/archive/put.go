@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
-	"github.com/devdepot-ai/agentd/internal/tarend"
+	"github.com/devdepot-ai/agentd/internal/tarcheck"
 )
 
 // MaxEntries bounds the entries of one archive.
@@ -89,7 +88,7 @@ func (s *Store) hook(point string) {
 // readStream reads the tar stream into m, handing file contents to up.
 func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *uploader) error {
 	byPath := make(map[string]int)
-	tail := tarend.NewReader(r)
+	tail := tarcheck.NewReader(r)
 	tr := tar.NewReader(tail)
 	headers := 0
 	for {
@@ -121,7 +120,7 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 			return tarError(err)
 		}
 		headers++
-		rel, err := archivePath(hdr.Name)
+		rel, err := tarcheck.RelPath(hdr.Name)
 		if err != nil {
 			return err
 		}
@@ -147,7 +146,7 @@ func (s *Store) readStream(ctx context.Context, r io.Reader, m *Manifest, up *up
 			}
 			e.Type, e.Target = TypeSymlink, hdr.Linkname
 		case tar.TypeLink:
-			t, err := archivePath(hdr.Linkname)
+			t, err := tarcheck.RelPath(hdr.Linkname)
 			i, ok := byPath[t]
 			if err != nil || !ok || m.Entries[i].Type != TypeFile {
 				return errs.New(errs.Invalid, "hard link %q points to %q, which is not an earlier file of the archive", hdr.Name, hdr.Linkname)
@@ -411,28 +410,6 @@ func checkSum(key string, h hash.Hash, n int64, sum string, size int64) error {
 		return &CorruptError{Blob: key, Reason: fmt.Sprintf("the content's sha256 is %s, the manifest says %s", got, sum)}
 	}
 	return nil
-}
-
-// archivePath turns a tar entry name into a clean relative path ("" for
-// the root itself), refusing absolute paths and "..".
-func archivePath(name string) (string, error) {
-	if strings.IndexByte(name, 0) >= 0 {
-		return "", errs.New(errs.Invalid, "entry name %q contains a NUL byte", name)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", errs.New(errs.Invalid, "entry %q has an absolute path: archive paths must be relative", name)
-	}
-	var parts []string
-	for _, c := range strings.Split(name, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			return "", errs.New(errs.Invalid, "entry %q climbs out of the archive with \"..\"", name)
-		default:
-			parts = append(parts, c)
-		}
-	}
-	return strings.Join(parts, "/"), nil
 }
 
 // tarError explains a failure to read the stream.
