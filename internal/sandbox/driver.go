@@ -234,10 +234,45 @@ type Driver interface {
 	// RemoveVolume removes a volume. Removing what is gone already is not
 	// an error; a volume a container still uses is.
 	RemoveVolume(ctx context.Context, name string) error
+	// Stats samples what a container uses now. A container that does not
+	// run gives an empty Stats (zero Read) and no error; ErrNotFound when
+	// it is gone.
+	Stats(ctx context.Context, id string) (Stats, error)
 }
 
 // Volume is a sandbox's workspace volume as the engine lists it.
 type Volume struct {
 	Name   string
 	Labels map[string]string
+}
+
+// Stats is one sample of what a container uses. CPU is cumulative, so a
+// caller computes a percentage from two samples (CPUPercent).
+type Stats struct {
+	// Read is when the sample was taken; zero when the container does not
+	// run (every other field is then zero too).
+	Read time.Time
+	// CPUNanos is the CPU time its processes have used since it started.
+	CPUNanos uint64
+	// MemoryBytes is the memory it uses now (without the page cache the
+	// kernel may drop, as docker stats counts it); MemoryLimit its bound
+	// (0: none the driver enforces).
+	MemoryBytes, MemoryLimit int64
+	// Pids is how many processes and threads it has; PidsLimit its bound
+	// (0: none the driver enforces).
+	Pids, PidsLimit int64
+	// NetRxBytes and NetTxBytes are what its network interfaces received
+	// and sent since it started.
+	NetRxBytes, NetTxBytes int64
+}
+
+// CPUPercent is the CPU used between two samples of one container, as a
+// percentage of one core (200: two cores busy); 0 when either sample is
+// empty or they are not in order.
+func CPUPercent(prev, cur Stats) float64 {
+	dt := cur.Read.Sub(prev.Read)
+	if prev.Read.IsZero() || cur.Read.IsZero() || dt <= 0 || cur.CPUNanos < prev.CPUNanos {
+		return 0
+	}
+	return float64(cur.CPUNanos-prev.CPUNanos) / float64(dt.Nanoseconds()) * 100
 }

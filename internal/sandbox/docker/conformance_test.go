@@ -56,8 +56,9 @@ func conformance(t *testing.T, iso string) {
 					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 64, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
 				}, true
 			},
-			MissingImage: repo + ":absent",
-			PullImage:    repo + ":1",
+			MissingImage:   repo + ":absent",
+			EnforcesLimits: true,
+			PullImage:      repo + ":1",
 		}
 	})
 }

@@ -448,3 +448,42 @@ func (r *run) workspaceOwned(t *testing.T) {
 		t.Errorf("the workspace is not the sandbox user's: the check exited %d (%s)", in.ExitCode, in.Error)
 	}
 }
+
+// Stats: a container that does not run gives an empty sample (zero Read, no
+// error), a running one its memory (> 0), processes (> 0) and, where the
+// driver enforces them, the spec's memory and pids limits; a missing one is
+// ErrNotFound.
+func (r *run) stats(t *testing.T) {
+	ctx := t.Context()
+	if _, err := r.d.Stats(ctx, "agentd-dt-absent-"+randomHex(5)); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Stats of a missing container: %v, want ErrNotFound", err)
+	}
+	sb := r.create(t, Serve, nil)
+	if s, err := r.d.Stats(ctx, sb.id); err != nil || s != (sandbox.Stats{}) {
+		t.Errorf("Stats of a created container: %+v, %v; want an empty sample, nil", s, err)
+	}
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	s, err := r.d.Stats(ctx, sb.id)
+	if err != nil {
+		t.Fatalf("Stats of a running container: %v", err)
+	}
+	if s.Read.IsZero() || s.MemoryBytes <= 0 || s.Pids <= 0 {
+		t.Errorf("Stats of a running container: %+v; want a read time, memory > 0, pids > 0", s)
+	}
+	wantMem, wantPids := int64(0), int64(0)
+	if r.h.EnforcesLimits {
+		wantMem, wantPids = sb.spec.Limits.MemoryBytes, sb.spec.Limits.Pids
+	}
+	if s.MemoryLimit != wantMem || s.PidsLimit != wantPids {
+		t.Errorf("Stats limits: memory %d, pids %d; want %d, %d (the spec's: %+v)",
+			s.MemoryLimit, s.PidsLimit, wantMem, wantPids, sb.spec.Limits)
+	}
+	if err := r.d.Stop(ctx, sb.id, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if s, err := r.d.Stats(ctx, sb.id); err != nil || !s.Read.IsZero() {
+		t.Errorf("Stats of a stopped container: %+v, %v; want an empty sample, nil", s, err)
+	}
+}

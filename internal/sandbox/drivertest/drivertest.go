@@ -13,7 +13,9 @@
 // does not run cannot be paused) and Stop stops a paused one; Remove removes the container and its workspace
 // volume, and removing what is gone is not an error; List and Volumes filter
 // by every label given; RemoveVolume of a gone volume is not an error, of a
-// volume in use is; the workspace is the sandbox user's before anything runs.
+// volume in use is; the workspace is the sandbox user's before anything runs;
+// Stats of a running container reports memory, processes and its limits, of
+// one that does not run an empty sample, of a missing one ErrNotFound.
 // What one engine does beyond that (Docker's hardening, its helper
 // container, its image labels) stays in that driver's own tests.
 //
@@ -88,6 +90,9 @@ type Harness struct {
 	// PullImage is a reference Pull can fetch; "": Pull's success is not
 	// tested.
 	PullImage string
+	// EnforcesLimits: the driver carries out a spec's memory and pids
+	// limits, and Stats reports them; false: Stats's limits are 0.
+	EnforcesLimits bool
 	// Timeout bounds each wait of the suite (a start, an exit). Default
 	// one minute.
 	Timeout time.Duration
@@ -137,6 +142,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"ListAndVolumesFilter", r.listFilter},
 			{"RemoveVolume", r.removeVolume},
 			{"WorkspaceOwned", r.workspaceOwned},
+			{"Stats", r.stats},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -634,3 +634,29 @@ func carries(have, want map[string]string) bool {
 	}
 	return true
 }
+
+// Stats sums what the container's process group uses, from /proc (Linux;
+// elsewhere zeros): CPU, resident memory (shared pages counted in each
+// process) and threads. Its limits are 0, since the fake enforces none, and
+// so is its network traffic, the host's own.
+func (d *Driver) Stats(_ context.Context, id string) (sandbox.Stats, error) {
+	d.mu.Lock()
+	if err := d.down("stats of container " + id); err != nil {
+		d.mu.Unlock()
+		return sandbox.Stats{}, err
+	}
+	c := d.lookup(id)
+	if c == nil {
+		d.mu.Unlock()
+		return sandbox.Stats{}, fmt.Errorf("stats of container %s: %w", id, sandbox.ErrNotFound)
+	}
+	if (c.state != sandbox.StateRunning && c.state != sandbox.StatePaused) || c.proc == nil {
+		d.mu.Unlock()
+		return sandbox.Stats{}, nil
+	}
+	pid := c.proc.Pid
+	d.mu.Unlock()
+	now := time.Now() // not Options.Now: CPU is per wall-clock second
+	cpu, rss, threads := groupUsage(pid)
+	return sandbox.Stats{Read: now, CPUNanos: cpu, MemoryBytes: rss, Pids: threads}, nil
+}
