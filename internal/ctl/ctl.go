@@ -201,7 +201,7 @@ Target (first match wins):
 		root.AddCommand(c)
 	}
 	root.AddGroup(&cobra.Group{ID: "hub", Title: "Hub:"})
-	for _, c := range []*cobra.Command{a.machinesCmd(), a.envCmd(), a.sandboxCmd(), a.agentCmd(), a.activityCmd(), a.adminCmd()} {
+	for _, c := range []*cobra.Command{a.machinesCmd(), a.envCmd(), a.sandboxCmd(), a.topCmd(), a.agentCmd(), a.activityCmd(), a.adminCmd()} {
 		c.GroupID = "hub"
 		root.AddCommand(c)
 	}

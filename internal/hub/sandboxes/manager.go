@@ -61,9 +61,10 @@ type Manager struct {
 	quota   sync.Mutex
 	baseInv map[string]*Inventory // base image → its inventory
 	jobs    map[string]context.CancelFunc
-	egress  map[string]egressGrant // sandbox id → its allow list, once asked
-	trans   map[string]*sync.Mutex // sandbox id → held while it changes state
-	stops   map[string]stopMark    // sandbox id → its last stop here
+	egress  map[string]egressGrant   // sandbox id → its allow list, once asked
+	trans   map[string]*sync.Mutex   // sandbox id → held while it changes state
+	stops   map[string]stopMark      // sandbox id → its last stop here
+	samples map[string]sandbox.Stats // sandbox id → its last Usage sample
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).

@@ -1978,6 +1978,251 @@ func (x *SetEnvironmentIsolationResponse) GetEnvironment() *Environment {
 	return nil
 }
 
+// SandboxStatsRequest names the org.
+type SandboxStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org           string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxStatsRequest) Reset() {
+	*x = SandboxStatsRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxStatsRequest) ProtoMessage() {}
+
+func (x *SandboxStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxStatsRequest.ProtoReflect.Descriptor instead.
+func (*SandboxStatsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SandboxStatsRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+// SandboxStatsResponse holds one sample per running or paused sandbox.
+type SandboxStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the hub took the samples.
+	Sampled *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// One per sandbox, oldest first.
+	Sandboxes     []*SandboxUsage `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxStatsResponse) Reset() {
+	*x = SandboxStatsResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxStatsResponse) ProtoMessage() {}
+
+func (x *SandboxStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxStatsResponse.ProtoReflect.Descriptor instead.
+func (*SandboxStatsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SandboxStatsResponse) GetSampled() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Sampled
+	}
+	return nil
+}
+
+func (x *SandboxStatsResponse) GetSandboxes() []*SandboxUsage {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
+// SandboxUsage is what one sandbox uses, as its container engine reports it.
+type SandboxUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sandbox id, sb-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Environment name.
+	Environment string `protobuf:"bytes,2,opt,name=environment,proto3" json:"environment,omitempty"`
+	// Conversation it serves (empty while in the warm pool).
+	Conversation string `protobuf:"bytes,3,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// "running" or "paused".
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// CPU used since the hub's previous sample of it (or over about a
+	// second when there was none), in percent of one core.
+	CpuPercent float64 `protobuf:"fixed64,5,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	// Memory it uses (without the page cache the kernel may drop) and its
+	// limit, in bytes; limit 0: none enforced.
+	MemoryBytes int64 `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryLimit int64 `protobuf:"varint,7,opt,name=memory_limit,json=memoryLimit,proto3" json:"memory_limit,omitempty"`
+	// Processes and threads, and their limit (0: none enforced).
+	Pids      int64 `protobuf:"varint,8,opt,name=pids,proto3" json:"pids,omitempty"`
+	PidsLimit int64 `protobuf:"varint,9,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"`
+	// Bytes its network interfaces received and sent since it started.
+	NetRxBytes int64 `protobuf:"varint,10,opt,name=net_rx_bytes,json=netRxBytes,proto3" json:"net_rx_bytes,omitempty"`
+	NetTxBytes int64 `protobuf:"varint,11,opt,name=net_tx_bytes,json=netTxBytes,proto3" json:"net_tx_bytes,omitempty"`
+	// What its /workspace held when last measured, in bytes; -1: never.
+	WorkspaceBytes int64 `protobuf:"varint,12,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SandboxUsage) Reset() {
+	*x = SandboxUsage{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxUsage) ProtoMessage() {}
+
+func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxUsage.ProtoReflect.Descriptor instead.
+func (*SandboxUsage) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SandboxUsage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetConversation() string {
+	if x != nil {
+		return x.Conversation
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SandboxUsage) GetCpuPercent() float64 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetMemoryLimit() int64 {
+	if x != nil {
+		return x.MemoryLimit
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetPids() int64 {
+	if x != nil {
+		return x.Pids
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetPidsLimit() int64 {
+	if x != nil {
+		return x.PidsLimit
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetNetRxBytes() int64 {
+	if x != nil {
+		return x.NetRxBytes
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetNetTxBytes() int64 {
+	if x != nil {
+		return x.NetTxBytes
+	}
+	return 0
+}
+
+func (x *SandboxUsage) GetWorkspaceBytes() int64 {
+	if x != nil {
+		return x.WorkspaceBytes
+	}
+	return 0
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -2101,7 +2346,30 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
 	"\tisolation\x18\x03 \x01(\tR\tisolation\"_\n" +
 	"\x1fSetEnvironmentIsolationResponse\x12<\n" +
-	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"'\n" +
+	"\x13SandboxStatsRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\"\x87\x01\n" +
+	"\x14SandboxStatsResponse\x124\n" +
+	"\asampled\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asampled\x129\n" +
+	"\tsandboxes\x18\x02 \x03(\v2\x1b.agentd.hub.v1.SandboxUsageR\tsandboxes\"\x81\x03\n" +
+	"\fSandboxUsage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
+	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
+	"\fconversation\x18\x03 \x01(\tR\fconversation\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1f\n" +
+	"\vcpu_percent\x18\x05 \x01(\x01R\n" +
+	"cpuPercent\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\x12!\n" +
+	"\fmemory_limit\x18\a \x01(\x03R\vmemoryLimit\x12\x12\n" +
+	"\x04pids\x18\b \x01(\x03R\x04pids\x12\x1d\n" +
+	"\n" +
+	"pids_limit\x18\t \x01(\x03R\tpidsLimit\x12 \n" +
+	"\fnet_rx_bytes\x18\n" +
+	" \x01(\x03R\n" +
+	"netRxBytes\x12 \n" +
+	"\fnet_tx_bytes\x18\v \x01(\x03R\n" +
+	"netTxBytes\x12'\n" +
+	"\x0fworkspace_bytes\x18\f \x01(\x03R\x0eworkspaceBytes*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -2116,7 +2384,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\x86\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xdf\n" +
 	"\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
@@ -2130,7 +2398,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\rRemoveSandbox\x12#.agentd.hub.v1.RemoveSandboxRequest\x1a$.agentd.hub.v1.RemoveSandboxResponse\x12i\n" +
 	"\x12ChangeSandboxState\x12(.agentd.hub.v1.ChangeSandboxStateRequest\x1a).agentd.hub.v1.ChangeSandboxStateResponse\x12o\n" +
 	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponse\x12x\n" +
-	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponse\x12W\n" +
+	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -2145,7 +2414,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
@@ -2178,7 +2447,10 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*SetEnvironmentPolicyResponse)(nil),    // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
 	(*SetEnvironmentIsolationRequest)(nil),  // 29: agentd.hub.v1.SetEnvironmentIsolationRequest
 	(*SetEnvironmentIsolationResponse)(nil), // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
-	(*timestamppb.Timestamp)(nil),           // 31: google.protobuf.Timestamp
+	(*SandboxStatsRequest)(nil),             // 31: agentd.hub.v1.SandboxStatsRequest
+	(*SandboxStatsResponse)(nil),            // 32: agentd.hub.v1.SandboxStatsResponse
+	(*SandboxUsage)(nil),                    // 33: agentd.hub.v1.SandboxUsage
+	(*timestamppb.Timestamp)(nil),           // 34: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2186,12 +2458,12 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	31, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	31, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	31, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	31, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	31, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	31, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	34, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	34, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	34, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	34, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	34, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	34, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
 	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
@@ -2200,35 +2472,39 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 18: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	7,  // 19: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 20: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 21: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 22: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 23: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 24: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 25: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 26: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 27: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 28: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 29: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	29, // 30: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	8,  // 31: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 32: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 33: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 34: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 35: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 36: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 37: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 38: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 39: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 40: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 41: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	30, // 42: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	31, // [31:43] is the sub-list for method output_type
-	19, // [19:31] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	34, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	33, // 20: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
+	7,  // 21: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 22: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 23: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 24: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 25: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 26: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 27: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 28: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 29: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 30: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 31: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	29, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	31, // 33: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 34: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 35: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 36: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 37: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 38: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 39: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 40: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 41: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 42: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 43: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	30, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	32, // 46: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	34, // [34:47] is the sub-list for method output_type
+	21, // [21:34] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2243,7 +2519,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	EnvironmentService_ChangeSandboxState_FullMethodName      = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
 	EnvironmentService_SetEnvironmentPolicy_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
 	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
+	EnvironmentService_SandboxStats_FullMethodName            = "/agentd.hub.v1.EnvironmentService/SandboxStats"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -77,6 +78,9 @@ type EnvironmentServiceClient interface {
 	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
 	// run it (gvisor without make sandbox-runtime).
 	SetEnvironmentIsolation(ctx context.Context, in *SetEnvironmentIsolationRequest, opts ...grpc.CallOption) (*SetEnvironmentIsolationResponse, error)
+	// SandboxStats samples what each of the org's running or paused
+	// sandboxes uses now (agentctl top).
+	SandboxStats(ctx context.Context, in *SandboxStatsRequest, opts ...grpc.CallOption) (*SandboxStatsResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -207,6 +211,16 @@ func (c *environmentServiceClient) SetEnvironmentIsolation(ctx context.Context, 
 	return out, nil
 }
 
+func (c *environmentServiceClient) SandboxStats(ctx context.Context, in *SandboxStatsRequest, opts ...grpc.CallOption) (*SandboxStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SandboxStatsResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SandboxStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -251,6 +265,9 @@ type EnvironmentServiceServer interface {
 	// of the new isolation. FAILED_PRECONDITION when the hub's engine cannot
 	// run it (gvisor without make sandbox-runtime).
 	SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error)
+	// SandboxStats samples what each of the org's running or paused
+	// sandboxes uses now (agentctl top).
+	SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -296,6 +313,9 @@ func (UnimplementedEnvironmentServiceServer) SetEnvironmentPolicy(context.Contex
 }
 func (UnimplementedEnvironmentServiceServer) SetEnvironmentIsolation(context.Context, *SetEnvironmentIsolationRequest) (*SetEnvironmentIsolationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentIsolation not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SandboxStats not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -534,6 +554,24 @@ func _EnvironmentService_SetEnvironmentIsolation_Handler(srv interface{}, ctx co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_SandboxStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SandboxStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SandboxStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SandboxStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SandboxStats(ctx, req.(*SandboxStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -588,6 +626,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetEnvironmentIsolation",
 			Handler:    _EnvironmentService_SetEnvironmentIsolation_Handler,
+		},
+		{
+			MethodName: "SandboxStats",
+			Handler:    _EnvironmentService_SandboxStats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

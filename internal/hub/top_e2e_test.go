@@ -1,0 +1,80 @@
+package hub_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// agentctl top against the real engine: a builtin sandbox holding 100 MiB
+// in a detached python3 shows it in its memory, with its limit and a pids
+// count and limit; bad flags are usage errors.
+func TestSandboxTop(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	run := h.agentctl()
+	for _, args := range [][]string{
+		{"top", "--interval", "10ms"},
+		{"top", "--interval", "soon"},
+		{"top", "extra"},
+		{"top", "--bogus"},
+	} {
+		if code, _, errs := run(args...); code != 2 || errs == "" {
+			t.Errorf("agentctl %s = %d %q, want 2 and a message", strings.Join(args, " "), code, errs)
+		}
+	}
+	if code, out, errs := run("top", "--once", "--json"); code != 0 || strings.Contains(out, `"c-top"`) || !strings.Contains(out, `"sandboxes":[`) {
+		t.Errorf("top --once --json before the conversation = %d %q %q, want a list without it", code, out, errs)
+	}
+	if code, out, errs := run("--env", "builtin", "--conversation", "c-top", "exec", "--detach", "--",
+		"python3", "-c", "x=bytearray(100<<20); import time; time.sleep(30)"); code != 0 {
+		t.Fatalf("exec --detach python3 = %d %q %q", code, out, errs)
+	}
+	type usage struct {
+		ID           string  `json:"id"`
+		Conversation string  `json:"conversation"`
+		State        string  `json:"state"`
+		CPU          float64 `json:"cpu_percent"`
+		Mem          int64   `json:"memory_bytes,string"`
+		MemLimit     int64   `json:"memory_limit,string"`
+		Pids         int64   `json:"pids,string"`
+		PidsLimit    int64   `json:"pids_limit,string"`
+	}
+	var last string
+	// The detached process is started when exec returns; its bytearray
+	// is filled a moment later: poll until it shows (or time runs out).
+	for range 50 {
+		code, out, errs := run("top", "--once", "--json")
+		if code != 0 {
+			t.Fatalf("top --once --json = %d %q %q", code, out, errs)
+		}
+		last = out
+		var doc struct{ Sandboxes []usage }
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("top --once --json: %v in %q", err, out)
+		}
+		var u usage
+		for _, s := range doc.Sandboxes {
+			if s.Conversation == "c-top" {
+				u = s
+			}
+		}
+		if u.Conversation != "c-top" || u.State != "running" || u.MemLimit != 512<<20 || u.PidsLimit != 256 || u.Pids < 2 {
+			t.Fatalf("top --once --json: %+v, want c-top running, limits 512 MiB and 256 pids, at least 2 pids", u)
+		}
+		if u.Mem >= 100<<20 {
+			code, out, errs := run("top", "--once")
+			t.Logf("agentctl top --once:\n%s", out)
+			if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, "/ 256") {
+				t.Errorf("top --once = %d %q %q, want the sandbox's row with its limits", code, out, errs)
+			}
+			return
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
+	t.Errorf("top --once --json never showed 100 MiB in use; last: %s", last)
+}
