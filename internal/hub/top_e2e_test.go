@@ -40,41 +40,55 @@ func TestSandboxTop(t *testing.T) {
 		Pids         int64   `json:"pids,string"`
 		PidsLimit    int64   `json:"pids_limit,string"`
 	}
-	var last string
-	// The detached process is started when exec returns; its bytearray
-	// is filled a moment later: poll until it shows (or time runs out).
-	for range 50 {
-		code, out, errs := run("top", "--once", "--json")
-		if code != 0 {
-			t.Fatalf("top --once --json = %d %q %q", code, out, errs)
-		}
-		last = out
-		var doc struct{ Sandboxes []usage }
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("top --once --json: %v in %q", err, out)
-		}
-		var u usage
-		for _, s := range doc.Sandboxes {
-			if s.Conversation == "c-top" {
-				u = s
+	// top polls agentctl top --once --json until c-top's sample satisfies ok.
+	top := func(what string, ok func(usage) bool) usage {
+		t.Helper()
+		var last string
+		for range 50 {
+			code, out, errs := run("top", "--once", "--json")
+			if code != 0 {
+				t.Fatalf("top --once --json = %d %q %q", code, out, errs)
+			}
+			last = out
+			var doc struct{ Sandboxes []usage }
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("top --once --json: %v in %q", err, out)
+			}
+			var u usage
+			for _, s := range doc.Sandboxes {
+				if s.Conversation == "c-top" {
+					u = s
+				}
+			}
+			if u.State != "running" || u.MemLimit != 512<<20 || u.PidsLimit != 256 || u.Pids < 2 {
+				t.Fatalf("top --once --json: %+v, want c-top running, limits 512 MiB and 256 pids, at least 2 pids", u)
+			}
+			if ok(u) {
+				return u
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-t.Context().Done():
+				t.Fatal(t.Context().Err())
 			}
 		}
-		if u.Conversation != "c-top" || u.State != "running" || u.MemLimit != 512<<20 || u.PidsLimit != 256 || u.Pids < 2 {
-			t.Fatalf("top --once --json: %+v, want c-top running, limits 512 MiB and 256 pids, at least 2 pids", u)
-		}
-		if u.Mem >= 100<<20 {
-			code, out, errs := run("top", "--once")
-			t.Logf("agentctl top --once:\n%s", out)
-			if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, "/ 256") {
-				t.Errorf("top --once = %d %q %q, want the sandbox's row with its limits", code, out, errs)
-			}
-			return
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-t.Context().Done():
-			return
-		}
+		t.Fatalf("top --once --json never showed %s; last: %s", what, last)
+		return usage{}
 	}
-	t.Errorf("top --once --json never showed 100 MiB in use; last: %s", last)
+	// The detached process is started when exec returns; its bytearray
+	// is filled a moment later.
+	u := top("100 MiB in use", func(u usage) bool { return u.Mem >= 100<<20 })
+	code, out, errs := run("top", "--once")
+	t.Logf("agentctl top --once:\n%s", out)
+	if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, "/ 256") {
+		t.Errorf("top --once = %d %q %q, want the sandbox's row with its limits", code, out, errs)
+	}
+	// A busy loop shows in CPU (the sandbox has one CPU; the machine is
+	// shared, so a fifth of it is enough).
+	if code, out, errs := run("--env", "builtin", "--conversation", "c-top", "exec", "--detach", "--",
+		"python3", "-c", "import time; t=time.time()+20; exec('while time.time()<t: pass')"); code != 0 {
+		t.Fatalf("exec --detach a busy loop = %d %q %q", code, out, errs)
+	}
+	u = top("CPU ≥ 20%", func(u usage) bool { return u.CPU >= 20 })
+	t.Logf("busy: %.1f%% CPU", u.CPU)
 }
