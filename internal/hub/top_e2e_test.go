@@ -9,7 +9,8 @@ import (
 
 // agentctl top against the real engine: a builtin sandbox holding 100 MiB
 // in a detached python3 shows it in its memory, with its limit and a pids
-// count and limit; bad flags are usage errors.
+// count and limit, a busy loop in its CPU; members read it; bad flags are
+// usage errors.
 func TestSandboxTop(t *testing.T) {
 	h := startSandboxHub(t, nil)
 	run := h.agentctl()
@@ -82,6 +83,10 @@ func TestSandboxTop(t *testing.T) {
 	t.Logf("agentctl top --once:\n%s", out)
 	if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, "/ 256") {
 		t.Errorf("top --once = %d %q %q, want the sandbox's row with its limits", code, out, errs)
+	}
+	// Members read it too.
+	if code, out, errs := h.memberctl()("top", "--once"); code != 0 || !strings.Contains(out, u.ID) {
+		t.Errorf("top --once as a member = %d %q %q, want the sandbox's row", code, out, errs)
 	}
 	// A busy loop shows in CPU (the sandbox has one CPU; the machine is
 	// shared, so a fifth of it is enough).
