@@ -259,7 +259,9 @@ type Stats struct {
 	// (0: none the driver enforces).
 	MemoryBytes, MemoryLimit int64
 	// Pids is how many processes and threads it has; PidsLimit its bound
-	// (0: none the driver enforces).
+	// (0: none the driver enforces). Both count the tasks of its cgroup:
+	// under gVisor its sentry's and gofer's threads too, and the limit is
+	// the spec's plus the room the driver gives them.
 	Pids, PidsLimit int64
 	// NetRxBytes and NetTxBytes are what its network interfaces received
 	// and sent since it started.
