@@ -39,7 +39,7 @@ document per sample. Ctrl-C (SIGINT) or SIGTERM stops (exit 130 or 143).`,
 		Example: `  agentctl top
   agentctl top --once
   agentctl top --interval 2s
-  agentctl top --once --json | jq -r '.sandboxes[] | select(.memory_bytes > 1e9) | .id'`,
+  agentctl top --once --json | jq -r '.sandboxes[] | select((.memory_bytes | tonumber) > 1e9) | .id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval < time.Second || interval > time.Hour {
