@@ -91,7 +91,7 @@ func TestIsolationWithoutRuntime(t *testing.T) {
 		t.Errorf("SetEnvironmentIsolation gvisor: %v, want FailedPrecondition", err)
 	}
 	// Nothing changed.
-	if code, out, _ := run("env", "show", "builtin"); code != 0 || !strings.Contains(out, "isolation: runc\n") {
+	if code, out, _ := run("env", "show", "builtin"); code != 0 || !showsField(out, "isolation", "runc") {
 		t.Errorf("env show builtin after the refusals = %d\n%s", code, out)
 	}
 	if _, err := h.Store.Environment(t.Context(), h.Org.ID, "py"); err == nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,7 +140,7 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 		o.WarmBuiltin = 0
 	})
 	ctl := h.agentctl()
-	if code, out, errOut := ctl("env", "show", "builtin"); code != 0 || !strings.Contains(out, "workspace: 64 MiB, ext4 on loop\n") {
+	if code, out, errOut := ctl("env", "show", "builtin"); code != 0 || !showsField(out, "workspace", "64 MiB, ext4 on loop") {
 		t.Errorf("env show builtin: %d %q %q; want workspace: 64 MiB, ext4 on loop", code, out, errOut)
 	}
 
@@ -171,7 +172,7 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 	if _, err := h.Store.FinishValidation(t.Context(), h.Org.ID, e.Name, e.Generation, store.Environment{State: store.EnvReady, Pinned: base.ID}, now); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := ctl("env", "show", "big"); code != 0 || !strings.Contains(out, "workspace: 128 MiB, ext4 on loop\n") {
+	if code, out, errOut := ctl("env", "show", "big"); code != 0 || !showsField(out, "workspace", "128 MiB, ext4 on loop") {
 		t.Errorf("env show big: %d %q %q; want workspace: 128 MiB, ext4 on loop", code, out, errOut)
 	}
 	out, _, err = h.run(h.ctx("big", "w-2"), "sh", "-c", "df -m /workspace | tail -1")
@@ -202,4 +203,10 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(wsDir, "*")); len(left) != 0 {
 		t.Errorf("after sandbox rm: %v left in the workspace dir", left)
 	}
+}
+
+// showsField reports whether env show's output has the line "LABEL:
+// VALUE", however wide the labels' column is.
+func showsField(out, label, value string) bool {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + `:\s+` + regexp.QuoteMeta(value) + `$`).MatchString(out)
 }

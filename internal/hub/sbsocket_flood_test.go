@@ -28,6 +28,9 @@ import (
 type idleDriver struct{ sandbox.Driver }
 
 func (idleDriver) List(context.Context, map[string]string) ([]sandbox.Info, error) { return nil, nil }
+func (idleDriver) Runtimes(context.Context) (map[string][]string, error) {
+	return map[string][]string{"runc": nil}, nil
+}
 func (idleDriver) Volumes(context.Context, map[string]string) ([]sandbox.Volume, error) {
 	return nil, nil
 }
