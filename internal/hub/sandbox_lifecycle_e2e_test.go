@@ -17,6 +17,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // stateOf polls the sandbox's row and its container until both say want
@@ -294,4 +296,55 @@ func TestSandboxLongPause(t *testing.T) {
 	}
 	t.Logf("resumed after the tunnel was gone: first exec in %v", time.Since(began))
 	h.activityNote(id, "resumed from paused in ")
+}
+
+// TestSandboxContainerPrunedKeepsWorkspace: a stopped sandbox whose
+// container is removed outside the hub (docker container prune) keeps its
+// row and its /workspace volume — across a hub restart, and when a call
+// comes, which is refused saying what happened and what to do — and
+// `sandbox rm` then starts the conversation afresh.
+func TestSandboxContainerPrunedKeepsWorkspace(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	c := h.ctx("builtin", "c-pruned")
+	if _, code, err := h.run(c, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
+		t.Fatalf("write: exit %d %v", code, err)
+	}
+	id := h.sandboxOf(c)
+	ctl := h.agentctl()
+	if code, out, errOut := ctl("sandbox", "stop", id); code != 0 {
+		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
+	}
+	h.awaitState(id, store.SandboxStopped, sandbox.StateExited, 10*time.Second)
+	// Removed as docker container prune does: the container, not its volume.
+	if out, err := exec.CommandContext(t.Context(), "docker", "rm", "agentd-"+id).CombinedOutput(); err != nil {
+		t.Fatalf("docker rm of the stopped sandbox: %v %s", err, out)
+	}
+	volume := func() int {
+		vols, err := h.driver.Volumes(t.Context(), map[string]string{sandbox.LabelID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vols)
+	}
+	h.Stop()
+	h.Serve(h.Addr)
+	if sb, err := h.Store.Sandbox(t.Context(), id); err != nil || sb.State != store.SandboxStopped {
+		t.Fatalf("after a restart: %+v %v; want the row kept, stopped", sb, err)
+	}
+	if volume() != 1 {
+		t.Fatal("after a restart the workspace volume is gone")
+	}
+	_, _, err := h.run(c, "cat", "/workspace/f")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "removed outside the hub") || !strings.Contains(err.Error(), "sandbox rm "+id) {
+		t.Fatalf("a call after the prune: %v; want FAILED_PRECONDITION saying what happened and what to do", err)
+	}
+	if volume() != 1 {
+		t.Fatal("after the refused call the workspace volume is gone")
+	}
+	if code, out, errOut := ctl("sandbox", "rm", id); code != 0 {
+		t.Fatalf("sandbox rm: exit %d %q %q", code, out, errOut)
+	}
+	if out, code, err := h.run(c, "sh", "-c", "ls /workspace"); err != nil || code != 0 || out != "" {
+		t.Errorf("after sandbox rm, a call: %q exit %d %v; want a fresh, empty workspace", out, code, err)
+	}
 }

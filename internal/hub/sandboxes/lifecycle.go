@@ -185,8 +185,20 @@ func (m *Manager) bringUp(ctx context.Context, org store.Org, env envSpec, conv 
 			if !errors.Is(err, sandbox.ErrNotFound) {
 				return "", err // its workspace is still there: never replaced by a fresh one
 			}
-			m.log.Warn("sandbox's container gone; starting a new one", zap.String("sandbox", sb.ID))
-			m.destroy(context.WithoutCancel(ctx), sb, "its container is gone")
+			// Its container was removed outside the hub (docker
+			// container prune). A workspace still on its volume is
+			// never dropped for a fresh sandbox: a person decides.
+			vols, verr := m.o.Driver.Volumes(ctx, map[string]string{sandbox.LabelID: sb.ID})
+			if verr != nil {
+				return "", verr
+			}
+			if len(vols) > 0 {
+				m.setState(ctx, sb.ID, store.SandboxStopped, containerGoneReason)
+				return "", errs.New(errs.Precondition, "sandbox %s of conversation %q was %s and its container was removed outside the hub (docker container prune?); its /workspace is kept on volume %s: copy what you need from it, then 'agentctl sandbox rm %s' starts the conversation afresh",
+					sb.ID, sb.Conversation, stateOf(sb), vols[0].Name, sb.ID)
+			}
+			m.log.Warn("sandbox's container and workspace gone; starting a new one", zap.String("sandbox", sb.ID))
+			m.destroy(context.WithoutCancel(ctx), sb, "its container and workspace are gone")
 		case m.awaitOnline(ctx, sb) == nil:
 			return sb.ID, nil
 		default:

@@ -112,6 +112,13 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 			// Maybe being made or validated now (its container listed
 			// before it was made): kept. A lost one is removed by the
 			// next call that finds it.
+		case !ok && stateOf(sb) != store.SandboxRunning && !strings.HasPrefix(sb.Conversation, ValidationConversation) && hasVolume(vols, sb.ID):
+			// Stopped or paused, and its container removed outside the
+			// hub (docker container prune): its /workspace is kept, and
+			// so is the row; a call says what to do.
+			if sb.StateReason != containerGoneReason {
+				m.setState(ctx, sb.ID, store.SandboxStopped, containerGoneReason)
+			}
 		case !ok || strings.HasPrefix(sb.Conversation, ValidationConversation):
 			m.destroy(ctx, sb, "not found again after a restart")
 			continue
@@ -128,13 +135,16 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 				m.setState(ctx, sb.ID, store.SandboxStopped, "its container stopped while paused")
 			}
 		default:
-			if err := m.offerKey(sb.ID); err != nil {
-				m.destroy(ctx, sb, "could not be started again: "+err.Error())
-				continue
+			// Started again; if it cannot be (its runtime is not
+			// registered yet after a reboot, …), stopped, /workspace
+			// kept, until a call or a person starts it.
+			err := m.offerKey(sb.ID)
+			if err == nil {
+				err = m.o.Driver.Start(ctx, in.ID)
 			}
-			if err := m.o.Driver.Start(ctx, in.ID); err != nil {
-				m.destroy(ctx, sb, "could not be started again: "+err.Error())
-				continue
+			if err != nil {
+				m.log.Warn("a sandbox could not be started again; it is stopped, its workspace kept", zap.String("sandbox", sb.ID), zap.Error(err))
+				m.setState(ctx, sb.ID, store.SandboxStopped, "could not be started again after a restart: "+err.Error())
 			}
 		}
 		known[sb.ID] = true
@@ -215,4 +225,18 @@ func (m *Manager) run(ctx context.Context) {
 			m.reap(ctx)
 		}
 	}
+}
+
+// containerGoneReason is the state reason of a stopped sandbox whose
+// container was removed outside the hub while its /workspace volume stayed.
+const containerGoneReason = "its container was removed outside the hub; /workspace is kept"
+
+// hasVolume reports whether sandbox id's workspace volume is among vols.
+func hasVolume(vols []sandbox.Volume, id string) bool {
+	for _, v := range vols {
+		if v.Labels[sandbox.LabelID] == id {
+			return true
+		}
+	}
+	return false
 }
