@@ -134,11 +134,12 @@ default 5m; --sandbox-stop-after, 30m; --sandbox-delete-after, never). Idle
 this long, a sandbox is paused (processes frozen in memory), then stopped
 (container stopped, /workspace kept), and removed with its /workspace only
 when a delete-after says so. Each value is a duration of at least 10s (90s,
-5m, 2h, 7d), never, or default (the hub's again). With a policy flag, prints
-the environment as env show does.
+5m, 2h, 7d), never, or default (the hub's again). Prints the environment as
+env show does.
 
-The isolation is changed first: if the policy is then refused, the message
-says the isolation was changed.`,
+The policy is set first, so a bad value changes nothing; if the isolation is
+then refused, the message says the policy was set. Setting the isolation an
+environment has already changes nothing.`,
 		Example: `  agentctl env set builtin --isolation gvisor
   agentctl env set builtin --pause-after 10m --stop-after 2h
   agentctl env set py --delete-after 30d
@@ -165,23 +166,30 @@ says the isolation was changed.`,
 				return usagef("--isolation %q: want runc or gvisor", isolation)
 			}
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
+				// The policy first: a bad value is refused before the
+				// isolation, whose change replaces the sandboxes.
+				var env *hubv1.Environment
+				if policy {
+					resp, err := ec.SetEnvironmentPolicy(ctx, req)
+					if err != nil {
+						return err
+					}
+					env = resp.GetEnvironment()
+				}
 				if iso {
 					resp, err := ec.SetEnvironmentIsolation(ctx, &hubv1.SetEnvironmentIsolationRequest{Org: *org, Name: args[0], Isolation: isolation})
-					if err != nil || !policy {
-						return a.quiet(resp, err)
+					if err != nil {
+						if policy {
+							return fmt.Errorf("the idle policy was set, but the isolation was refused: %w", err)
+						}
+						return err
 					}
-				}
-				resp, err := ec.SetEnvironmentPolicy(ctx, req)
-				if err != nil {
-					if iso {
-						return fmt.Errorf("the isolation is now %s, but the policy was refused: %w", isolation, err)
-					}
-					return err
+					env = resp.GetEnvironment()
 				}
 				if a.json {
-					return a.printEnv(resp.GetEnvironment())
+					return a.printEnv(env)
 				}
-				return writeEnv(a.io.Out, resp.GetEnvironment())
+				return writeEnv(a.io.Out, env)
 			})
 		},
 	}

@@ -352,6 +352,12 @@ func (v *environmentService) SetEnvironmentIsolation(ctx context.Context, req *h
 		if err := m.CheckIsolation(ctx, isolation, m.Options().BuiltinNetwork); err != nil {
 			return nil, err
 		}
+		if now, err := v.s.store.BuiltinIsolation(ctx, org.ID); err != nil {
+			return nil, storeError(err, "environment builtin")
+		} else if now == isolation {
+			// Already so: its sandboxes, and their workspaces, stay.
+			return &hubv1.SetEnvironmentIsolationResponse{Environment: v.builtinProto(ctx, org, def)}, nil
+		}
 		if err := v.s.store.SetBuiltinIsolation(ctx, org.ID, isolation); err != nil {
 			return nil, storeError(err, "environment builtin")
 		}
@@ -367,6 +373,10 @@ func (v *environmentService) SetEnvironmentIsolation(ctx context.Context, req *h
 	}
 	if err := m.CheckIsolation(ctx, isolation, e.Network); err != nil {
 		return nil, err
+	}
+	if e.Isolation == isolation {
+		// Already so: its sandboxes, and their workspaces, stay.
+		return &hubv1.SetEnvironmentIsolationResponse{Environment: v.environmentProto(e, def)}, nil
 	}
 	e, err = v.s.store.SetEnvironmentIsolation(ctx, org.ID, name, isolation, v.s.opts.Now())
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,10 @@ func TestIsolationWithoutRuntime(t *testing.T) {
 	if infos, _ := drv.List(t.Context(), map[string]string{sandbox.LabelManaged: "1"}); len(infos) != 0 {
 		t.Errorf("%d containers made for a refused call", len(infos))
 	}
+}
+
+// showsField reports whether env show's output has the line "LABEL:
+// VALUE", however wide the labels' column is.
+func showsField(out, label, value string) bool {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + `:\s+` + regexp.QuoteMeta(value) + `$`).MatchString(out)
 }

@@ -41,6 +41,15 @@ func appServer(t *testing.T) int {
 			"authorization": r.Header.Get("Authorization"), "xff": r.Header.Get("X-Forwarded-For"), "path": r.URL.Path,
 			"xfh": r.Header.Get("X-Forwarded-Host")})
 	})
+	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
+		// A hostile app: it tries to sign the browser out of the console
+		// (cookies ignore ports) and to widen its service worker to
+		// every preview of the listener.
+		for _, c := range []string{"agenthub_console=evil; Path=/", "__Host-agenthub_console=evil; Path=/; Secure", "app=ok; Path=/"} {
+			w.Header().Add("Set-Cookie", c)
+		}
+		w.Header().Set("Service-Worker-Allowed", "/")
+	})
 	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := range 3 {
@@ -184,6 +193,34 @@ func TestPreviewThroughHub(t *testing.T) {
 	}
 	if code, body := get(t, private+"echo", "Authorization", "Bearer "+h.owner); code != 200 || !strings.Contains(body, `"authorization":""`) {
 		t.Errorf("private with the creator's token: %d %s", code, body)
+	}
+	// However the token is spelled, the app never sees it.
+	if code, body := get(t, private+"echo", "Authorization", "Bearer  "+h.owner); code != 200 || !strings.Contains(body, `"authorization":""`) {
+		t.Errorf("private with the creator's token spelled 'Bearer  agt_…' (two spaces): %d %s", code, body)
+	}
+	// The app cannot set the hub's cookies nor widen its service worker.
+	resp, err := http.Get(private + "setcookie")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != 401 {
+		// private without credentials: refused before the app is asked
+		t.Errorf("private setcookie without credentials: %v %v", resp, err)
+	}
+	{
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, private+"setcookie", nil)
+		req.Header.Set("Authorization", "Bearer "+h.owner)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Values("Set-Cookie"); len(got) != 1 || !strings.HasPrefix(got[0], "app=ok") {
+			t.Errorf("Set-Cookie through the preview: %q, want only the app's own cookie", got)
+		}
+		if got := resp.Header.Get("Service-Worker-Allowed"); got != "" {
+			t.Errorf("Service-Worker-Allowed through the preview: %q, want it dropped", got)
+		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

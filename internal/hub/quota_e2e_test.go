@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -203,10 +202,4 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(wsDir, "*")); len(left) != 0 {
 		t.Errorf("after sandbox rm: %v left in the workspace dir", left)
 	}
-}
-
-// showsField reports whether env show's output has the line "LABEL:
-// VALUE", however wide the labels' column is.
-func showsField(out, label, value string) bool {
-	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(label) + `:\s+` + regexp.QuoteMeta(value) + `$`).MatchString(out)
 }

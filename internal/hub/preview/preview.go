@@ -101,10 +101,11 @@ func New(o Options) *Server {
 		ForceAttemptHTTP2:   false,
 	}
 	s.proxy = &httputil.ReverseProxy{
-		Rewrite:       s.rewrite,
-		Transport:     s.tr,
-		FlushInterval: -1, // stream: SSE and chunked bodies pass as they come
-		ErrorHandler:  s.upstreamError,
+		Rewrite:        s.rewrite,
+		Transport:      s.tr,
+		FlushInterval:  -1, // stream: SSE and chunked bodies pass as they come
+		ErrorHandler:   s.upstreamError,
+		ModifyResponse: s.filterResponse,
 	}
 	return s
 }
@@ -194,10 +195,10 @@ func (s *Server) admit(r *http.Request, e store.Exposure) (int, string, string) 
 }
 
 // strip removes the hub's own credentials: its cookies, and an
-// Authorization carrying an API token (one of another scheme is the
-// app's own, and passes).
+// Authorization carrying an API token however it is spelled (one of
+// another scheme is the app's own, and passes).
 func (s *Server) strip(r *http.Request) {
-	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer agt_") {
+	if scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "bearer") && strings.HasPrefix(strings.TrimSpace(tok), "agt_") {
 		r.Header.Del("Authorization")
 	}
 	cookies := r.Cookies()
@@ -395,3 +396,31 @@ func (c *countedConn) Close() error {
 }
 
 var _ io.ReadWriteCloser = (*countedConn)(nil)
+
+// filterResponse keeps the app from reaching beyond its own preview:
+// cookies ignore ports, so a Set-Cookie naming one of the hub's cookies
+// (the console's session, with or without its __Host- prefix) would sign
+// the browser out of the console or plant a session there, and every
+// preview of a listener shares one origin, so a service worker widened to
+// "/" would see the other previews. Both are dropped.
+func (s *Server) filterResponse(resp *http.Response) error {
+	resp.Header.Del("Service-Worker-Allowed")
+	cookies := resp.Header.Values("Set-Cookie")
+	if len(cookies) == 0 {
+		return nil
+	}
+	resp.Header.Del("Set-Cookie")
+	for _, line := range cookies {
+		name, _, _ := strings.Cut(line, "=")
+		name = strings.TrimSpace(name)
+		bare := strings.TrimPrefix(strings.TrimPrefix(name, "__Host-"), "__Secure-")
+		hub := false
+		for _, n := range s.opts.Strip {
+			hub = hub || strings.EqualFold(name, n) || strings.EqualFold(bare, strings.TrimPrefix(strings.TrimPrefix(n, "__Host-"), "__Secure-"))
+		}
+		if !hub {
+			resp.Header.Add("Set-Cookie", line)
+		}
+	}
+	return nil
+}
