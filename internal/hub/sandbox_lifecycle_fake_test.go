@@ -201,4 +201,20 @@ func TestEnvSetPolicy(t *testing.T) {
 	if p, err := h.Store.SandboxPolicy(t.Context(), h.Org.ID, "builtin"); err != nil || p != (store.Policy{}) {
 		t.Errorf("policy after default: %+v %v; want none", p, err)
 	}
+
+	// Changing the isolation replaces an environment's sandboxes, so
+	// neither a bad policy value given with it nor the isolation it has
+	// already may touch them.
+	if code, _, errOut := agentctl("env", "set", "builtin", "--isolation", "gvisor", "--pause-after", "5x"); code == 0 || !strings.Contains(errOut, "5x") {
+		t.Errorf("env set --isolation gvisor --pause-after 5x: exit %d %q; want refused for the value", code, errOut)
+	}
+	if code, _, errOut := agentctl("env", "set", "builtin", "--isolation", "runc"); code != 0 {
+		t.Errorf("env set --isolation runc (as it is): exit %d %q", code, errOut)
+	}
+	if iso, err := h.Store.BuiltinIsolation(t.Context(), h.Org.ID); err != nil || iso != "runc" {
+		t.Errorf("builtin's isolation after those: %q %v, want runc", iso, err)
+	}
+	if _, err := h.Store.Sandbox(t.Context(), id); err != nil {
+		t.Errorf("the sandbox after env set with its own isolation: %v; want it kept", err)
+	}
 }
