@@ -211,6 +211,9 @@ func (wt *watchTree) add(ctx context.Context, dir string, parent ignoreRules, no
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // gone already; its removal is reported
 		}
+		if errors.Is(err, fs.ErrPermission) && dir != wt.root {
+			return nil // not ours to read: what is below it is not watched, the rest is
+		}
 		return watchLimit(err, dir)
 	}
 	rules := parent
@@ -244,6 +247,14 @@ func (wt *watchTree) add(ctx context.Context, dir string, parent ignoreRules, no
 // directory that appeared.
 func (wt *watchTree) handle(ctx context.Context, ev fsnotify.Event, note func(WatchEvent)) error {
 	path := filepath.Clean(ev.Name)
+	if path == wt.root && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+		return errs.New(errs.NotFound, "the watched directory %s was removed or renamed", wt.root)
+	}
+	if filepath.Base(path) == ".gitignore" && !wt.opts.NoIgnore {
+		// Its rules change, however it changed (editors save by
+		// renaming), and whether or not .gitignore itself is reported.
+		wt.reloadRules(filepath.Dir(path))
+	}
 	_, watched := wt.dirs[path]
 	isDir := watched
 	if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod) {
@@ -271,20 +282,23 @@ func (wt *watchTree) handle(ctx context.Context, ev fsnotify.Event, note func(Wa
 		}
 	case ev.Has(fsnotify.Write):
 		note(WatchEvent{Path: path, Op: WatchWritten, Dir: isDir})
-		if filepath.Base(path) == ".gitignore" && !wt.opts.NoIgnore {
-			dir := filepath.Dir(path)
-			if _, ok := wt.dirs[dir]; ok {
-				parent := wt.base
-				if dir != wt.root {
-					parent = wt.dirs[filepath.Dir(dir)]
-				}
-				wt.dirs[dir] = parent.with(dir)
-			}
-		}
 	case ev.Has(fsnotify.Chmod):
 		note(WatchEvent{Path: path, Op: WatchAttributes, Dir: isDir})
 	}
 	return nil
+}
+
+// reloadRules reads dir's .gitignore again (dir's own rules; those of the
+// directories below it follow at their next change).
+func (wt *watchTree) reloadRules(dir string) {
+	if _, ok := wt.dirs[dir]; !ok {
+		return
+	}
+	parent := wt.base
+	if dir != wt.root {
+		parent = wt.dirs[filepath.Dir(dir)]
+	}
+	wt.dirs[dir] = parent.with(dir)
 }
 
 // forget drops dir and the directories below it (their watches went with

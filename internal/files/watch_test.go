@@ -279,3 +279,58 @@ func TestWatchBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchGitignoreChanged: a .gitignore written while watching (and not
+// reported itself: it is hidden) applies from then on.
+func TestWatchGitignoreChanged(t *testing.T) {
+	f, ws := newTestFS(t)
+	w := startWatch(t, f, WatchOptions{Coalesce: 20 * time.Millisecond})
+	// As editors save: a temp file renamed over it.
+	tmp := filepath.Join(ws, ".gitignore.tmp")
+	if err := os.WriteFile(tmp, []byte("*.log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(ws, ".gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a.log", "b.txt", "zz-marker"} {
+		if err := os.WriteFile(filepath.Join(ws, n), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.waitFor(t, 30*time.Second, "the marker", func(evs []WatchEvent, _ []string) bool {
+		return has(evs, filepath.Join(ws, "zz-marker"), WatchCreated)
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if has(w.events, filepath.Join(ws, "a.log"), WatchCreated) || !has(w.events, filepath.Join(ws, "b.txt"), WatchCreated) {
+		t.Errorf("after .gitignore said *.log: events %v; want b.txt and not a.log", w.events)
+	}
+}
+
+// TestWatchRootRemoved: the watch ends with NotFound when its directory
+// goes, rather than staying open and quiet.
+func TestWatchRootRemoved(t *testing.T) {
+	f, ws := newTestFS(t)
+	dir := filepath.Join(ws, "gone")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		done <- f.Watch(t.Context(), WatchOptions{Path: dir}, func(string, int) error { close(ready); return nil }, func(WatchBatch) error { return nil })
+	}()
+	<-ready
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if errs.KindOf(err) != errs.NotFound {
+			t.Errorf("Watch after its directory was removed = %v, want NotFound", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch went on for 30 s after its directory was removed")
+	}
+}
