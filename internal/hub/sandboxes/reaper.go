@@ -47,7 +47,13 @@ func (m *Manager) reap(ctx context.Context) {
 		key := sb.OrgID + "/" + sb.Environment
 		p, ok := policies[key]
 		if !ok {
-			p = m.policy(ctx, sb.OrgID, sb.Environment)
+			var err error
+			if p, err = m.policy(ctx, sb.OrgID, sb.Environment); err != nil {
+				// Not the hub's defaults instead: the environment's
+				// own may say never. The next tick tries again.
+				m.log.Warn("reading an environment's idle policy; its sandboxes wait for the next tick", zap.String("environment", sb.Environment), zap.Error(err))
+				continue
+			}
 			policies[key] = p
 		}
 		idle := now.Sub(last)

@@ -374,12 +374,15 @@ type policy struct {
 	pauseAfter, stopAfter, deleteAfter time.Duration // store.Never: never
 }
 
-// Policy returns the lifecycle policy of the org's sandboxes of env.
-func (m *Manager) policy(ctx context.Context, orgID, env string) policy {
+// policy returns the lifecycle policy of the org's sandboxes of env. When
+// the environment's own cannot be read it says so, with the hub's
+// defaults: a caller that deletes must not act on them (the environment's
+// own may say never).
+func (m *Manager) policy(ctx context.Context, orgID, env string) (policy, error) {
 	p := policy{pauseAfter: m.o.PauseAfter, stopAfter: m.o.StopAfter, deleteAfter: m.o.DeleteAfter}
 	own, err := m.o.Store.SandboxPolicy(ctx, orgID, env)
 	if err != nil {
-		return p
+		return p, err
 	}
 	for _, f := range []struct {
 		own time.Duration
@@ -389,7 +392,7 @@ func (m *Manager) policy(ctx context.Context, orgID, env string) policy {
 			*f.to = f.own
 		}
 	}
-	return p
+	return p, nil
 }
 
 // step is one step of a policy: the state it moves a sandbox to ("": it
@@ -462,7 +465,9 @@ func (m *Manager) Status(ctx context.Context, sb store.Sandbox) Status {
 		st.Next = "in use"
 	default:
 		idle := m.o.Now().Sub(st.LastUsed)
-		if s, ok := m.policy(ctx, sb.OrgID, sb.Environment).next(st.State, idle); ok {
+		if p, err := m.policy(ctx, sb.OrgID, sb.Environment); err != nil {
+			st.Next = "?"
+		} else if s, ok := p.next(st.State, idle); ok {
 			verb := map[string]string{store.SandboxPaused: "pauses", store.SandboxStopped: "stops", "": "removed"}[s.to]
 			st.Next = verb + " in " + roughly(s.after-idle)
 		}
@@ -496,7 +501,7 @@ func roughly(d time.Duration) string {
 // PolicyText is the lifecycle policy of the org's sandboxes of env in
 // words, each step a duration ("5m", "7d") or "never".
 func (m *Manager) PolicyText(ctx context.Context, orgID, env string) (pause, stop, del string) {
-	p := m.policy(ctx, orgID, env)
+	p, _ := m.policy(ctx, orgID, env) // unreadable: the hub's, as shown
 	return policyWord(p.pauseAfter), policyWord(p.stopAfter), policyWord(p.deleteAfter)
 }
 
