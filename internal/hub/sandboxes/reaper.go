@@ -61,7 +61,7 @@ func (m *Manager) reap(ctx context.Context) {
 		switch {
 		case !ok:
 		case s.to == "":
-			m.destroy(ctx, sb, "idle "+roughly(idle)+" (delete after "+roughly(s.after)+")")
+			m.deleteIdle(ctx, sb, "idle "+roughly(idle)+" (delete after "+roughly(s.after)+")", last)
 		default:
 			if err := m.transition(ctx, sb, s.to, "idle "+roughly(s.after), last); err != nil {
 				m.log.Warn("applying the idle policy", zap.String("sandbox", sb.ID), zap.String("to", s.to), zap.Error(err))
@@ -245,4 +245,22 @@ func hasVolume(vols []sandbox.Volume, id string) bool {
 		}
 	}
 	return false
+}
+
+// deleteIdle removes a sandbox its delete policy ends, under its lock and
+// only if it is still idle since idleSince: a call that woke it meanwhile
+// keeps it, as a transition's does.
+func (m *Manager) deleteIdle(ctx context.Context, sb store.Sandbox, why string, idleSince time.Time) {
+	defer m.sbLock(sb.ID)()
+	now, err := m.o.Store.Sandbox(ctx, sb.ID)
+	if err != nil {
+		return // gone already, or unreadable: the next tick looks again
+	}
+	m.mu.Lock()
+	used, busy := m.used[sb.ID], m.active[sb.ID] > 0
+	m.mu.Unlock()
+	if busy || used.After(idleSince) || now.LastUsedAt.After(idleSince) {
+		return
+	}
+	m.destroy(ctx, now, why)
 }
