@@ -11,7 +11,6 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
-	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
@@ -26,26 +25,8 @@ const demoConversation = "demo-chat"
 // zero Options and one line saying what the sandbox half needs.
 func demoSandboxes(ctx context.Context, dir, agentd string) (sandboxes.Options, func(), string) {
 	none := func() {}
-	drv, err := docker.New(docker.Options{})
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = drv.Ping(pctx)
-		cancel()
-		if err == nil {
-			_, err = drv.Image(ctx, sandbox.BaseImage)
-			drv.Close()
-			if err != nil {
-				return sandboxes.Options{}, none, fmt.Sprintf("the sandbox half needs the built-in image %s on this engine: 'make sandbox-base' builds it (root, debootstrap, a few minutes)", sandbox.BaseImage)
-			}
-		} else {
-			drv.Close()
-		}
-	}
-	if err != nil {
-		return sandboxes.Options{}, none, "the sandbox half needs a Docker engine ($DOCKER_HOST or the local socket), and none answers here"
-	}
 	f := sandboxFlags{
-		mode: "on", agentd: agentd, dir: filepath.Join(dir, "sandboxes"), noNetwork: true,
+		mode: "auto", agentd: agentd, dir: filepath.Join(dir, "sandboxes"), noNetwork: true,
 		wsMax:  "1GiB",
 		orgMax: sandboxes.DefaultOrgMaxSandboxes, tokenMax: sandboxes.DefaultTokenMaxSandboxes,
 	}
@@ -54,9 +35,17 @@ func demoSandboxes(ctx context.Context, dir, agentd string) (sandboxes.Options, 
 		// engine's disk, and its sandboxes are removed when it ends.
 		f.wsMax = "0"
 	}
+	// auto: no engine answering is a zero Options (no driver), not an error.
 	o, closeFn, err := f.options(ctx, "", zap.NewNop())
-	if err != nil {
+	switch {
+	case err != nil:
 		return sandboxes.Options{}, none, "the sandbox half could not start: " + err.Error()
+	case o.Driver == nil:
+		return sandboxes.Options{}, none, "the sandbox half needs a Docker engine ($DOCKER_HOST or the local socket), and none answers here"
+	}
+	if _, err := o.Driver.Image(ctx, sandbox.BaseImage); err != nil {
+		closeFn()
+		return sandboxes.Options{}, none, fmt.Sprintf("the sandbox half needs the built-in image %s on this engine: 'make sandbox-base' builds it (root, debootstrap, a few minutes)", sandbox.BaseImage)
 	}
 	return o, closeFn, ""
 }
