@@ -72,9 +72,20 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	}
 	t.Cleanup(func() { cc.Close() })
 	sh := &sandboxHub{Hub: h, t: t, driver: drv, cc: cc}
+	hubID := o.HubID
+	if hubID == "" {
+		secret, err := h.Store.ServerSecret(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hubID = sandboxes.DefaultHubID(secret)
+	}
 	// Whatever a test leaves, its containers go with it: once the hub has
 	// stopped (this runs before hubtest's own stop), so that no warm-pool
 	// fill makes one after the list (TestSandboxCaps left one, 1 run in 3).
+	// Those of this hub go whether or not a row names them: a warm-pool
+	// sandbox whose removal failed while the hub closed has no row left,
+	// and each CI run used to leave one behind.
 	t.Cleanup(func() {
 		h.Stop()
 		ctx := context.Background()
@@ -85,9 +96,14 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 			mine[sb.ID] = true
 		}
 		for _, in := range infos {
-			if mine[in.Labels[sandbox.LabelID]] {
-				_ = drv.Remove(ctx, in.ID)
+			switch {
+			case mine[in.Labels[sandbox.LabelID]]:
+			case in.Labels[sandbox.LabelHub] == hubID:
+				t.Logf("removing container %s of this hub that no sandbox row names (%s)", in.ID, in.Labels[sandbox.LabelID])
+			default:
+				continue
 			}
+			_ = drv.Remove(ctx, in.ID)
 		}
 	})
 	return sh
