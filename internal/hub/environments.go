@@ -432,6 +432,7 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 			st := m.Status(ctx, sb)
 			p.LastUsed, p.NextStep = timestamppb.New(st.LastUsed), st.Next
 		}
+		p.Egress = v.sandboxEgress(ctx, sb.ID)
 		resp.Sandboxes = append(resp.Sandboxes, p)
 	}
 	return resp, nil
