@@ -1,17 +1,22 @@
 package imagecheck
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/devdepot-ai/agentd/internal/imageref"
 )
@@ -31,6 +36,9 @@ type Registries struct {
 	CAs *x509.CertPool
 	// CAFile is the file CAs came from, for messages.
 	CAFile string
+	// Dial connects to a registry's address (tests: a resolver of their
+	// own). Nil: the system's resolver and dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // CheckInsecureRegistry checks one --insecure-registry entry: a registry
@@ -68,6 +76,27 @@ func (r Registries) IsInsecure(host string) bool {
 	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil && a.Unmap().IsLoopback() {
 		return true
 	}
+	return r.named(host)
+}
+
+// Transport is remote.DefaultTransport trusting CAs as well (nil CAs:
+// remote.DefaultTransport itself).
+func (r Registries) Transport() http.RoundTripper {
+	if r.CAs == nil && r.Dial == nil {
+		return remote.DefaultTransport
+	}
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	if r.CAs != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: r.CAs, MinVersion: tls.VersionTLS12}
+	}
+	if r.Dial != nil {
+		t.DialContext = r.Dial
+	}
+	return t
+}
+
+// named reports whether host is one of Insecure.
+func (r Registries) named(host string) bool {
 	for _, s := range r.Insecure {
 		if strings.EqualFold(s, host) {
 			return true
@@ -76,15 +105,41 @@ func (r Registries) IsInsecure(host string) bool {
 	return false
 }
 
-// Transport is remote.DefaultTransport trusting CAs as well (nil CAs:
-// remote.DefaultTransport itself).
-func (r Registries) Transport() http.RoundTripper {
-	if r.CAs == nil {
-		return remote.DefaultTransport
+// Fetch writes the image ref (repo@sha256:…, a linux/amd64 image
+// manifest) as a docker load tarball tagged tag, read from its registry
+// as r says, when the engine could not pull it itself: a registry named
+// in Insecure, or any when CAs are set (false, nothing written: neither).
+// go-containerregistry checks every blob and the manifest against their
+// digests.
+func (r Registries) Fetch(ctx context.Context, ref, tag string, w io.Writer) (bool, error) {
+	dig, err := name.NewDigest(ref, name.StrictValidation)
+	if err != nil {
+		return false, nil
 	}
-	t := remote.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = &tls.Config{RootCAs: r.CAs, MinVersion: tls.VersionTLS12}
-	return t
+	host := dig.Context().RegistryStr()
+	if !r.named(host) && r.CAs == nil {
+		return false, nil
+	}
+	opts := []name.Option{name.StrictValidation}
+	if r.IsInsecure(host) {
+		opts = append(opts, name.Insecure)
+	}
+	if dig, err = name.NewDigest(ref, opts...); err != nil {
+		return true, err
+	}
+	t, err := name.NewTag(tag, opts...)
+	if err != nil {
+		return true, fmt.Errorf("tag %s: %w", tag, err)
+	}
+	img, err := remote.Image(dig, remote.WithContext(ctx), remote.WithAuth(authn.Anonymous),
+		remote.WithTransport(httpsOnly{next: r.Transport(), insecure: r.IsInsecure}), remote.WithUserAgent("agenthub"))
+	if err != nil {
+		return true, fmt.Errorf("read %s: %w", ref, err)
+	}
+	if err := tarball.Write(t, img, w); err != nil {
+		return true, fmt.Errorf("read %s: %w", ref, err)
+	}
+	return true, nil
 }
 
 // Apply sets opts to reach registries as r says.
