@@ -206,7 +206,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
 	dopts := docker.Options{Host: f.dockerHost, Logger: log, Fetch: regs.Fetch} // the driver names itself "docker"
-	var unbounded error                                      // why workspaces cannot be bounded here
+	var unbounded error                                                         // why workspaces cannot be bounded here
 	if wsMax > 0 {
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
 			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
