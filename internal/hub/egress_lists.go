@@ -92,8 +92,12 @@ func (v *environmentService) SetEnvironmentAllow(ctx context.Context, req *hubv1
 	if err != nil {
 		return nil, err
 	}
+	what := fmt.Sprintf("set the allow list of environment %s's new sandboxes: %s", name, allowText(list))
+	if len(list) == 0 {
+		what = fmt.Sprintf("removed the allow list of environment %s: its new sandboxes get its network", name)
+	}
 	v.s.recordHub(ctx, org, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindEgressEnvironm, ObjectId: name,
-		Summary: fmt.Sprintf("set the allow list of environment %s's new sandboxes: %s", name, allowText(list)), Outcome: agentdv1.Outcome_OUTCOME_OK})
+		Summary: what, Outcome: agentdv1.Outcome_OUTCOME_OK})
 	resp, err := v.GetEnvironment(ctx, &hubv1.GetEnvironmentRequest{Name: name, Org: req.GetOrg()})
 	if err != nil {
 		return nil, err

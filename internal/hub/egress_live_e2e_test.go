@@ -216,6 +216,9 @@ func TestSandboxAllowDenyLive(t *testing.T) {
 	if code, out, errs := run("env", "set", "builtin", "--allow", ""); code != 0 || strings.Contains(out, "allow") {
 		t.Errorf("env set --allow '' = %d %q %q", code, out, errs)
 	}
+	if code, out, _ := run("activity", "--tail", "50"); code != 0 || !strings.Contains(out, "removed the allow list of environment builtin: its new sandboxes get its network") {
+		t.Errorf("activity lacks the removal of the list:\n%s", out)
+	}
 	if code, out, errs := run("--env", "builtin", "--conversation", "open", "sh", "true"); code != 0 {
 		t.Fatalf("a sandbox without a list: %d %q %q", code, out, errs)
 	}
