@@ -269,7 +269,7 @@ func (p *Proxy) Close() error {
 
 // DeniedHint ends the body of a refusal for a destination off the list:
 // what a person can do about it.
-const DeniedHint = "a run adds destinations with 'agentctl agent run PROFILE --allow HOST[:PORT]'"
+const DeniedHint = "an admin adds destinations with 'agentctl sandbox allow SANDBOX HOST[:PORT]', a run with 'agentctl agent run PROFILE --allow HOST[:PORT]'"
 
 // DeniedError is a destination that is not on the sandbox's allow list.
 type DeniedError struct {
