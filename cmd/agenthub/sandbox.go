@@ -205,7 +205,10 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if dir == "" {
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
-	dopts := docker.Options{Host: f.dockerHost, Logger: log, Fetch: regs.Fetch} // the driver names itself "docker"
+	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
+	if len(regs.Insecure) > 0 || regs.CAs != nil {
+		dopts.Fetch = regs.Fetch // only then: it costs an image lookup per create
+	}
 	var unbounded error                                                         // why workspaces cannot be bounded here
 	if wsMax > 0 {
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
