@@ -209,7 +209,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if len(regs.Insecure) > 0 || regs.CAs != nil {
 		dopts.Fetch = regs.Fetch // only then: it costs an image lookup per create
 	}
-	var unbounded error                                                         // why workspaces cannot be bounded here
+	var unbounded error // why workspaces cannot be bounded here
 	if wsMax > 0 {
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
 			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
