@@ -11,6 +11,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // Allow lists that change while a sandbox runs (agentctl sandbox allow |
@@ -123,7 +124,13 @@ func (m *Manager) liveEgress(ctx context.Context, sb store.Sandbox) (store.Sandb
 // as one new generation. A bad entry, or a deny that matches nothing
 // (without cut), is INVALID_ARGUMENT and changes nothing. cut closes the
 // connections open before it that the new list does not allow.
-func (m *Manager) ChangeEgress(ctx context.Context, org store.Org, id string, allow, deny []string, cut bool) (EgressChange, error) {
+func (m *Manager) ChangeEgress(ctx context.Context, org store.Org, actor, id string, allow, deny []string, cut bool) (EgressChange, error) {
+	switch n := len(allow) + len(deny); {
+	case n == 0:
+		return EgressChange{}, errs.New(errs.Invalid, "nothing to change: give destinations to allow or deny")
+	case n > maxEntries:
+		return EgressChange{}, errs.New(errs.Invalid, "%d destinations in one change: at most %d", n, maxEntries)
+	}
 	add, err := allowlist.ParseList(allow)
 	if err != nil {
 		return EgressChange{}, errs.New(errs.Invalid, "%v", err)
@@ -165,6 +172,7 @@ func (m *Manager) ChangeEgress(ctx context.Context, org store.Org, id string, al
 		if cut && m.sock != nil {
 			ch.Closed, _ = m.sock.egress.Recheck(ctx, sb.ID)
 		}
+		m.recordChange(ctx, org.ID, actor, KindEgressChange, sb.ID, ch.Summary(sb.ID))
 		return ch, nil
 	}
 }
@@ -215,28 +223,77 @@ func listText(l []string) string {
 // sandboxes (empty: none; they get the environment's network). Its warm
 // sandboxes, made under the old list, are removed; those of conversations
 // keep theirs (sandbox allow | deny changes them).
-func (m *Manager) SetEnvironmentAllow(ctx context.Context, orgID, env string, allow []string) ([]string, error) {
+// actor is who asked, for the activity.
+func (m *Manager) SetEnvironmentAllow(ctx context.Context, org store.Org, actor, env string, allow []string) error {
+	if env != BuiltinEnvironment {
+		if _, err := m.o.Store.Environment(ctx, org.ID, env); errors.Is(err, store.ErrNotFound) {
+			return fail(ErrNotFound, errs.NotFound, "environment %s not found in org %s (a machine has no allow list to set); list them with 'agentctl env ls'", truncate(env), org.Name)
+		} else if err != nil {
+			return unavailable("environment "+env, err)
+		}
+	}
+	if len(allow) > maxEntries {
+		return errs.New(errs.Invalid, "--allow: %d entries: at most %d", len(allow), maxEntries)
+	}
 	list, err := allowlist.ParseList(allow)
 	if err != nil {
-		return nil, errs.New(errs.Invalid, "--allow: %v", err)
+		return errs.New(errs.Invalid, "--allow: %v", err)
 	}
 	es := m.egressStore()
 	if es == nil {
-		return nil, errs.New(errs.Precondition, "this hub's store keeps no allow lists")
+		return errs.New(errs.Precondition, "this hub's store keeps no allow lists")
 	}
 	canon := list.Strings()
 	slices.Sort(canon)
 	canon = slices.Compact(canon)
-	if err := es.SetEnvironmentAllow(ctx, orgID, env, canon); err != nil {
-		return nil, unavailable("allow list of environment "+env, err)
+	if err := es.SetEnvironmentAllow(ctx, org.ID, env, canon); err != nil {
+		return unavailable("allow list of environment "+env, err)
 	}
-	sbs, _ := m.o.Store.ListSandboxes(ctx, orgID)
+	sbs, _ := m.o.Store.ListSandboxes(ctx, org.ID)
 	for _, sb := range sbs {
 		if sb.Environment == env && sb.Warm && sb.Conversation == "" {
 			m.destroy(context.WithoutCancel(ctx), sb, "its environment's allow list changed")
 		}
 	}
-	return canon, nil
+	what := fmt.Sprintf("set the allow list of environment %s's new sandboxes: %s", env, strings.Join(canon, ", "))
+	if len(canon) == 0 {
+		what = fmt.Sprintf("removed the allow list of environment %s: its new sandboxes get its network", env)
+	}
+	m.recordChange(ctx, org.ID, actor, KindEnvironmentAllow, env, what)
+	return nil
+}
+
+// maxEntries bounds the destinations of one change or list.
+const maxEntries = 256
+
+// Activity kinds of changes to allow lists: a running sandbox's (sandbox
+// allow | deny), an environment's (env set --allow).
+const (
+	KindEgressChange     = "egress.change"
+	KindEnvironmentAllow = "environment.allow"
+)
+
+// Summary is the change in the activity's words, or "" when nothing
+// changed.
+func (c EgressChange) Summary(id string) string {
+	var what []string
+	if len(c.Added) > 0 {
+		what = append(what, "allowed "+strings.Join(c.Added, ", "))
+	}
+	if len(c.Removed) > 0 {
+		what = append(what, "denied "+strings.Join(c.Removed, ", "))
+	}
+	if c.Cut {
+		what = append(what, "cut open connections it no longer allows")
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	now := "nothing allowed"
+	if len(c.Allow) > 0 {
+		now = strings.Join(c.Allow, ", ")
+	}
+	return fmt.Sprintf("changed the allow list of %s to generation %d: %s; now %s", id, c.Gen, strings.Join(what, "; "), now)
 }
 
 // EnvironmentAllow is an environment's allow list for its new sandboxes
@@ -306,4 +363,13 @@ func (m *Manager) StoredEgress(ctx context.Context, id string) (Egress, error) {
 		return Egress{}, err
 	}
 	return Egress{Allow: e.Allow, Gen: e.Gen, CutGen: e.CutGen, ChangedAt: e.ChangedAt}, nil
+}
+
+// recordChange puts an admin's change into the org's activity (nothing changed:
+// nothing to record).
+func (m *Manager) recordChange(ctx context.Context, orgID, actor, kind, object, summary string) {
+	if summary == "" || m.o.Record == nil {
+		return
+	}
+	m.o.Record(ctx, orgID, &agentdv1.ActivityRecord{Actor: actor, Kind: kind, ObjectId: object, Summary: summary, Outcome: agentdv1.Outcome_OUTCOME_OK})
 }
