@@ -200,9 +200,17 @@ descriptor limit (LimitNOFILE in the systemd unit) with the caps.
 
 A second hub on the same host needs its own --sandbox-dir (the default
 follows --db), or --sandboxes off. --sandboxes off also starts a
-hub with no agentd to hand (or only a dynamically linked one).`,
+hub with no agentd to hand (or only a dynamically linked one).
+
+Registries an admin runs: --insecure-registry HOST[:PORT] lets the hub speak
+plain http to that registry (as Docker's option; 127.0.0.0/8 needs no flag)
+and allows it for custom images; --registry-ca FILE trusts a private CA for
+registries' certificates. The Docker engine keeps its own settings: when it
+cannot pull such an image itself, the hub reads the pinned digest and loads
+it into the engine.`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
+  agenthub serve --listen 127.0.0.1:8080 --insecure-registry mirror.lan:5000 --registry-ca /etc/ssl/corp-ca.pem
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,

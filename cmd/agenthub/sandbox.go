@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
+	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
 	"github.com/devdepot-ai/agentd/internal/units"
 )
 
@@ -41,6 +43,8 @@ type sandboxFlags struct {
 	network     string
 	subnet      string
 	allow       []string
+	insecure    []string // --insecure-registry
+	registryCA  string   // --registry-ca
 	warmBuiltin int
 	warmCustom  int
 	idleTTL     time.Duration
@@ -69,6 +73,8 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.network, "sandbox-network", egress.DefaultNetworkName, "Docker network of sandboxes with network access (the hub makes it, with a bridge agsb-<hash> named after it, and installs and re-checks its egress rules; two hubs on one engine need two names)")
 	fs.StringVar(&f.subnet, "sandbox-subnet", "", "IPv4 subnet of that network (default "+egress.DefaultSubnet+"; change it if it clashes)")
 	fs.StringArrayVar(&f.allow, "allow-registry", nil, "also allow custom images from this registry host (repeatable; '*.example.com' for subdomains)")
+	fs.StringArrayVar(&f.insecure, "insecure-registry", nil, "speak plain http to this registry host[:port] when https does not answer, as Docker's option (repeatable; 127.0.0.0/8 is insecure without it); also allows it as --allow-registry does")
+	fs.StringVar(&f.registryCA, "registry-ca", "", "PEM file of CA certificates trusted for registries' certificates besides the system's (a registry with a private CA)")
 	fs.IntVar(&f.warmBuiltin, "warm-builtin", 2, "started-ahead sandboxes per org for the built-in environment")
 	fs.IntVar(&f.warmCustom, "warm-custom", 0, "started-ahead sandboxes per org for each custom image")
 	fs.StringVar(&f.pauseAfter, "sandbox-pause-after", "5m", "pause a conversation's sandbox (its processes frozen, no CPU) after this long without calls, or never; an environment's own (agentctl env set) goes first")
@@ -170,6 +176,10 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 			return sandboxes.Options{}, none, usageError{fmt.Errorf("--allow-registry: %w", err)}
 		}
 	}
+	regs, err := f.registries()
+	if err != nil {
+		return sandboxes.Options{}, none, err
+	}
 	if f.orgMax < 0 || f.tokenMax < 0 {
 		return sandboxes.Options{}, none, usageError{errors.New("--org-max-sandboxes and --token-max-sandboxes: want 0 (no limit) or more")}
 	}
@@ -196,7 +206,10 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
 	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
-	var unbounded error                                      // why workspaces cannot be bounded here
+	if len(regs.Insecure) > 0 || regs.CAs != nil {
+		dopts.Fetch = regs.Fetch // only then: it costs an image lookup per create
+	}
+	var unbounded error // why workspaces cannot be bounded here
 	if wsMax > 0 {
 		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
 			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
@@ -268,7 +281,8 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 			return sandboxes.Options{}, none, err
 		}
 	}
-	o.ImageCheck.AllowRegistries = f.allow
+	o.ImageCheck.AllowRegistries = append(slices.Clone(f.allow), f.insecure...)
+	regs.Apply(&o.ImageCheck)
 	o.ImageCheck.MaxCompressedBytes = f.maxImage
 	// Fail closed: without the egress rules no sandbox gets a network;
 	// environments that need one are refused, and say why.
@@ -455,4 +469,22 @@ func hostResolvers() []netip.Addr {
 		}
 	}
 	return out
+}
+
+// registries reads --insecure-registry and --registry-ca.
+func (f *sandboxFlags) registries() (imagecheck.Registries, error) {
+	r := imagecheck.Registries{Insecure: f.insecure, CAFile: f.registryCA}
+	for _, h := range f.insecure {
+		if err := imagecheck.CheckInsecureRegistry(h); err != nil {
+			return r, usageError{fmt.Errorf("--insecure-registry: %w", err)}
+		}
+	}
+	if f.registryCA != "" {
+		cas, err := imagecheck.LoadCAs(f.registryCA)
+		if err != nil {
+			return r, usageError{err}
+		}
+		r.CAs = cas
+	}
+	return r, nil
 }

@@ -398,6 +398,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	if e.GetIsolation() != "" {
 		row("isolation", e.GetIsolation())
 	}
+	if len(e.GetAllow()) > 0 {
+		row("allow", strings.Join(e.GetAllow(), ", ")+" (new sandboxes reach only these, through the hub's egress proxy)")
+	}
 	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
 		row("workspace", workspaceBound(e))
 	}
@@ -617,7 +620,7 @@ the exit code is 1.`,
 		},
 	}
 	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
-	cmd.AddCommand(ls, rm)
+	cmd.AddCommand(ls, rm, a.sandboxEgressCmd(true), a.sandboxEgressCmd(false))
 	for _, act := range sandboxActions {
 		cmd.AddCommand(a.sandboxStateCmd(act))
 	}

@@ -21,6 +21,8 @@ type envDoc struct {
 	Network string `json:"network"`
 	// Isolation is runc or gvisor ("" for a machine).
 	Isolation string `json:"isolation"`
+	// Allow is the allow list of its new sandboxes (absent: none).
+	Allow []string `json:"allow,omitempty"`
 	// WorkspaceMaxBytes bounds /workspace (0: unbounded); WorkspaceBound
 	// says what bounds it ("ext4 on loop").
 	WorkspaceMaxBytes int64  `json:"workspace_max_bytes"`
@@ -51,7 +53,7 @@ type invDoc struct {
 
 func envDocOf(e *hubv1.Environment) envDoc {
 	d := envDoc{Name: e.GetName(), Kind: envKind(e.GetKind()), State: envState(e.GetState()), Default: e.GetDefault(),
-		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(), Isolation: e.GetIsolation(),
+		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(), Isolation: e.GetIsolation(), Allow: e.GetAllow(),
 		WorkspaceMaxBytes: e.GetWorkspaceMaxBytes(), WorkspaceBound: e.GetWorkspaceBound(),
 		PauseAfter: e.GetPauseAfter(), StopAfter: e.GetStopAfter(), DeleteAfter: e.GetDeleteAfter(),
 		Report:    []checkDoc{},

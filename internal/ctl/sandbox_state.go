@@ -3,10 +3,12 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/devdepot-ai/agentd/internal/allowlist"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
@@ -115,9 +117,10 @@ func pastTense(action string) string {
 // its isolation and its idle policy.
 func (a *app) envSetCmd(org *string) *cobra.Command {
 	var pause, stop, del, isolation string
+	var allow []string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never]",
-		Short: "Change an environment's settings (builtin included): isolation, idle policy",
+		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never] [--allow HOST[:PORT]]...",
+		Short: "Change an environment's settings (builtin included): isolation, idle policy, allow list",
 		Long: `Change an environment's own settings; builtin is the org's own to set. Flags
 not given keep their value. Needs an admin token.
 
@@ -139,11 +142,23 @@ env show does.
 
 The policy is set first, so a bad value changes nothing; if the isolation is
 then refused, the message says the policy was set. Setting the isolation an
-environment has already changes nothing.`,
+environment has already changes nothing.
+
+--allow sets the allow list of its new sandboxes: they get no network but
+the hub's egress proxy, which opens only these destinations (HOST, HOST:PORT
+or *.DOMAIN[:PORT]; the port defaults to 443), whatever the environment's
+--network; each connection, opened or refused, is in the org's activity.
+Repeat the flag or separate entries with commas; the list replaces the one
+before. --allow '' removes the list (new sandboxes get the environment's
+network again). Its warm sandboxes are replaced; those of conversations keep
+the list they have: change it with 'agentctl sandbox allow | deny ID'. A bad
+entry changes nothing.`,
 		Example: `  agentctl env set builtin --isolation gvisor
   agentctl env set builtin --pause-after 10m --stop-after 2h
   agentctl env set py --delete-after 30d
-  agentctl env set py --pause-after never --stop-after default`,
+  agentctl env set py --pause-after never --stop-after default
+  agentctl env set py --allow pypi.org,files.pythonhosted.org --allow '*.github.com'
+  agentctl env set py --allow ''`,
 		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &hubv1.SetEnvironmentPolicyRequest{Org: *org, Name: args[0]}
@@ -159,8 +174,13 @@ environment has already changes nothing.`,
 			}
 			policy := req.PauseAfter != nil || req.StopAfter != nil || req.DeleteAfter != nil
 			iso := cmd.Flags().Changed("isolation")
-			if !policy && !iso {
-				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after or --delete-after")
+			setAllow := cmd.Flags().Changed("allow")
+			if !policy && !iso && !setAllow {
+				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --delete-after or --allow")
+			}
+			allow = slices.DeleteFunc(allow, func(s string) bool { return strings.TrimSpace(s) == "" })
+			if _, err := allowlist.ParseList(allow); err != nil {
+				return usagef("--allow: %v", err)
 			}
 			if iso && isolation != "runc" && isolation != "gvisor" {
 				return usagef("--isolation %q: want runc or gvisor", isolation)
@@ -176,11 +196,21 @@ environment has already changes nothing.`,
 					}
 					env = resp.GetEnvironment()
 				}
+				if setAllow {
+					resp, err := ec.SetEnvironmentAllow(ctx, &hubv1.SetEnvironmentAllowRequest{Org: *org, Name: args[0], Allow: allow})
+					if err != nil {
+						if policy {
+							return fmt.Errorf("the idle policy was set, but the allow list was refused: %w", err)
+						}
+						return err
+					}
+					env = resp.GetEnvironment()
+				}
 				if iso {
 					resp, err := ec.SetEnvironmentIsolation(ctx, &hubv1.SetEnvironmentIsolationRequest{Org: *org, Name: args[0], Isolation: isolation})
 					if err != nil {
 						if policy {
-							return fmt.Errorf("the idle policy was set, but the isolation was refused: %w", err)
+							return fmt.Errorf("the idle policy (and any allow list) was set, but the isolation was refused: %w", err)
 						}
 						return err
 					}
@@ -196,6 +226,7 @@ environment has already changes nothing.`,
 	cmd.Flags().StringVar(&isolation, "isolation", "", "runc (a container of the host's kernel) or gvisor (gVisor's user-space kernel)")
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")
+	cmd.Flags().StringSliceVar(&allow, "allow", nil, "the allow list of its new sandboxes: HOST[:PORT], *.DOMAIN[:PORT] (repeat, or comma-separated; '' for none)")
 	cmd.Flags().StringVar(&del, "delete-after", "", "remove a sandbox and its /workspace idle this long (like 30d), or never, or default")
 	return cmd
 }

@@ -28,6 +28,13 @@ type Grant struct {
 	Key ed25519.PublicKey
 	// Allow is its allow list; empty: nothing is allowed.
 	Allow allowlist.List
+	// Gen is the allow list's generation: 1 as the sandbox was made, one
+	// more with each change (0: a list that never changes).
+	Gen int64
+	// CutGen is the generation of the latest change that cut existing
+	// connections: a tunnel opened under an earlier generation to a
+	// destination Allow no longer matches is closed (0: none).
+	CutGen int64
 }
 
 // Event is one connection asked for, allowed or refused, for the org's
@@ -60,6 +67,11 @@ type ProxyOptions struct {
 	// DialTimeout bounds resolving and dialing one destination. Default
 	// 10 s.
 	DialTimeout time.Duration
+	// RecheckEvery is how often the open tunnels' sandboxes are looked up
+	// again, to close those a cutting change of the allow list no longer
+	// allows (a change made on another hub replica). Default 500 ms;
+	// negative: never (Recheck alone).
+	RecheckEvery time.Duration
 }
 
 // Proxy is the hub's end: an http.Handler for CONNECT requests on the
@@ -72,6 +84,10 @@ type Proxy struct {
 	closed bool
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+
+	tunnels map[*tunnel]struct{} // open tunnels, by sandbox and destination (live.go)
+	stop    chan struct{}        // closed by Close: ends the recheck loop
+	loop    sync.WaitGroup
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -96,7 +112,16 @@ func NewProxy(o ProxyOptions) (*Proxy, error) {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
 	}
-	return &Proxy{o: o, log: o.Logger.Named("egress"), conns: map[net.Conn]struct{}{}}, nil
+	if o.RecheckEvery == 0 {
+		o.RecheckEvery = 500 * time.Millisecond
+	}
+	p := &Proxy{o: o, log: o.Logger.Named("egress"), conns: map[net.Conn]struct{}{},
+		tunnels: map[*tunnel]struct{}{}, stop: make(chan struct{})}
+	if o.RecheckEvery > 0 {
+		p.loop.Add(1)
+		go p.recheckLoop()
+	}
+	return p, nil
 }
 
 // refuse answers a request that gets no connection.
@@ -160,12 +185,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.o.Record(ctx, Event{Sandbox: id, Target: target, Allowed: true})
-	p.splice(w, up)
+	p.splice(w, up, &tunnel{sandbox: id, host: host, port: port, gen: g.Gen})
 }
 
 // splice hijacks the client's connection, answers 200 and copies bytes
 // both ways until both sides are done (or Close).
-func (p *Proxy) splice(w http.ResponseWriter, up net.Conn) {
+func (p *Proxy) splice(w http.ResponseWriter, up net.Conn, tn *tunnel) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		up.Close()
@@ -184,6 +209,9 @@ func (p *Proxy) splice(w http.ResponseWriter, up net.Conn) {
 		return
 	}
 	defer p.untrack(c, up)
+	tn.conns = [2]net.Conn{c, up}
+	p.open(tn)
+	defer p.shut(tn)
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -226,18 +254,22 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 // flight; later requests are refused. Idempotent.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
 	for c := range p.conns {
 		c.Close()
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.loop.Wait()
 	return nil
 }
 
 // DeniedHint ends the body of a refusal for a destination off the list:
 // what a person can do about it.
-const DeniedHint = "a run adds destinations with 'agentctl agent run PROFILE --allow HOST[:PORT]'"
+const DeniedHint = "an admin adds destinations with 'agentctl sandbox allow SANDBOX HOST[:PORT]', a run with 'agentctl agent run PROFILE --allow HOST[:PORT]'"
 
 // DeniedError is a destination that is not on the sandbox's allow list.
 type DeniedError struct {

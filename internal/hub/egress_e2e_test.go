@@ -112,7 +112,7 @@ func agentEgressAllowList(t *testing.T, iso string) {
 	// dials nothing for them.
 	before := dials.Load()
 	const list = "(api.example.com:443, plain.example.com:80)"
-	const hint = "; a run adds destinations with 'agentctl agent run PROFILE --allow HOST[:PORT]'\n"
+	const hint = "; an admin adds destinations with 'agentctl sandbox allow SANDBOX HOST[:PORT]', a run with 'agentctl agent run PROFILE --allow HOST[:PORT]'\n"
 	for _, tc := range []struct{ script, want string }{
 		{"curl -sS http://evil.example.com/", "agentd egress proxy: evil.example.com:80 is not on this sandbox's allow list " + list + hint},
 		{"curl -sS http://api.example.com/", "agentd egress proxy: api.example.com:80 is not on this sandbox's allow list " + list + hint},

@@ -431,6 +431,9 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 		if m := v.s.sandboxes; m != nil {
 			st := m.Status(ctx, sb)
 			p.LastUsed, p.NextStep = timestamppb.New(st.LastUsed), st.Next
+			if e, err := m.StoredEgress(ctx, sb.ID); err == nil { // none: no list
+				p.Egress = egressProto(e)
+			}
 		}
 		resp.Sandboxes = append(resp.Sandboxes, p)
 	}

@@ -78,5 +78,6 @@ func (v *environmentService) withPolicy(ctx context.Context, orgID string, e *hu
 		return e
 	}
 	e.PauseAfter, e.StopAfter, e.DeleteAfter = v.s.sandboxes.PolicyText(ctx, orgID, e.GetName())
+	e.Allow, _ = v.s.sandboxes.EnvironmentAllow(ctx, orgID, e.GetName()) // shown as none when unreadable
 	return e
 }

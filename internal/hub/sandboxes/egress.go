@@ -54,7 +54,22 @@ func (m *Manager) egressLookup(ctx context.Context, id string) (egressproxy.Gran
 	if err != nil {
 		return egressproxy.Grant{}, err
 	}
-	return egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow}, nil
+	grant := egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow}
+	// The list as it is now (live_egress.go), on whichever replica it
+	// changed; none stored: the list it was made with.
+	if es := m.egressStore(); es != nil {
+		e, err := es.SandboxEgress(ctx, id)
+		switch {
+		case err == nil:
+			if grant.Allow, err = allowlist.ParseList(e.Allow); err != nil {
+				return egressproxy.Grant{}, fmt.Errorf("sandbox %s's allow list: %w", id, err)
+			}
+			grant.Gen, grant.CutGen = e.Gen, e.CutGen
+		case !errors.Is(err, store.ErrNotFound):
+			return egressproxy.Grant{}, err
+		}
+	}
+	return grant, nil
 }
 
 // egressGrant returns a sandbox's grant: remembered since its creation, or

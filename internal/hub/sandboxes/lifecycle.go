@@ -280,6 +280,9 @@ func (m *Manager) start(ctx context.Context, org store.Org, env envSpec, conv st
 // create makes a sandbox: its machine identity (a key for it alone), its
 // row, its container; and waits until its agentd is connected.
 func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv string, warm bool) (store.Sandbox, error) {
+	if err := m.withEnvironmentAllow(ctx, org.ID, &env); err != nil {
+		return store.Sandbox{}, err
+	}
 	network, err := m.network(env)
 	if err != nil {
 		return store.Sandbox{}, err
@@ -343,6 +346,9 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 	failed := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err
+	}
+	if err := m.storeEgress(ctx, id, env.allow); err != nil {
+		return failed(err)
 	}
 	if err := m.saveKey(id, key.Seed()); err != nil {
 		return failed(unavailable("sandbox key", err))

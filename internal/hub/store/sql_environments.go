@@ -219,6 +219,9 @@ func (s *sqlStore) DeleteEnvironment(ctx context.Context, orgID, name string) er
 		if err := checkAffected(res, err); err != nil {
 			return fmt.Errorf("delete environment %s: %w", name, err)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM environment_egress WHERE org_id = ? AND environment = ?`, orgID, name); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sandbox_policies WHERE org_id = ? AND environment = ?`, orgID, name); err != nil {
 			return err
 		}

@@ -105,6 +105,7 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 	if err := validate(s); err != nil {
 		return "", fmt.Errorf("create sandbox %q: %w", s.Name, err)
 	}
+	s.Image = d.local(ctx, s.Image)
 	// The container would inherit the image's labels: see labels.
 	img, err := d.cli.ImageInspect(ctx, s.Image)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -35,6 +36,12 @@ type Options struct {
 	// (see workspace_linux.go). Empty: a Spec with WorkspaceBytes is
 	// refused.
 	WorkspaceDir string
+	// Fetch writes the image ref (repo@sha256:…) as a docker load tarball
+	// tagged tag, read by the hub from its registry, for a registry the
+	// engine cannot pull from (agenthub serve --insecure-registry,
+	// --registry-ca: the engine keeps its own settings); false: not such a
+	// registry. Nil: the engine pulls every image itself (load.go).
+	Fetch func(ctx context.Context, ref, tag string, w io.Writer) (bool, error)
 }
 
 // Driver is a sandbox.Driver on one Docker engine. It is safe for
@@ -44,6 +51,7 @@ type Driver struct {
 	host  string
 	log   *zap.Logger
 	wsDir string // Options.WorkspaceDir, absolute
+	fetch func(ctx context.Context, ref, tag string, w io.Writer) (bool, error)
 	// loopControl is the loop control device (tests: one that is not).
 	loopControl string
 
@@ -88,7 +96,8 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("workspace dir: %w", err)
 		}
 	}
-	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, loopControl: "/dev/loop-control", wsOwned: map[string]bool{}}, nil
+	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, loopControl: "/dev/loop-control", wsOwned: map[string]bool{},
+		fetch: opts.Fetch}, nil
 }
 
 // Close releases the driver's idle connections to the engine.

@@ -18,6 +18,7 @@ var platform = ocispec.Platform{OS: "linux", Architecture: "amd64"}
 
 // Image describes the local image ref (a name, repo@sha256:… or an id).
 func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
+	ref = d.local(ctx, ref)
 	res, err := d.cli.ImageInspect(ctx, ref)
 	if err != nil {
 		return sandbox.Image{}, d.fail("inspect image "+ref, err)
@@ -45,12 +46,17 @@ func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
 func (d *Driver) Pull(ctx context.Context, ref string) (sandbox.Image, error) {
 	rc, err := d.cli.ImagePull(ctx, ref, client.ImagePullOptions{Platforms: []ocispec.Platform{platform}})
 	if err != nil {
+		if img, ok, lerr := d.fetchLoad(ctx, ref, err); ok {
+			return img, lerr
+		}
 		return sandbox.Image{}, d.fail("pull "+ref, err)
 	}
 	defer rc.Close()
 	if err := readProgress(rc); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
+		} else if img, ok, lerr := d.fetchLoad(ctx, ref, err); ok {
+			return img, lerr
 		}
 		return sandbox.Image{}, fmt.Errorf("pull %s: %w", ref, err)
 	}

@@ -354,6 +354,10 @@ func (r *run) fetchFailed(id string, err error) error {
 		r.add(id, sandbox.Fail,
 			fmt.Sprintf("%s answered %d %s: the image could not be read, so it cannot be checked or pulled (%v)", host, terr.StatusCode, http.StatusText(terr.StatusCode), err),
 			revalidate)
+	case registryHint(host, err) != "":
+		r.add(id, sandbox.Fail,
+			fmt.Sprintf("the registry %s could not be read, so the image cannot be checked or pulled (%v)", host, err),
+			registryHint(host, err))
 	case errors.As(err, &nerr) || errors.As(err, &uerr):
 		r.add(id, sandbox.Fail,
 			fmt.Sprintf("the registry %s could not be reached, so the image cannot be checked or pulled (%v)", host, err),

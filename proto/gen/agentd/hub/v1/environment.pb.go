@@ -371,7 +371,11 @@ type Environment struct {
 	// What separates its sandboxes from the host: "runc" (a container of
 	// the host's kernel) or "gvisor" (gVisor's user-space kernel); empty for
 	// a machine.
-	Isolation     string `protobuf:"bytes,18,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	Isolation string `protobuf:"bytes,18,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// The allow list of its new sandboxes (host:port entries; empty: none,
+	// they get its network). Numbered apart from the fields above, which
+	// other changes extend.
+	Allow         []string `protobuf:"bytes,30,rep,name=allow,proto3" json:"allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -532,6 +536,13 @@ func (x *Environment) GetIsolation() string {
 	return ""
 }
 
+func (x *Environment) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
 // Sandbox is a container the hub runs for an environment.
 type Sandbox struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -567,8 +578,11 @@ type Sandbox struct {
 	WorkspaceBytes int64 `protobuf:"varint,13,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
 	// When that was.
 	WorkspaceMeasured *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=workspace_measured,json=workspaceMeasured,proto3" json:"workspace_measured,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Its allow list now (unset: made without one). Numbered apart from the
+	// fields above, which other changes extend.
+	Egress        *SandboxEgress `protobuf:"bytes,30,opt,name=egress,proto3" json:"egress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -699,6 +713,354 @@ func (x *Sandbox) GetWorkspaceMeasured() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Sandbox) GetEgress() *SandboxEgress {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+// SandboxEgress is a sandbox's allow list as it is now.
+type SandboxEgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries, host:port (or *.domain:port); empty: nothing is allowed.
+	Allow []string `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
+	// 1 as the sandbox was made, one more with each change.
+	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The generation of the latest change that cut open connections (0:
+	// none did).
+	CutGeneration int64 `protobuf:"varint,3,opt,name=cut_generation,json=cutGeneration,proto3" json:"cut_generation,omitempty"`
+	// When it got this generation.
+	Changed       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxEgress) Reset() {
+	*x = SandboxEgress{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxEgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxEgress) ProtoMessage() {}
+
+func (x *SandboxEgress) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxEgress.ProtoReflect.Descriptor instead.
+func (*SandboxEgress) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SandboxEgress) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *SandboxEgress) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SandboxEgress) GetCutGeneration() int64 {
+	if x != nil {
+		return x.CutGeneration
+	}
+	return 0
+}
+
+func (x *SandboxEgress) GetChanged() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+// ChangeSandboxEgressRequest names the sandbox and the change.
+type ChangeSandboxEgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sandbox id, sb-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name of the sandbox (empty: the caller's).
+	Org string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
+	// Entries to add: HOST, HOST:PORT, *.DOMAIN[:PORT] (port default 443).
+	Allow []string `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	// Entries to remove: HOST (every port of it) or HOST:PORT.
+	Deny []string `protobuf:"bytes,4,rep,name=deny,proto3" json:"deny,omitempty"`
+	// Close the open connections the new list does not allow (default: they
+	// stay until they end).
+	Cut           bool `protobuf:"varint,5,opt,name=cut,proto3" json:"cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeSandboxEgressRequest) Reset() {
+	*x = ChangeSandboxEgressRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeSandboxEgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeSandboxEgressRequest) ProtoMessage() {}
+
+func (x *ChangeSandboxEgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeSandboxEgressRequest.ProtoReflect.Descriptor instead.
+func (*ChangeSandboxEgressRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ChangeSandboxEgressRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChangeSandboxEgressRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *ChangeSandboxEgressRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *ChangeSandboxEgressRequest) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+func (x *ChangeSandboxEgressRequest) GetCut() bool {
+	if x != nil {
+		return x.Cut
+	}
+	return false
+}
+
+// ChangeSandboxEgressResponse is the list after the change.
+type ChangeSandboxEgressResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The list now.
+	Egress *SandboxEgress `protobuf:"bytes,1,opt,name=egress,proto3" json:"egress,omitempty"`
+	// What the change added and removed (both empty and not cut: nothing
+	// changed, and the generation is the one before).
+	Added   []string `protobuf:"bytes,2,rep,name=added,proto3" json:"added,omitempty"`
+	Removed []string `protobuf:"bytes,3,rep,name=removed,proto3" json:"removed,omitempty"`
+	// Connections the hub that answers closed at once (cut; the others'
+	// close within a second).
+	Closed        int32 `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeSandboxEgressResponse) Reset() {
+	*x = ChangeSandboxEgressResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeSandboxEgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeSandboxEgressResponse) ProtoMessage() {}
+
+func (x *ChangeSandboxEgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeSandboxEgressResponse.ProtoReflect.Descriptor instead.
+func (*ChangeSandboxEgressResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChangeSandboxEgressResponse) GetEgress() *SandboxEgress {
+	if x != nil {
+		return x.Egress
+	}
+	return nil
+}
+
+func (x *ChangeSandboxEgressResponse) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ChangeSandboxEgressResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *ChangeSandboxEgressResponse) GetClosed() int32 {
+	if x != nil {
+		return x.Closed
+	}
+	return 0
+}
+
+// SetEnvironmentAllowRequest names the environment and its list.
+type SetEnvironmentAllowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name (builtin included; not a machine).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The list for its new sandboxes; empty: none.
+	Allow         []string `protobuf:"bytes,3,rep,name=allow,proto3" json:"allow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowRequest) Reset() {
+	*x = SetEnvironmentAllowRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetEnvironmentAllowRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+// SetEnvironmentAllowResponse is the environment.
+type SetEnvironmentAllowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment, as GetEnvironment describes it.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowResponse) Reset() {
+	*x = SetEnvironmentAllowResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetEnvironmentAllowResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 // ListEnvironmentsRequest names the org.
 type ListEnvironmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -710,7 +1072,7 @@ type ListEnvironmentsRequest struct {
 
 func (x *ListEnvironmentsRequest) Reset() {
 	*x = ListEnvironmentsRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[4]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +1084,7 @@ func (x *ListEnvironmentsRequest) String() string {
 func (*ListEnvironmentsRequest) ProtoMessage() {}
 
 func (x *ListEnvironmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[4]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +1097,7 @@ func (x *ListEnvironmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEnvironmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListEnvironmentsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{4}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListEnvironmentsRequest) GetOrg() string {
@@ -756,7 +1118,7 @@ type ListEnvironmentsResponse struct {
 
 func (x *ListEnvironmentsResponse) Reset() {
 	*x = ListEnvironmentsResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[5]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1130,7 @@ func (x *ListEnvironmentsResponse) String() string {
 func (*ListEnvironmentsResponse) ProtoMessage() {}
 
 func (x *ListEnvironmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[5]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1143,7 @@ func (x *ListEnvironmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEnvironmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListEnvironmentsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{5}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListEnvironmentsResponse) GetEnvironments() []*Environment {
@@ -804,7 +1166,7 @@ type GetEnvironmentRequest struct {
 
 func (x *GetEnvironmentRequest) Reset() {
 	*x = GetEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[6]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1178,7 @@ func (x *GetEnvironmentRequest) String() string {
 func (*GetEnvironmentRequest) ProtoMessage() {}
 
 func (x *GetEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[6]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1191,7 @@ func (x *GetEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*GetEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{6}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetEnvironmentRequest) GetOrg() string {
@@ -857,7 +1219,7 @@ type GetEnvironmentResponse struct {
 
 func (x *GetEnvironmentResponse) Reset() {
 	*x = GetEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[7]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1231,7 @@ func (x *GetEnvironmentResponse) String() string {
 func (*GetEnvironmentResponse) ProtoMessage() {}
 
 func (x *GetEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[7]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1244,7 @@ func (x *GetEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*GetEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{7}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetEnvironmentResponse) GetEnvironment() *Environment {
@@ -915,7 +1277,7 @@ type CreateEnvironmentRequest struct {
 
 func (x *CreateEnvironmentRequest) Reset() {
 	*x = CreateEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[8]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1289,7 @@ func (x *CreateEnvironmentRequest) String() string {
 func (*CreateEnvironmentRequest) ProtoMessage() {}
 
 func (x *CreateEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[8]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1302,7 @@ func (x *CreateEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*CreateEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{8}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateEnvironmentRequest) GetOrg() string {
@@ -996,7 +1358,7 @@ type CreateEnvironmentResponse struct {
 
 func (x *CreateEnvironmentResponse) Reset() {
 	*x = CreateEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[9]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1370,7 @@ func (x *CreateEnvironmentResponse) String() string {
 func (*CreateEnvironmentResponse) ProtoMessage() {}
 
 func (x *CreateEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[9]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1383,7 @@ func (x *CreateEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*CreateEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{9}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateEnvironmentResponse) GetEnvironment() *Environment {
@@ -1044,7 +1406,7 @@ type UpdateEnvironmentRequest struct {
 
 func (x *UpdateEnvironmentRequest) Reset() {
 	*x = UpdateEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[10]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1418,7 @@ func (x *UpdateEnvironmentRequest) String() string {
 func (*UpdateEnvironmentRequest) ProtoMessage() {}
 
 func (x *UpdateEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[10]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1431,7 @@ func (x *UpdateEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{10}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateEnvironmentRequest) GetOrg() string {
@@ -1097,7 +1459,7 @@ type UpdateEnvironmentResponse struct {
 
 func (x *UpdateEnvironmentResponse) Reset() {
 	*x = UpdateEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[11]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1471,7 @@ func (x *UpdateEnvironmentResponse) String() string {
 func (*UpdateEnvironmentResponse) ProtoMessage() {}
 
 func (x *UpdateEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[11]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1484,7 @@ func (x *UpdateEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{11}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateEnvironmentResponse) GetEnvironment() *Environment {
@@ -1145,7 +1507,7 @@ type RevalidateEnvironmentRequest struct {
 
 func (x *RevalidateEnvironmentRequest) Reset() {
 	*x = RevalidateEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[12]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1519,7 @@ func (x *RevalidateEnvironmentRequest) String() string {
 func (*RevalidateEnvironmentRequest) ProtoMessage() {}
 
 func (x *RevalidateEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[12]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1532,7 @@ func (x *RevalidateEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevalidateEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*RevalidateEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{12}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RevalidateEnvironmentRequest) GetOrg() string {
@@ -1198,7 +1560,7 @@ type RevalidateEnvironmentResponse struct {
 
 func (x *RevalidateEnvironmentResponse) Reset() {
 	*x = RevalidateEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[13]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1572,7 @@ func (x *RevalidateEnvironmentResponse) String() string {
 func (*RevalidateEnvironmentResponse) ProtoMessage() {}
 
 func (x *RevalidateEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[13]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1585,7 @@ func (x *RevalidateEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevalidateEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*RevalidateEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{13}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RevalidateEnvironmentResponse) GetEnvironment() *Environment {
@@ -1246,7 +1608,7 @@ type SetDefaultEnvironmentRequest struct {
 
 func (x *SetDefaultEnvironmentRequest) Reset() {
 	*x = SetDefaultEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[14]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1620,7 @@ func (x *SetDefaultEnvironmentRequest) String() string {
 func (*SetDefaultEnvironmentRequest) ProtoMessage() {}
 
 func (x *SetDefaultEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[14]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1633,7 @@ func (x *SetDefaultEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*SetDefaultEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{14}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetDefaultEnvironmentRequest) GetOrg() string {
@@ -1297,7 +1659,7 @@ type SetDefaultEnvironmentResponse struct {
 
 func (x *SetDefaultEnvironmentResponse) Reset() {
 	*x = SetDefaultEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[15]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1671,7 @@ func (x *SetDefaultEnvironmentResponse) String() string {
 func (*SetDefaultEnvironmentResponse) ProtoMessage() {}
 
 func (x *SetDefaultEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[15]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1684,7 @@ func (x *SetDefaultEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDefaultEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*SetDefaultEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{15}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{20}
 }
 
 // DeleteEnvironmentRequest names the environment.
@@ -1338,7 +1700,7 @@ type DeleteEnvironmentRequest struct {
 
 func (x *DeleteEnvironmentRequest) Reset() {
 	*x = DeleteEnvironmentRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[16]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1712,7 @@ func (x *DeleteEnvironmentRequest) String() string {
 func (*DeleteEnvironmentRequest) ProtoMessage() {}
 
 func (x *DeleteEnvironmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[16]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1725,7 @@ func (x *DeleteEnvironmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEnvironmentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEnvironmentRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{16}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteEnvironmentRequest) GetOrg() string {
@@ -1389,7 +1751,7 @@ type DeleteEnvironmentResponse struct {
 
 func (x *DeleteEnvironmentResponse) Reset() {
 	*x = DeleteEnvironmentResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[17]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1763,7 @@ func (x *DeleteEnvironmentResponse) String() string {
 func (*DeleteEnvironmentResponse) ProtoMessage() {}
 
 func (x *DeleteEnvironmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[17]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1776,7 @@ func (x *DeleteEnvironmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEnvironmentResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{17}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{22}
 }
 
 // ListSandboxesRequest names the org.
@@ -1430,7 +1792,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[18]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1804,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[18]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1817,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{18}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListSandboxesRequest) GetOrg() string {
@@ -1483,7 +1845,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[19]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1857,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[19]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1870,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{19}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1532,7 +1894,7 @@ type RemoveSandboxRequest struct {
 
 func (x *RemoveSandboxRequest) Reset() {
 	*x = RemoveSandboxRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[20]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1906,7 @@ func (x *RemoveSandboxRequest) String() string {
 func (*RemoveSandboxRequest) ProtoMessage() {}
 
 func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[20]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1919,7 @@ func (x *RemoveSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxRequest.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{20}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveSandboxRequest) GetId() string {
@@ -1583,7 +1945,7 @@ type RemoveSandboxResponse struct {
 
 func (x *RemoveSandboxResponse) Reset() {
 	*x = RemoveSandboxResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[21]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1957,7 @@ func (x *RemoveSandboxResponse) String() string {
 func (*RemoveSandboxResponse) ProtoMessage() {}
 
 func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[21]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1970,7 @@ func (x *RemoveSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveSandboxResponse.ProtoReflect.Descriptor instead.
 func (*RemoveSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{21}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{26}
 }
 
 // ChangeSandboxStateRequest names the sandbox and the action.
@@ -1626,7 +1988,7 @@ type ChangeSandboxStateRequest struct {
 
 func (x *ChangeSandboxStateRequest) Reset() {
 	*x = ChangeSandboxStateRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2000,7 @@ func (x *ChangeSandboxStateRequest) String() string {
 func (*ChangeSandboxStateRequest) ProtoMessage() {}
 
 func (x *ChangeSandboxStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[22]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2013,7 @@ func (x *ChangeSandboxStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeSandboxStateRequest.ProtoReflect.Descriptor instead.
 func (*ChangeSandboxStateRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{22}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChangeSandboxStateRequest) GetId() string {
@@ -1691,7 +2053,7 @@ type ChangeSandboxStateResponse struct {
 
 func (x *ChangeSandboxStateResponse) Reset() {
 	*x = ChangeSandboxStateResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +2065,7 @@ func (x *ChangeSandboxStateResponse) String() string {
 func (*ChangeSandboxStateResponse) ProtoMessage() {}
 
 func (x *ChangeSandboxStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[23]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +2078,7 @@ func (x *ChangeSandboxStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeSandboxStateResponse.ProtoReflect.Descriptor instead.
 func (*ChangeSandboxStateResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{23}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChangeSandboxStateResponse) GetFrom() string {
@@ -1759,7 +2121,7 @@ type SetEnvironmentPolicyRequest struct {
 
 func (x *SetEnvironmentPolicyRequest) Reset() {
 	*x = SetEnvironmentPolicyRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2133,7 @@ func (x *SetEnvironmentPolicyRequest) String() string {
 func (*SetEnvironmentPolicyRequest) ProtoMessage() {}
 
 func (x *SetEnvironmentPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[24]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2146,7 @@ func (x *SetEnvironmentPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnvironmentPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{24}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetEnvironmentPolicyRequest) GetName() string {
@@ -1833,7 +2195,7 @@ type SetEnvironmentPolicyResponse struct {
 
 func (x *SetEnvironmentPolicyResponse) Reset() {
 	*x = SetEnvironmentPolicyResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2207,7 @@ func (x *SetEnvironmentPolicyResponse) String() string {
 func (*SetEnvironmentPolicyResponse) ProtoMessage() {}
 
 func (x *SetEnvironmentPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[25]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +2220,7 @@ func (x *SetEnvironmentPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnvironmentPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{25}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetEnvironmentPolicyResponse) GetEnvironment() *Environment {
@@ -1883,7 +2245,7 @@ type SetEnvironmentIsolationRequest struct {
 
 func (x *SetEnvironmentIsolationRequest) Reset() {
 	*x = SetEnvironmentIsolationRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2257,7 @@ func (x *SetEnvironmentIsolationRequest) String() string {
 func (*SetEnvironmentIsolationRequest) ProtoMessage() {}
 
 func (x *SetEnvironmentIsolationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[26]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2270,7 @@ func (x *SetEnvironmentIsolationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnvironmentIsolationRequest.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentIsolationRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{26}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetEnvironmentIsolationRequest) GetOrg() string {
@@ -1943,7 +2305,7 @@ type SetEnvironmentIsolationResponse struct {
 
 func (x *SetEnvironmentIsolationResponse) Reset() {
 	*x = SetEnvironmentIsolationResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2317,7 @@ func (x *SetEnvironmentIsolationResponse) String() string {
 func (*SetEnvironmentIsolationResponse) ProtoMessage() {}
 
 func (x *SetEnvironmentIsolationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[27]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2330,7 @@ func (x *SetEnvironmentIsolationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnvironmentIsolationResponse.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentIsolationResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{27}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetEnvironmentIsolationResponse) GetEnvironment() *Environment {
@@ -1989,7 +2351,7 @@ type SandboxStatsRequest struct {
 
 func (x *SandboxStatsRequest) Reset() {
 	*x = SandboxStatsRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2363,7 @@ func (x *SandboxStatsRequest) String() string {
 func (*SandboxStatsRequest) ProtoMessage() {}
 
 func (x *SandboxStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[28]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2376,7 @@ func (x *SandboxStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStatsRequest.ProtoReflect.Descriptor instead.
 func (*SandboxStatsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{28}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SandboxStatsRequest) GetOrg() string {
@@ -2037,7 +2399,7 @@ type SandboxStatsResponse struct {
 
 func (x *SandboxStatsResponse) Reset() {
 	*x = SandboxStatsResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2411,7 @@ func (x *SandboxStatsResponse) String() string {
 func (*SandboxStatsResponse) ProtoMessage() {}
 
 func (x *SandboxStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[29]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2424,7 @@ func (x *SandboxStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxStatsResponse.ProtoReflect.Descriptor instead.
 func (*SandboxStatsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{29}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SandboxStatsResponse) GetSampled() *timestamppb.Timestamp {
@@ -2111,7 +2473,7 @@ type SandboxUsage struct {
 
 func (x *SandboxUsage) Reset() {
 	*x = SandboxUsage{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2485,7 @@ func (x *SandboxUsage) String() string {
 func (*SandboxUsage) ProtoMessage() {}
 
 func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2498,7 @@ func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxUsage.ProtoReflect.Descriptor instead.
 func (*SandboxUsage) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{30}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SandboxUsage) GetId() string {
@@ -2236,7 +2598,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb2\x05\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xc8\x05\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -2258,7 +2620,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\n" +
 	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
 	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12\x1c\n" +
-	"\tisolation\x18\x12 \x01(\tR\tisolation\"\x92\x04\n" +
+	"\tisolation\x18\x12 \x01(\tR\tisolation\x12\x14\n" +
+	"\x05allow\x18\x1e \x03(\tR\x05allow\"\xc8\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -2274,7 +2637,32 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\fstate_reason\x18\v \x01(\tR\vstateReason\x12\x1b\n" +
 	"\tnext_step\x18\f \x01(\tR\bnextStep\x12'\n" +
 	"\x0fworkspace_bytes\x18\r \x01(\x03R\x0eworkspaceBytes\x12I\n" +
-	"\x12workspace_measured\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x11workspaceMeasured\"+\n" +
+	"\x12workspace_measured\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x11workspaceMeasured\x124\n" +
+	"\x06egress\x18\x1e \x01(\v2\x1c.agentd.hub.v1.SandboxEgressR\x06egress\"\xa2\x01\n" +
+	"\rSandboxEgress\x12\x14\n" +
+	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x12%\n" +
+	"\x0ecut_generation\x18\x03 \x01(\x03R\rcutGeneration\x124\n" +
+	"\achanged\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\achanged\"z\n" +
+	"\x1aChangeSandboxEgressRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\x12\x12\n" +
+	"\x04deny\x18\x04 \x03(\tR\x04deny\x12\x10\n" +
+	"\x03cut\x18\x05 \x01(\bR\x03cut\"\x9b\x01\n" +
+	"\x1bChangeSandboxEgressResponse\x124\n" +
+	"\x06egress\x18\x01 \x01(\v2\x1c.agentd.hub.v1.SandboxEgressR\x06egress\x12\x14\n" +
+	"\x05added\x18\x02 \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\x03 \x03(\tR\aremoved\x12\x16\n" +
+	"\x06closed\x18\x04 \x01(\x05R\x06closed\"X\n" +
+	"\x1aSetEnvironmentAllowRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05allow\x18\x03 \x03(\tR\x05allow\"[\n" +
+	"\x1bSetEnvironmentAllowResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"+\n" +
 	"\x17ListEnvironmentsRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\"Z\n" +
 	"\x18ListEnvironmentsResponse\x12>\n" +
@@ -2384,8 +2772,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xdf\n" +
-	"\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xbb\f\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -2399,7 +2786,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x12ChangeSandboxState\x12(.agentd.hub.v1.ChangeSandboxStateRequest\x1a).agentd.hub.v1.ChangeSandboxStateResponse\x12o\n" +
 	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponse\x12x\n" +
 	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponse\x12W\n" +
-	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponse\x12l\n" +
+	"\x13ChangeSandboxEgress\x12).agentd.hub.v1.ChangeSandboxEgressRequest\x1a*.agentd.hub.v1.ChangeSandboxEgressResponse\x12l\n" +
+	"\x13SetEnvironmentAllow\x12).agentd.hub.v1.SetEnvironmentAllowRequest\x1a*.agentd.hub.v1.SetEnvironmentAllowResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -2414,7 +2803,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
@@ -2423,34 +2812,39 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*Inventory)(nil),                       // 4: agentd.hub.v1.Inventory
 	(*Environment)(nil),                     // 5: agentd.hub.v1.Environment
 	(*Sandbox)(nil),                         // 6: agentd.hub.v1.Sandbox
-	(*ListEnvironmentsRequest)(nil),         // 7: agentd.hub.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),        // 8: agentd.hub.v1.ListEnvironmentsResponse
-	(*GetEnvironmentRequest)(nil),           // 9: agentd.hub.v1.GetEnvironmentRequest
-	(*GetEnvironmentResponse)(nil),          // 10: agentd.hub.v1.GetEnvironmentResponse
-	(*CreateEnvironmentRequest)(nil),        // 11: agentd.hub.v1.CreateEnvironmentRequest
-	(*CreateEnvironmentResponse)(nil),       // 12: agentd.hub.v1.CreateEnvironmentResponse
-	(*UpdateEnvironmentRequest)(nil),        // 13: agentd.hub.v1.UpdateEnvironmentRequest
-	(*UpdateEnvironmentResponse)(nil),       // 14: agentd.hub.v1.UpdateEnvironmentResponse
-	(*RevalidateEnvironmentRequest)(nil),    // 15: agentd.hub.v1.RevalidateEnvironmentRequest
-	(*RevalidateEnvironmentResponse)(nil),   // 16: agentd.hub.v1.RevalidateEnvironmentResponse
-	(*SetDefaultEnvironmentRequest)(nil),    // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
-	(*SetDefaultEnvironmentResponse)(nil),   // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
-	(*DeleteEnvironmentRequest)(nil),        // 19: agentd.hub.v1.DeleteEnvironmentRequest
-	(*DeleteEnvironmentResponse)(nil),       // 20: agentd.hub.v1.DeleteEnvironmentResponse
-	(*ListSandboxesRequest)(nil),            // 21: agentd.hub.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),           // 22: agentd.hub.v1.ListSandboxesResponse
-	(*RemoveSandboxRequest)(nil),            // 23: agentd.hub.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),           // 24: agentd.hub.v1.RemoveSandboxResponse
-	(*ChangeSandboxStateRequest)(nil),       // 25: agentd.hub.v1.ChangeSandboxStateRequest
-	(*ChangeSandboxStateResponse)(nil),      // 26: agentd.hub.v1.ChangeSandboxStateResponse
-	(*SetEnvironmentPolicyRequest)(nil),     // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
-	(*SetEnvironmentPolicyResponse)(nil),    // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
-	(*SetEnvironmentIsolationRequest)(nil),  // 29: agentd.hub.v1.SetEnvironmentIsolationRequest
-	(*SetEnvironmentIsolationResponse)(nil), // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
-	(*SandboxStatsRequest)(nil),             // 31: agentd.hub.v1.SandboxStatsRequest
-	(*SandboxStatsResponse)(nil),            // 32: agentd.hub.v1.SandboxStatsResponse
-	(*SandboxUsage)(nil),                    // 33: agentd.hub.v1.SandboxUsage
-	(*timestamppb.Timestamp)(nil),           // 34: google.protobuf.Timestamp
+	(*SandboxEgress)(nil),                   // 7: agentd.hub.v1.SandboxEgress
+	(*ChangeSandboxEgressRequest)(nil),      // 8: agentd.hub.v1.ChangeSandboxEgressRequest
+	(*ChangeSandboxEgressResponse)(nil),     // 9: agentd.hub.v1.ChangeSandboxEgressResponse
+	(*SetEnvironmentAllowRequest)(nil),      // 10: agentd.hub.v1.SetEnvironmentAllowRequest
+	(*SetEnvironmentAllowResponse)(nil),     // 11: agentd.hub.v1.SetEnvironmentAllowResponse
+	(*ListEnvironmentsRequest)(nil),         // 12: agentd.hub.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),        // 13: agentd.hub.v1.ListEnvironmentsResponse
+	(*GetEnvironmentRequest)(nil),           // 14: agentd.hub.v1.GetEnvironmentRequest
+	(*GetEnvironmentResponse)(nil),          // 15: agentd.hub.v1.GetEnvironmentResponse
+	(*CreateEnvironmentRequest)(nil),        // 16: agentd.hub.v1.CreateEnvironmentRequest
+	(*CreateEnvironmentResponse)(nil),       // 17: agentd.hub.v1.CreateEnvironmentResponse
+	(*UpdateEnvironmentRequest)(nil),        // 18: agentd.hub.v1.UpdateEnvironmentRequest
+	(*UpdateEnvironmentResponse)(nil),       // 19: agentd.hub.v1.UpdateEnvironmentResponse
+	(*RevalidateEnvironmentRequest)(nil),    // 20: agentd.hub.v1.RevalidateEnvironmentRequest
+	(*RevalidateEnvironmentResponse)(nil),   // 21: agentd.hub.v1.RevalidateEnvironmentResponse
+	(*SetDefaultEnvironmentRequest)(nil),    // 22: agentd.hub.v1.SetDefaultEnvironmentRequest
+	(*SetDefaultEnvironmentResponse)(nil),   // 23: agentd.hub.v1.SetDefaultEnvironmentResponse
+	(*DeleteEnvironmentRequest)(nil),        // 24: agentd.hub.v1.DeleteEnvironmentRequest
+	(*DeleteEnvironmentResponse)(nil),       // 25: agentd.hub.v1.DeleteEnvironmentResponse
+	(*ListSandboxesRequest)(nil),            // 26: agentd.hub.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),           // 27: agentd.hub.v1.ListSandboxesResponse
+	(*RemoveSandboxRequest)(nil),            // 28: agentd.hub.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),           // 29: agentd.hub.v1.RemoveSandboxResponse
+	(*ChangeSandboxStateRequest)(nil),       // 30: agentd.hub.v1.ChangeSandboxStateRequest
+	(*ChangeSandboxStateResponse)(nil),      // 31: agentd.hub.v1.ChangeSandboxStateResponse
+	(*SetEnvironmentPolicyRequest)(nil),     // 32: agentd.hub.v1.SetEnvironmentPolicyRequest
+	(*SetEnvironmentPolicyResponse)(nil),    // 33: agentd.hub.v1.SetEnvironmentPolicyResponse
+	(*SetEnvironmentIsolationRequest)(nil),  // 34: agentd.hub.v1.SetEnvironmentIsolationRequest
+	(*SetEnvironmentIsolationResponse)(nil), // 35: agentd.hub.v1.SetEnvironmentIsolationResponse
+	(*SandboxStatsRequest)(nil),             // 36: agentd.hub.v1.SandboxStatsRequest
+	(*SandboxStatsResponse)(nil),            // 37: agentd.hub.v1.SandboxStatsResponse
+	(*SandboxUsage)(nil),                    // 38: agentd.hub.v1.SandboxUsage
+	(*timestamppb.Timestamp)(nil),           // 39: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2458,53 +2852,61 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	34, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	34, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	34, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	34, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	34, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	34, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
-	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
-	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 14: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 15: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
-	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
-	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
-	5,  // 18: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	34, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
-	33, // 20: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
-	7,  // 21: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 22: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 23: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 24: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 25: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 26: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 27: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 28: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 29: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 30: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 31: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	29, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	31, // 33: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 34: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 35: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 36: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 37: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 38: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 39: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 40: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 41: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 42: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 43: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	30, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	32, // 46: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	39, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	39, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	39, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	39, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	39, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	39, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	7,  // 11: agentd.hub.v1.Sandbox.egress:type_name -> agentd.hub.v1.SandboxEgress
+	39, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
+	7,  // 13: agentd.hub.v1.ChangeSandboxEgressResponse.egress:type_name -> agentd.hub.v1.SandboxEgress
+	5,  // 14: agentd.hub.v1.SetEnvironmentAllowResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 15: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
+	5,  // 16: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 17: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 18: agentd.hub.v1.UpdateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 19: agentd.hub.v1.RevalidateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
+	6,  // 20: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
+	5,  // 21: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
+	5,  // 22: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
+	39, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	38, // 24: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
+	12, // 25: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	14, // 26: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	16, // 27: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	18, // 28: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	20, // 29: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	22, // 30: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	24, // 31: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	26, // 32: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	28, // 33: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	30, // 34: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	32, // 35: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	34, // 36: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	36, // 37: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 38: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
+	10, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
+	13, // 40: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	15, // 41: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	17, // 42: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	19, // 43: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	21, // 44: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	23, // 45: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	25, // 46: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	27, // 47: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	29, // 48: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	31, // 49: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	33, // 50: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	35, // 51: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	37, // 52: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	9,  // 53: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
+	11, // 54: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
+	40, // [40:55] is the sub-list for method output_type
+	25, // [25:40] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2512,14 +2914,14 @@ func file_agentd_hub_v1_environment_proto_init() {
 	if File_agentd_hub_v1_environment_proto != nil {
 		return
 	}
-	file_agentd_hub_v1_environment_proto_msgTypes[24].OneofWrappers = []any{}
+	file_agentd_hub_v1_environment_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

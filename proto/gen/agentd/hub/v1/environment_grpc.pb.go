@@ -32,6 +32,8 @@ const (
 	EnvironmentService_SetEnvironmentPolicy_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
 	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
 	EnvironmentService_SandboxStats_FullMethodName            = "/agentd.hub.v1.EnvironmentService/SandboxStats"
+	EnvironmentService_ChangeSandboxEgress_FullMethodName     = "/agentd.hub.v1.EnvironmentService/ChangeSandboxEgress"
+	EnvironmentService_SetEnvironmentAllow_FullMethodName     = "/agentd.hub.v1.EnvironmentService/SetEnvironmentAllow"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -81,6 +83,16 @@ type EnvironmentServiceClient interface {
 	// SandboxStats samples what each of the org's running or paused
 	// sandboxes uses now (agentctl top).
 	SandboxStats(ctx context.Context, in *SandboxStatsRequest, opts ...grpc.CallOption) (*SandboxStatsResponse, error)
+	// ChangeSandboxEgress adds destinations to a running sandbox's allow
+	// list and removes others, as one new generation that holds for its next
+	// connections within a second on every replica (admins only). Open
+	// connections stay unless cut. FAILED_PRECONDITION for a sandbox made
+	// without an allow list.
+	ChangeSandboxEgress(ctx context.Context, in *ChangeSandboxEgressRequest, opts ...grpc.CallOption) (*ChangeSandboxEgressResponse, error)
+	// SetEnvironmentAllow sets the allow list of an environment's new
+	// sandboxes (builtin included; empty: none), which then have no network
+	// but the hub's egress proxy to it (admins only).
+	SetEnvironmentAllow(ctx context.Context, in *SetEnvironmentAllowRequest, opts ...grpc.CallOption) (*SetEnvironmentAllowResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -221,6 +233,26 @@ func (c *environmentServiceClient) SandboxStats(ctx context.Context, in *Sandbox
 	return out, nil
 }
 
+func (c *environmentServiceClient) ChangeSandboxEgress(ctx context.Context, in *ChangeSandboxEgressRequest, opts ...grpc.CallOption) (*ChangeSandboxEgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeSandboxEgressResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ChangeSandboxEgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) SetEnvironmentAllow(ctx context.Context, in *SetEnvironmentAllowRequest, opts ...grpc.CallOption) (*SetEnvironmentAllowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEnvironmentAllowResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SetEnvironmentAllow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -268,6 +300,16 @@ type EnvironmentServiceServer interface {
 	// SandboxStats samples what each of the org's running or paused
 	// sandboxes uses now (agentctl top).
 	SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error)
+	// ChangeSandboxEgress adds destinations to a running sandbox's allow
+	// list and removes others, as one new generation that holds for its next
+	// connections within a second on every replica (admins only). Open
+	// connections stay unless cut. FAILED_PRECONDITION for a sandbox made
+	// without an allow list.
+	ChangeSandboxEgress(context.Context, *ChangeSandboxEgressRequest) (*ChangeSandboxEgressResponse, error)
+	// SetEnvironmentAllow sets the allow list of an environment's new
+	// sandboxes (builtin included; empty: none), which then have no network
+	// but the hub's egress proxy to it (admins only).
+	SetEnvironmentAllow(context.Context, *SetEnvironmentAllowRequest) (*SetEnvironmentAllowResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -316,6 +358,12 @@ func (UnimplementedEnvironmentServiceServer) SetEnvironmentIsolation(context.Con
 }
 func (UnimplementedEnvironmentServiceServer) SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SandboxStats not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ChangeSandboxEgress(context.Context, *ChangeSandboxEgressRequest) (*ChangeSandboxEgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeSandboxEgress not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SetEnvironmentAllow(context.Context, *SetEnvironmentAllowRequest) (*SetEnvironmentAllowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentAllow not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -572,6 +620,42 @@ func _EnvironmentService_SandboxStats_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_ChangeSandboxEgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeSandboxEgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ChangeSandboxEgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ChangeSandboxEgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ChangeSandboxEgress(ctx, req.(*ChangeSandboxEgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_SetEnvironmentAllow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEnvironmentAllowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SetEnvironmentAllow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SetEnvironmentAllow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SetEnvironmentAllow(ctx, req.(*SetEnvironmentAllowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -630,6 +714,14 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SandboxStats",
 			Handler:    _EnvironmentService_SandboxStats_Handler,
+		},
+		{
+			MethodName: "ChangeSandboxEgress",
+			Handler:    _EnvironmentService_ChangeSandboxEgress_Handler,
+		},
+		{
+			MethodName: "SetEnvironmentAllow",
+			Handler:    _EnvironmentService_SetEnvironmentAllow_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
