@@ -617,7 +617,7 @@ the exit code is 1.`,
 		},
 	}
 	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
-	cmd.AddCommand(ls, rm)
+	cmd.AddCommand(ls, rm, a.sandboxForkCmd(), a.sandboxCreateCmd(), a.sandboxArchiveCmd())
 	for _, act := range sandboxActions {
 		cmd.AddCommand(a.sandboxStateCmd(act))
 	}

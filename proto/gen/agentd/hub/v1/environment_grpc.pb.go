@@ -32,6 +32,8 @@ const (
 	EnvironmentService_SetEnvironmentPolicy_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
 	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
 	EnvironmentService_SandboxStats_FullMethodName            = "/agentd.hub.v1.EnvironmentService/SandboxStats"
+	EnvironmentService_ForkSandbox_FullMethodName             = "/agentd.hub.v1.EnvironmentService/ForkSandbox"
+	EnvironmentService_CreateSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/CreateSandbox"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -81,6 +83,14 @@ type EnvironmentServiceClient interface {
 	// SandboxStats samples what each of the org's running or paused
 	// sandboxes uses now (agentctl top).
 	SandboxStats(ctx context.Context, in *SandboxStatsRequest, opts ...grpc.CallOption) (*SandboxStatsResponse, error)
+	// ForkSandbox makes new sandboxes whose /workspace is a copy of one
+	// sandbox's, taken at one instant (the source is paused during the copy
+	// and left in its state); they run the source's environment and image
+	// (admins only).
+	ForkSandbox(ctx context.Context, in *ForkSandboxRequest, opts ...grpc.CallOption) (*ForkSandboxResponse, error)
+	// CreateSandbox gets or creates the sandbox of an environment's
+	// conversation, as a call for them would, and describes it.
+	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -221,6 +231,26 @@ func (c *environmentServiceClient) SandboxStats(ctx context.Context, in *Sandbox
 	return out, nil
 }
 
+func (c *environmentServiceClient) ForkSandbox(ctx context.Context, in *ForkSandboxRequest, opts ...grpc.CallOption) (*ForkSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSandboxResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ForkSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSandboxResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_CreateSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -268,6 +298,14 @@ type EnvironmentServiceServer interface {
 	// SandboxStats samples what each of the org's running or paused
 	// sandboxes uses now (agentctl top).
 	SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error)
+	// ForkSandbox makes new sandboxes whose /workspace is a copy of one
+	// sandbox's, taken at one instant (the source is paused during the copy
+	// and left in its state); they run the source's environment and image
+	// (admins only).
+	ForkSandbox(context.Context, *ForkSandboxRequest) (*ForkSandboxResponse, error)
+	// CreateSandbox gets or creates the sandbox of an environment's
+	// conversation, as a call for them would, and describes it.
+	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -316,6 +354,12 @@ func (UnimplementedEnvironmentServiceServer) SetEnvironmentIsolation(context.Con
 }
 func (UnimplementedEnvironmentServiceServer) SandboxStats(context.Context, *SandboxStatsRequest) (*SandboxStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SandboxStats not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ForkSandbox(context.Context, *ForkSandboxRequest) (*ForkSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSandbox not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSandbox not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -572,6 +616,42 @@ func _EnvironmentService_SandboxStats_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_ForkSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ForkSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ForkSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ForkSandbox(ctx, req.(*ForkSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_CreateSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).CreateSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_CreateSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).CreateSandbox(ctx, req.(*CreateSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -630,6 +710,14 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SandboxStats",
 			Handler:    _EnvironmentService_SandboxStats_Handler,
+		},
+		{
+			MethodName: "ForkSandbox",
+			Handler:    _EnvironmentService_ForkSandbox_Handler,
+		},
+		{
+			MethodName: "CreateSandbox",
+			Handler:    _EnvironmentService_CreateSandbox_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
