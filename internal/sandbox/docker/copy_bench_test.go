@@ -26,8 +26,9 @@ const forkBytesEnv = "AGENTD_BENCH_FORK_BYTES"
 
 // BenchmarkCopyWorkspaceSideBySide: a fork's copy of a workspace of
 // 10,000 files (1 GiB by default) next to `cp -a` of the same tree on the
-// host, into the same filesystem, one of each per round so that a loaded
-// machine slows both alike. It reports both times per op and their ratio.
+// host, into the same filesystem, one of each per round (in turn first) so
+// that a loaded machine slows both alike, each timed until its data is on
+// disk (sync). It reports both times per op and their ratio.
 //
 //	go test -run '^$' -bench CopyWorkspaceSideBySide -benchtime 3x ./internal/sandbox/docker/
 func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
@@ -88,20 +89,33 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		dst := mk(fmt.Sprintf("%s-dst-%d", hub, i))
-		began := time.Now()
-		if err := d.CopyWorkspace(ctx, src, dst); err != nil {
-			b.Fatalf("CopyWorkspace: %v", err)
-		}
-		forkT += time.Since(began)
 		target := filepath.Join(tmp, strconv.Itoa(i))
-		began = time.Now()
-		if out, err := exec.Command("cp", "-a", srcDir, target).CombinedOutput(); err != nil {
-			b.Fatalf("cp -a: %v %s", err, out)
+		// Each copy's time ends with its data on disk (sync), so that
+		// neither leaves its writeback to the other; the order alternates.
+		fork := func() {
+			began := time.Now()
+			if err := d.CopyWorkspace(ctx, src, dst); err != nil {
+				b.Fatalf("CopyWorkspace: %v", err)
+			}
+			syncFS(b)
+			forkT += time.Since(began)
 		}
-		cpT += time.Since(began)
+		cpa := func() {
+			began := time.Now()
+			if out, err := exec.Command("cp", "-a", srcDir, target).CombinedOutput(); err != nil {
+				b.Fatalf("cp -a: %v %s", err, out)
+			}
+			syncFS(b)
+			cpT += time.Since(began)
+		}
+		if i%2 == 0 {
+			fork()
+			cpa()
+		} else {
+			cpa()
+			fork()
+		}
 		b.StopTimer()
-		// Each round starts from the same disk: neither copy's writes
-		// stay for the next round to flush.
 		if err := d.Remove(ctx, dst); err != nil {
 			b.Fatalf("Remove: %v", err)
 		}
