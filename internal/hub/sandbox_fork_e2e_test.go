@@ -16,7 +16,7 @@ import (
 const forkTree = `echo v1 > /workspace/f && mkdir -p /workspace/d/empty && echo x > /workspace/d/x && chmod 640 /workspace/d/x && ln -s d/x /workspace/l`
 
 // forkCheck prints what a fork's workspace holds of forkTree.
-const forkCheck = `cat /workspace/f; stat -c '%a %U' /workspace/d/x; readlink /workspace/l; [ -d /workspace/d/empty ] && echo empty-dir`
+const forkCheck = `cat /workspace/f; find /workspace/d/x -printf '%m %u\n'; readlink /workspace/l; [ -d /workspace/d/empty ] && echo empty-dir`
 
 const forkWant = "v1\n640 agent\nd/x\nempty-dir\n"
 
@@ -148,4 +148,24 @@ func mustSandbox(t *testing.T, h *sandboxHub, id string) store.Sandbox {
 		t.Fatalf("sandbox %s: %v", id, err)
 	}
 	return sb
+}
+
+// A fork keeps its source's isolation: under each (runc, gVisor) the fork
+// holds the source's workspace and runs on the source's kernel.
+func TestSandboxForkIsolation(t *testing.T) {
+	isolations(t, nil, func(t *testing.T, iso string, h *sandboxHub) {
+		src := h.ctx("builtin", "c-iso")
+		if out, code, err := h.run(src, "sh", "-c", forkTree); err != nil || code != 0 {
+			t.Fatalf("write the source's tree: %q exit %d %v", out, code, err)
+		}
+		code, out, errOut := h.agentctl()("sandbox", "fork", h.sandboxOf(src), "--conversation", "c-iso-fork")
+		if code != 0 || len(strings.Fields(out)) != 1 {
+			t.Fatalf("sandbox fork: exit %d %q %q", code, out, errOut)
+		}
+		fork := h.ctx("builtin", "c-iso-fork")
+		if got, code, err := h.run(fork, "sh", "-c", forkCheck); err != nil || code != 0 || got != forkWant {
+			t.Errorf("the %s fork's workspace: %q exit %d %v, want %q", iso, got, code, err, forkWant)
+		}
+		h.checkKernel(t, fork, iso)
+	})
 }
