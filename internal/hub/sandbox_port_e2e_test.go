@@ -113,6 +113,18 @@ func TestSandboxPortableWorkspace(t *testing.T) {
 		t.Errorf("the refused --from changed /workspace/added: %q", out)
 	}
 
+	// Without --from: the conversation's sandbox, as it is; with --force:
+	// the archive replaces the workspace, files it lacks removed.
+	if code, out, errOut := ctl("--env", "builtin", "--conversation", "c-port", "sandbox", "create"); code != 0 || out != id+"\n" {
+		t.Errorf("sandbox create of an existing conversation: exit %d %q %q, want its id %s", code, out, errOut, id)
+	}
+	if code, out, errOut := ctl("--env", "builtin", "--conversation", "c-port", "sandbox", "create", "--from", laptopTar, "--force"); code != 0 || out != id+"\n" {
+		t.Fatalf("sandbox create --from --force: exit %d %q %q", code, out, errOut)
+	}
+	if got, _, err := h.run(sbCtx, "sh", "-c", treeListing, "sh", "/workspace"); err != nil || got != want {
+		t.Errorf("the workspace after --force (%v):\n%s\nwant the laptop's:\n%s", err, got, want)
+	}
+
 	// Sandbox → laptop: a stopped sandbox's export (the call brings it
 	// back), restored on the machine, is identical.
 	if _, code, err := h.run(sbCtx, "sh", "-c", "mkdir -p /workspace/out/empty2 && echo fromsb > /workspace/out/r && chmod 700 /workspace/out/r && ln -s out/r /workspace/r-link"); err != nil || code != 0 {
