@@ -91,7 +91,7 @@ bench: build ## benchmarks: Go benchmarks plus side-by-side comparisons (see doc
 bench-hub: build ## the hub's benchmarks: exec and stdout through the hub against ssh, idle tunnels, reconnect
 	bash scripts/bench-hub.sh
 
-bench-sandbox: ## the sandboxes' benchmarks on the local Docker engine: cold, warm-pool, paused and stopped first exec against docker run + exec and the cold path, exec against a paired machine
+bench-sandbox: ## the sandboxes' benchmarks on the local Docker engine: cold, warm-pool, paused and stopped first exec against docker run + exec and the cold path, exec against a paired machine, a fork's copy against cp -a
 	bash scripts/bench-sandbox.sh
 
 demo: build ## a hub, a paired agentd and a scripted chat session, all on loopback

@@ -30,6 +30,11 @@
 #     warm first exec <= 50 ms, memory <= 2x runc. gVisor needs make
 #     sandbox-runtime; without it the table says so and has runc alone.
 #     ISOLATION=0 leaves it out.
+#   * a fork's workspace copy (Driver.CopyWorkspace) of 1 GiB in 10,000
+#     files against the host's `cp -a` of the same tree into the same
+#     filesystem, both timed until synced, in turn
+#     (BenchmarkCopyWorkspaceSideBySide, internal/sandbox/docker); target
+#     <= 1.2x. FORK=0 leaves it out; FORK_BYTES sets the size.
 #
 # Needs the local Docker engine (DOCKER_HOST, or the default socket); the
 # sandbox base image is built if missing (make sandbox-base). Raw results:
@@ -356,5 +361,16 @@ if [[ $ISOLATION != 0 ]]; then
 			printf '%-40s %14s %14s %10s  %s\n' "$m" "${r:-n/a}" "${g:-skipped (make sandbox-runtime)}" "$(ratio "$g" "$r")" "$t"
 		done
 	} | tee -a "$raw"
+fi
+
+# A fork's workspace copy beside cp -a.
+if [[ ${FORK:-1} != 0 ]]; then
+	fork_out=$tmp/go-bench-fork.txt
+	printf '\n== BenchmarkCopyWorkspaceSideBySide (fork copy vs cp -a)  [load average %s]\n' "$(loadavg)" | tee -a "$raw" >&2
+	AGENTD_BENCH_FORK_BYTES=${FORK_BYTES:-1073741824} go test -run '^$' -bench '^BenchmarkCopyWorkspaceSideBySide$' -benchtime 3x \
+		-timeout 30m ./internal/sandbox/docker/ 2>&1 | tee "$fork_out" | tee -a "$raw" >&2 || die "the fork benchmark failed (see $raw)"
+	fv() { awk -v unit="$1" '/^BenchmarkCopyWorkspaceSideBySide/ { for (i = 3; i < NF; i++) if ($(i+1) == unit) { print $i; exit } }' "$fork_out"; }
+	printf '\n%-40s %14s %14s %10s  %s\n' "fork copy vs cp -a (s)" fork "cp -a" ratio "fork <= 1.2x: $(judge "$(fv fork/cp-a)" 1.2)" | tee -a "$raw"
+	printf '%-40s %14s %14s %10s\n' "1 GiB, 10,000 files, until synced" "$(fv fork-s/op)" "$(fv cp-a-s/op)" "$(fv fork/cp-a)" | tee -a "$raw"
 fi
 echo "(raw results: ${raw#"$root"/})" >&2

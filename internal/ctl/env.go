@@ -497,7 +497,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sandbox",
 		Aliases: []string{"sandboxes"},
-		Short:   "List, pause, stop, start and remove the sandboxes the hub runs for environments",
+		Short:   "List, pause, stop, start, fork, export and remove the sandboxes the hub runs for environments",
 		Long: `The hub runs a sandbox (a container with its own agentd) per environment and
 conversation. A sandbox id (sb-…) works wherever a machine id does:
 'agentctl --machine sb-… sh …'. A sandbox that holds an agent run's secrets
@@ -509,10 +509,18 @@ memory, no CPU) or stopped (its container stopped, /workspace kept). An idle
 one is paused, then stopped, as the environment's policy says (agentctl env
 set NAME --pause-after D --stop-after D); it is removed only by sandbox rm,
 env rm, or a delete-after policy. A call for a paused or stopped sandbox
-brings it back first.`,
+brings it back first.
+
+A sandbox forks (sandbox fork: new sandboxes with a copy of its /workspace),
+and its /workspace travels as a snapshot export: sandbox archive --export
+writes one, sandbox create --from starts a sandbox from one (a laptop's
+'agentctl snapshot export').`,
 		Example: `  agentctl sandbox ls --env py
   agentctl sandbox pause sb-1a2b3c sb-4d5e6f
   agentctl sandbox start sb-1a2b3c
+  agentctl sandbox fork sb-1a2b3c --count 2
+  agentctl sandbox archive sb-1a2b3c --export work.tar
+  agentctl sandbox create --env py --conversation chat-42 --from work.tar
   agentctl sandbox rm sb-1a2b3c`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
@@ -620,7 +628,7 @@ the exit code is 1.`,
 		},
 	}
 	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
-	cmd.AddCommand(ls, rm, a.sandboxEgressCmd(true), a.sandboxEgressCmd(false))
+	cmd.AddCommand(ls, rm, a.sandboxEgressCmd(true), a.sandboxEgressCmd(false), a.sandboxForkCmd(), a.sandboxCreateCmd(), a.sandboxArchiveCmd())
 	for _, act := range sandboxActions {
 		cmd.AddCommand(a.sandboxStateCmd(act))
 	}

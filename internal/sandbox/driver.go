@@ -234,6 +234,13 @@ type Driver interface {
 	// RemoveVolume removes a volume. Removing what is gone already is not
 	// an error; a volume a container still uses is.
 	RemoveVolume(ctx context.Context, name string) error
+	// CopyWorkspace replaces the workspace of container dst, created and
+	// not started, with a copy of container src's: files, directories and
+	// symlinks with their modes, owners and modification times. src may
+	// be in any state; that its workspace does not change meanwhile (it
+	// is paused or stopped) is the caller's to ensure. ErrNotFound when
+	// either container is gone.
+	CopyWorkspace(ctx context.Context, src, dst string) error
 	// Stats samples what a container uses now. A container that does not
 	// run gives an empty Stats (zero Read) and no error; ErrNotFound when
 	// it is gone.

@@ -283,6 +283,17 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 	if err := m.withEnvironmentAllow(ctx, org.ID, &env); err != nil {
 		return store.Sandbox{}, err
 	}
+	sb, err := m.build(ctx, org, env, conv, warm)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	return sb, m.launch(ctx, org, env, sb)
+}
+
+// build makes a sandbox's machine identity, row and container, not
+// started (its reaper hold is the caller's to take: a fork's last until it
+// is launched); what it made is removed when it fails.
+func (m *Manager) build(ctx context.Context, org store.Org, env envSpec, conv string, warm bool) (store.Sandbox, error) {
 	network, err := m.network(env)
 	if err != nil {
 		return store.Sandbox{}, err
@@ -361,16 +372,27 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 	if err := m.o.Store.SetSandboxContainer(ctx, id, cid); err != nil {
 		return failed(unavailable("record sandbox container", err))
 	}
-	if err := m.o.Driver.Start(ctx, cid); err != nil {
+	return sb, nil
+}
+
+// launch starts a sandbox build made and waits until its agentd is
+// connected; it removes the sandbox when it fails.
+func (m *Manager) launch(ctx context.Context, org store.Org, env envSpec, sb store.Sandbox) error {
+	defer m.hold(sb.ID)()
+	failed := func(err error) error {
+		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
+		return err
+	}
+	if err := m.o.Driver.Start(ctx, sb.ContainerID); err != nil {
 		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
 	}
 	if err := m.awaitOnline(ctx, sb); err != nil {
 		return failed(err)
 	}
-	m.touch(id) // idle from now on, however long the start took
-	m.log.Info("sandbox started", zap.String("sandbox", id), zap.String("org", org.Name), zap.String("environment", env.name),
-		zap.String("conversation", conv), zap.Bool("warm", warm), zap.Duration("took", m.o.Now().Sub(now)))
-	return sb, nil
+	m.touch(sb.ID) // idle from now on, however long the start took
+	m.log.Info("sandbox started", zap.String("sandbox", sb.ID), zap.String("org", org.Name), zap.String("environment", env.name),
+		zap.String("conversation", sb.Conversation), zap.Bool("warm", sb.Warm), zap.Duration("took", m.o.Now().Sub(sb.CreatedAt)))
+	return nil
 }
 
 // expiry is the end of a sandbox made at now that lives ttl (zero: none).

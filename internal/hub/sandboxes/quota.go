@@ -77,6 +77,12 @@ func (m *Manager) Admit(ctx context.Context, org store.Org, token string) error 
 // replica's. The caller holds m.quota while it counts and records the new
 // sandbox, so that this replica's concurrent calls cannot both pass.
 func (m *Manager) admit(ctx context.Context, org store.Org, token string) error {
+	return m.admitN(ctx, org, token, 1)
+}
+
+// admitN is admit for n new sandboxes at once (a fork's): all fit under
+// the caps, or none is let in.
+func (m *Manager) admitN(ctx context.Context, org store.Org, token string, n int) error {
 	if m.o.OrgMaxSandboxes <= 0 && m.o.TokenMaxSandboxes <= 0 {
 		return nil
 	}
@@ -94,15 +100,22 @@ func (m *Manager) admit(ctx context.Context, org store.Org, token string) error 
 			ofToken++
 		}
 	}
-	if n := m.o.OrgMaxSandboxes; n > 0 && inOrg >= n {
-		return fail(ErrQuota, errs.Exhausted,
-			"org %s has %d sandboxes, the limit (--org-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
-			org.Name, inOrg, n)
+	more := ""
+	if n > 1 {
+		more = fmt.Sprintf(" and %d new ones would make %d", n, inOrg+n)
 	}
-	if n := m.o.TokenMaxSandboxes; n > 0 && token != "" && ofToken >= n {
+	if lim := m.o.OrgMaxSandboxes; lim > 0 && inOrg+n > lim {
 		return fail(ErrQuota, errs.Exhausted,
-			"this API token has %d sandboxes in org %s, the limit (--token-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
-			ofToken, org.Name, n)
+			"org %s has %d sandboxes%s, the limit (--org-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
+			org.Name, inOrg, more, lim)
+	}
+	if n > 1 {
+		more = fmt.Sprintf(" and %d new ones would make %d", n, ofToken+n)
+	}
+	if lim := m.o.TokenMaxSandboxes; lim > 0 && token != "" && ofToken+n > lim {
+		return fail(ErrQuota, errs.Exhausted,
+			"this API token has %d sandboxes in org %s%s, the limit (--token-max-sandboxes %d); stop one (agentctl sandbox stop; stopped ones do not count) or an admin raises the limit; idle ones stop after --sandbox-stop-after",
+			ofToken, org.Name, more, lim)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ var conformanceScripts = map[drivertest.Behaviour]string{
 	drivertest.IgnoreTerm: `trap "" TERM; sleep 300 & wait`,
 	drivertest.Exit3:      `exit 3`,
 	drivertest.ExitSoon:   `sleep 2`,
+	drivertest.WriteTree:  `mkdir -p /workspace/d && printf one > /workspace/d/f && chmod 640 /workspace/d/f && ln -s d/f /workspace/l && TZ=UTC touch -d "2020-01-02 03:04:05" /workspace/d/f`,
+	drivertest.CheckTree:  `[ "$(cat /workspace/d/f)" = one ] && [ "$(stat -c %a /workspace/d/f)" = 640 ] && [ -L /workspace/l ] && [ "$(readlink /workspace/l)" = d/f ] && [ "$(stat -c %Y /workspace/d/f)" = 1577934245 ] && [ ! -e /workspace/fork-only ] && touch /workspace/fork-only`,
 	drivertest.WorkspaceOwned: `[ "$(id -u)" = 1000 ] && [ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && ` +
 		`touch /workspace/.owned`,
 }

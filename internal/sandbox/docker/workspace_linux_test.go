@@ -3,6 +3,7 @@ package docker
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // boundedEngine is a driver on the local engine whose workspaces are
@@ -213,5 +215,62 @@ func TestWorkspaceNoLoopDevice(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(d.wsDir); len(left) != 0 {
 		t.Errorf("%d files left in the workspace dir", len(left))
+	}
+}
+
+// A bounded workspace (ext4 on a loop device) is copied into another
+// bounded one, its source mounted by its running container meanwhile; a
+// source larger than the destination's bound fails the copy (ENOSPC), it
+// does not pass silently.
+func TestCopyWorkspaceBounded(t *testing.T) {
+	d := boundedEngine(t)
+	image := sandboxtest.MinimalImage(t)
+	exited := func(id string) sandbox.Info {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; {
+			in, err := d.Inspect(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.State == sandbox.StateExited || time.Now().After(deadline) {
+				return in
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	src := testSpec(t, uniqueName(t), image, "head -c 20000000 /dev/zero > /workspace/big && echo ok > /workspace/small && exec sleep 300")
+	src.Limits.WorkspaceBytes = 64 << 20
+	sid := create(t, d, src)
+	if err := d.Start(t.Context(), sid); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		out, _ := exec.Command("docker", "exec", sid, "cat", "/workspace/small").CombinedOutput()
+		if string(out) == "ok\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not write its files: %q", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dst := testSpec(t, uniqueName(t), image, `[ "$(wc -c < /workspace/big)" = 20000000 ] && [ "$(cat /workspace/small)" = ok ]`)
+	dst.Limits.WorkspaceBytes = 64 << 20
+	did := create(t, d, dst)
+	if err := d.CopyWorkspace(t.Context(), sid, did); err != nil {
+		t.Fatalf("CopyWorkspace between bounded workspaces: %v", err)
+	}
+	if err := d.Start(t.Context(), did); err != nil {
+		t.Fatal(err)
+	}
+	if in := exited(did); in.ExitCode != 0 {
+		t.Errorf("the copy's check exited %d", in.ExitCode)
+	}
+	small := testSpec(t, uniqueName(t), image, "true")
+	small.Limits.WorkspaceBytes = 16 << 20
+	if err := d.CopyWorkspace(t.Context(), sid, create(t, d, small)); err == nil {
+		t.Errorf("CopyWorkspace of 20 MB into a 16 MiB workspace: nil, want an error")
+	} else {
+		t.Logf("into a smaller workspace: %v", err)
 	}
 }

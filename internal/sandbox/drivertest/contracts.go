@@ -488,3 +488,63 @@ func (r *run) stats(t *testing.T) {
 		t.Errorf("Stats of a stopped container: %+v, %v; want an empty sample, nil", s, err)
 	}
 }
+
+// CopyWorkspace: a created container gets a copy of another's workspace,
+// content, modes, symlinks and times; a container given no copy fails the
+// same check (so the check can fail); a write in one copy does not show in
+// the source or in a second copy made afterwards.
+func (r *run) copyWorkspace(t *testing.T) {
+	ctx := t.Context()
+	exited := func(in sandbox.Info) bool { return in.State == sandbox.StateExited }
+	src := r.create(t, WriteTree, nil)
+	if err := r.d.Start(ctx, src.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if in := r.await(t, src.id, "the tree to be written", exited); in.ExitCode != 0 {
+		t.Fatalf("writing the tree exited %d (%s)", in.ExitCode, in.Error)
+	}
+	check := func(name string, copyFirst bool, want int) {
+		t.Helper()
+		sb := r.create(t, CheckTree, nil)
+		if copyFirst {
+			if err := r.d.CopyWorkspace(ctx, src.id, sb.id); err != nil {
+				t.Fatalf("%s: CopyWorkspace: %v", name, err)
+			}
+		}
+		if err := r.d.Start(ctx, sb.id); err != nil {
+			t.Fatalf("%s: Start: %v", name, err)
+		}
+		if in := r.await(t, sb.id, name, exited); in.ExitCode != want {
+			t.Errorf("%s: the check exited %d, want %d (%s)", name, in.ExitCode, want, in.Error)
+		}
+	}
+	check("a container given no copy", false, 1)
+	check("the first copy", true, 0)
+	// The first copy wrote fork-only into its own workspace: the second
+	// copy, of the source, must not have it.
+	check("a second copy after the first wrote", true, 0)
+}
+
+// CopyWorkspace refuses a destination that has started, and a missing
+// container with ErrNotFound.
+func (r *run) copyRefused(t *testing.T) {
+	ctx := t.Context()
+	src := r.create(t, Serve, nil)
+	dst := r.create(t, Serve, nil)
+	if err := r.d.CopyWorkspace(ctx, src.id, "agentd-dt-absent-"+randomHex(5)); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("CopyWorkspace to a missing container: %v, want ErrNotFound", err)
+	}
+	if err := r.d.CopyWorkspace(ctx, "agentd-dt-absent-"+randomHex(5), dst.id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("CopyWorkspace from a missing container: %v, want ErrNotFound", err)
+	}
+	if err := r.d.Start(ctx, dst.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.await(t, dst.id, "the destination to run", func(in sandbox.Info) bool { return in.State == sandbox.StateRunning })
+	if err := r.d.CopyWorkspace(ctx, src.id, dst.id); err == nil {
+		t.Errorf("CopyWorkspace into a running container: nil, want an error")
+	}
+	if err := r.d.Stop(ctx, dst.id, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}

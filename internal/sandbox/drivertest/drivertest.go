@@ -15,7 +15,10 @@
 // by every label given; RemoveVolume of a gone volume is not an error, of a
 // volume in use is; the workspace is the sandbox user's before anything runs;
 // Stats of a running container reports memory, processes and its limits, of
-// one that does not run an empty sample, of a missing one ErrNotFound.
+// one that does not run an empty sample, of a missing one ErrNotFound;
+// CopyWorkspace gives a created container a copy of another's workspace
+// (content, modes, symlinks, times) that its writes do not reach back
+// into, and refuses a destination that runs or a missing container.
 // What one engine does beyond that (Docker's hardening, its helper
 // container, its image labels) stays in that driver's own tests.
 //
@@ -57,7 +60,18 @@ const (
 	// ExitSoon sleeps for two seconds, then exits 0: a paused container
 	// is seen not to run (it outlives its sleep, paused).
 	ExitSoon
+	// WriteTree writes a small tree into the workspace and exits 0: d/f
+	// holding "one" with mode 0640 and modification time TreeMtime, and
+	// l, a symlink to d/f.
+	WriteTree
+	// CheckTree exits 0 when the workspace holds what WriteTree wrote and
+	// no file "fork-only", which it then creates; 1 otherwise.
+	CheckTree
 )
+
+// TreeMtime is d/f's modification time as WriteTree sets it (Unix
+// seconds; 2020-01-02 03:04:05 UTC).
+const TreeMtime = 1577934245
 
 func (b Behaviour) String() string {
 	switch b {
@@ -71,6 +85,10 @@ func (b Behaviour) String() string {
 		return "check the workspace's owner"
 	case ExitSoon:
 		return "exit 0 after two seconds"
+	case WriteTree:
+		return "write a tree into the workspace"
+	case CheckTree:
+		return "check the tree in the workspace"
 	}
 	return "unknown behaviour"
 }
@@ -143,6 +161,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"RemoveVolume", r.removeVolume},
 			{"WorkspaceOwned", r.workspaceOwned},
 			{"Stats", r.stats},
+			{"CopyWorkspace", r.copyWorkspace},
+			{"CopyWorkspaceRefused", r.copyRefused},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

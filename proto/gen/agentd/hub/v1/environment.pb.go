@@ -2585,6 +2585,245 @@ func (x *SandboxUsage) GetWorkspaceBytes() int64 {
 	return 0
 }
 
+// ForkSandboxRequest names the source and how many forks to make.
+type ForkSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source sandbox id, sb-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Org name of the sandbox (empty: the caller's).
+	Org string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
+	// How many forks (0: one; at most 16).
+	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// The forks' conversation: itself for one fork, CONVERSATION-1 …
+	// CONVERSATION-N for several; empty: generated from the source's.
+	Conversation  string `protobuf:"bytes,4,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxRequest) Reset() {
+	*x = ForkSandboxRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxRequest) ProtoMessage() {}
+
+func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ForkSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ForkSandboxRequest) GetConversation() string {
+	if x != nil {
+		return x.Conversation
+	}
+	return ""
+}
+
+// ForkSandboxResponse lists the new sandboxes, in order.
+type ForkSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sandbox ids, sb-….
+	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxResponse) Reset() {
+	*x = ForkSandboxResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxResponse) ProtoMessage() {}
+
+func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ForkSandboxResponse) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// CreateSandboxRequest names the environment and the conversation.
+type CreateSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name (empty: the org's default).
+	Environment string `protobuf:"bytes,2,opt,name=environment,proto3" json:"environment,omitempty"`
+	// Conversation id.
+	Conversation  string `protobuf:"bytes,3,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSandboxRequest) Reset() {
+	*x = CreateSandboxRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSandboxRequest) ProtoMessage() {}
+
+func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
+func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateSandboxRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetEnvironment() string {
+	if x != nil {
+		return x.Environment
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetConversation() string {
+	if x != nil {
+		return x.Conversation
+	}
+	return ""
+}
+
+// CreateSandboxResponse describes the conversation's sandbox, online.
+type CreateSandboxResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// Whether this call made it (false: it existed, and was resumed if it
+	// was paused or stopped).
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSandboxResponse) Reset() {
+	*x = CreateSandboxResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSandboxResponse) ProtoMessage() {}
+
+func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
+func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *CreateSandboxResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -2757,7 +2996,21 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"netRxBytes\x12 \n" +
 	"\fnet_tx_bytes\x18\v \x01(\x03R\n" +
 	"netTxBytes\x12'\n" +
-	"\x0fworkspace_bytes\x18\f \x01(\x03R\x0eworkspaceBytes*\x8b\x01\n" +
+	"\x0fworkspace_bytes\x18\f \x01(\x03R\x0eworkspaceBytes\"p\n" +
+	"\x12ForkSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03org\x18\x02 \x01(\tR\x03org\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\"\n" +
+	"\fconversation\x18\x04 \x01(\tR\fconversation\"'\n" +
+	"\x13ForkSandboxResponse\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"n\n" +
+	"\x14CreateSandboxRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12 \n" +
+	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
+	"\fconversation\x18\x03 \x01(\tR\fconversation\"c\n" +
+	"\x15CreateSandboxResponse\x120\n" +
+	"\asandbox\x18\x01 \x01(\v2\x16.agentd.hub.v1.SandboxR\asandbox\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -2772,7 +3025,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xbb\f\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xed\r\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -2788,7 +3041,9 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponse\x12W\n" +
 	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponse\x12l\n" +
 	"\x13ChangeSandboxEgress\x12).agentd.hub.v1.ChangeSandboxEgressRequest\x1a*.agentd.hub.v1.ChangeSandboxEgressResponse\x12l\n" +
-	"\x13SetEnvironmentAllow\x12).agentd.hub.v1.SetEnvironmentAllowRequest\x1a*.agentd.hub.v1.SetEnvironmentAllowResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\x13SetEnvironmentAllow\x12).agentd.hub.v1.SetEnvironmentAllowRequest\x1a*.agentd.hub.v1.SetEnvironmentAllowResponse\x12T\n" +
+	"\vForkSandbox\x12!.agentd.hub.v1.ForkSandboxRequest\x1a\".agentd.hub.v1.ForkSandboxResponse\x12Z\n" +
+	"\rCreateSandbox\x12#.agentd.hub.v1.CreateSandboxRequest\x1a$.agentd.hub.v1.CreateSandboxResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -2803,7 +3058,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
@@ -2844,7 +3099,11 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*SandboxStatsRequest)(nil),             // 36: agentd.hub.v1.SandboxStatsRequest
 	(*SandboxStatsResponse)(nil),            // 37: agentd.hub.v1.SandboxStatsResponse
 	(*SandboxUsage)(nil),                    // 38: agentd.hub.v1.SandboxUsage
-	(*timestamppb.Timestamp)(nil),           // 39: google.protobuf.Timestamp
+	(*ForkSandboxRequest)(nil),              // 39: agentd.hub.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),             // 40: agentd.hub.v1.ForkSandboxResponse
+	(*CreateSandboxRequest)(nil),            // 41: agentd.hub.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),           // 42: agentd.hub.v1.CreateSandboxResponse
+	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2852,14 +3111,14 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	39, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	39, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	39, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	39, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	39, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	39, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	43, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	43, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	43, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	43, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	43, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	43, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	7,  // 11: agentd.hub.v1.Sandbox.egress:type_name -> agentd.hub.v1.SandboxEgress
-	39, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
+	43, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
 	7,  // 13: agentd.hub.v1.ChangeSandboxEgressResponse.egress:type_name -> agentd.hub.v1.SandboxEgress
 	5,  // 14: agentd.hub.v1.SetEnvironmentAllowResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 15: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
@@ -2870,43 +3129,48 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 20: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 21: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 22: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	39, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	43, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
 	38, // 24: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
-	12, // 25: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	14, // 26: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	16, // 27: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	18, // 28: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	20, // 29: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	22, // 30: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	24, // 31: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	26, // 32: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	28, // 33: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	30, // 34: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	32, // 35: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	34, // 36: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	36, // 37: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 38: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
-	10, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
-	13, // 40: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	15, // 41: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	17, // 42: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	19, // 43: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	21, // 44: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	23, // 45: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	25, // 46: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	27, // 47: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	29, // 48: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	31, // 49: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	33, // 50: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	35, // 51: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	37, // 52: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	9,  // 53: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
-	11, // 54: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
-	40, // [40:55] is the sub-list for method output_type
-	25, // [25:40] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	6,  // 25: agentd.hub.v1.CreateSandboxResponse.sandbox:type_name -> agentd.hub.v1.Sandbox
+	12, // 26: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	14, // 27: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	16, // 28: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	18, // 29: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	20, // 30: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	22, // 31: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	24, // 32: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	26, // 33: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	28, // 34: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	30, // 35: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	32, // 36: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	34, // 37: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	36, // 38: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 39: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
+	10, // 40: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
+	39, // 41: agentd.hub.v1.EnvironmentService.ForkSandbox:input_type -> agentd.hub.v1.ForkSandboxRequest
+	41, // 42: agentd.hub.v1.EnvironmentService.CreateSandbox:input_type -> agentd.hub.v1.CreateSandboxRequest
+	13, // 43: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	15, // 44: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	17, // 45: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	19, // 46: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	21, // 47: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	23, // 48: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	25, // 49: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	27, // 50: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	29, // 51: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	31, // 52: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	33, // 53: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	35, // 54: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	37, // 55: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	9,  // 56: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
+	11, // 57: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
+	40, // 58: agentd.hub.v1.EnvironmentService.ForkSandbox:output_type -> agentd.hub.v1.ForkSandboxResponse
+	42, // 59: agentd.hub.v1.EnvironmentService.CreateSandbox:output_type -> agentd.hub.v1.CreateSandboxResponse
+	43, // [43:60] is the sub-list for method output_type
+	26, // [26:43] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2921,7 +3185,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,8 @@ const (
 	EnvironmentService_SandboxStats_FullMethodName            = "/agentd.hub.v1.EnvironmentService/SandboxStats"
 	EnvironmentService_ChangeSandboxEgress_FullMethodName     = "/agentd.hub.v1.EnvironmentService/ChangeSandboxEgress"
 	EnvironmentService_SetEnvironmentAllow_FullMethodName     = "/agentd.hub.v1.EnvironmentService/SetEnvironmentAllow"
+	EnvironmentService_ForkSandbox_FullMethodName             = "/agentd.hub.v1.EnvironmentService/ForkSandbox"
+	EnvironmentService_CreateSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/CreateSandbox"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -93,6 +95,14 @@ type EnvironmentServiceClient interface {
 	// sandboxes (builtin included; empty: none), which then have no network
 	// but the hub's egress proxy to it (admins only).
 	SetEnvironmentAllow(ctx context.Context, in *SetEnvironmentAllowRequest, opts ...grpc.CallOption) (*SetEnvironmentAllowResponse, error)
+	// ForkSandbox makes new sandboxes whose /workspace is a copy of one
+	// sandbox's, taken at one instant (the source is paused during the copy
+	// and left in its state); they run the source's environment and image
+	// (admins only).
+	ForkSandbox(ctx context.Context, in *ForkSandboxRequest, opts ...grpc.CallOption) (*ForkSandboxResponse, error)
+	// CreateSandbox gets or creates the sandbox of an environment's
+	// conversation, as a call for them would, and describes it.
+	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -253,6 +263,26 @@ func (c *environmentServiceClient) SetEnvironmentAllow(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *environmentServiceClient) ForkSandbox(ctx context.Context, in *ForkSandboxRequest, opts ...grpc.CallOption) (*ForkSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSandboxResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ForkSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSandboxResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_CreateSandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -310,6 +340,14 @@ type EnvironmentServiceServer interface {
 	// sandboxes (builtin included; empty: none), which then have no network
 	// but the hub's egress proxy to it (admins only).
 	SetEnvironmentAllow(context.Context, *SetEnvironmentAllowRequest) (*SetEnvironmentAllowResponse, error)
+	// ForkSandbox makes new sandboxes whose /workspace is a copy of one
+	// sandbox's, taken at one instant (the source is paused during the copy
+	// and left in its state); they run the source's environment and image
+	// (admins only).
+	ForkSandbox(context.Context, *ForkSandboxRequest) (*ForkSandboxResponse, error)
+	// CreateSandbox gets or creates the sandbox of an environment's
+	// conversation, as a call for them would, and describes it.
+	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -364,6 +402,12 @@ func (UnimplementedEnvironmentServiceServer) ChangeSandboxEgress(context.Context
 }
 func (UnimplementedEnvironmentServiceServer) SetEnvironmentAllow(context.Context, *SetEnvironmentAllowRequest) (*SetEnvironmentAllowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentAllow not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ForkSandbox(context.Context, *ForkSandboxRequest) (*ForkSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSandbox not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSandbox not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -656,6 +700,42 @@ func _EnvironmentService_SetEnvironmentAllow_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_ForkSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ForkSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ForkSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ForkSandbox(ctx, req.(*ForkSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_CreateSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).CreateSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_CreateSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).CreateSandbox(ctx, req.(*CreateSandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -722,6 +802,14 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetEnvironmentAllow",
 			Handler:    _EnvironmentService_SetEnvironmentAllow_Handler,
+		},
+		{
+			MethodName: "ForkSandbox",
+			Handler:    _EnvironmentService_ForkSandbox_Handler,
+		},
+		{
+			MethodName: "CreateSandbox",
+			Handler:    _EnvironmentService_CreateSandbox_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

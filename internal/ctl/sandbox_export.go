@@ -1,0 +1,218 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/devdepot-ai/agentd/internal/wire"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// The portable archive: a sandbox's /workspace as a snapshot export (the
+// tar of agentd's SnapshotService.Export), made and read through the hub's
+// routing to the sandbox (--machine sb-…), as any machine's snapshot is:
+// what 'agentctl snapshot export' writes on a laptop, 'sandbox create
+// --from' reads, and what 'sandbox archive --export' writes, 'snapshot
+// import' reads.
+
+// sandboxCall runs fn on a connection routed to sandbox id through the hub.
+func (a *app) sandboxCall(cmd *cobra.Command, id string, fn func(ctx context.Context, c *conn) error) error {
+	if a.target.hub == "" {
+		return usagef("this command talks to the hub: give --hub URL (or set $AGENTD_HUB) and an API token in $AGENTD_TOKEN")
+	}
+	saved := a.target
+	defer func() { a.target = saved }()
+	a.target.addr, a.target.machine, a.target.env, a.target.conv = "", id, "", ""
+	return a.call(cmd, fn)
+}
+
+// sandboxArchiveCmd is agentctl sandbox archive ID --export FILE. (Archiving
+// into the hub's archive store, without --export, is the archive states'
+// command.)
+func (a *app) sandboxArchiveCmd() *cobra.Command {
+	var export string
+	cmd := &cobra.Command{
+		Use:   "archive ID --export FILE",
+		Short: "Write a sandbox's /workspace to FILE as a snapshot export (portable to any agentd)",
+		Long: `With --export FILE, write sandbox ID's /workspace to FILE ("-": stdout) as a
+snapshot export: the tar archive 'agentctl snapshot export' writes, which
+'agentctl snapshot import' reads on any agentd (a laptop paired with the hub,
+another sandbox) and 'agentctl sandbox create --from' starts a sandbox from.
+Modes, symlinks and empty directories are kept.
+
+The sandbox's state is left alone, as docker export does: a paused or stopped
+sandbox is brought back for the copy as any call for it is. FILE appears only
+once complete (a failure leaves no half file); a progress bar goes to stderr
+when it is a terminal. The snapshot made in the sandbox for the export is
+deleted afterwards.`,
+		Example: `  agentctl sandbox archive sb-1a2b3c --export work.tar
+  agentctl --addr unix:///run/agentd.sock snapshot import work.tar --root ~/work   # on the laptop…
+  agentctl snapshot restore s-…                                                   # …then restore it`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+				return usagef("sandbox archive needs one sandbox id (sb-…); list them with 'agentctl sandbox ls'")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if export == "" {
+				return usagef("sandbox archive: give --export FILE (archiving into the hub's store is not in this build)")
+			}
+			return a.exportSandbox(cmd, args[0], export)
+		},
+	}
+	cmd.Flags().StringVar(&export, "export", "", `write the /workspace to FILE as a snapshot export ("-": stdout)`)
+	return cmd
+}
+
+// exportSandbox snapshots sandbox id's workspace, exports the snapshot to
+// path (a temporary file renamed into place; "-": stdout) and deletes the
+// snapshot.
+func (a *app) exportSandbox(cmd *cobra.Command, id, path string) error {
+	out := a.io.Out
+	var file *os.File
+	if path != "-" {
+		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+		if err != nil {
+			return fmt.Errorf("--export: %w", err)
+		}
+		defer os.Remove(f.Name()) // after the rename, a no-op
+		defer f.Close()
+		file, out = f, f
+	} else if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return usagef("refusing to write a tar archive to a terminal: redirect stdout or give --export FILE")
+	}
+	err := a.sandboxCall(cmd, id, func(ctx context.Context, c *conn) error {
+		snaps := agentdv1.NewSnapshotServiceClient(c)
+		snap, err := a.snapCreate(ctx, snaps, "sandbox archive --export")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// The export's own snapshot: not kept in the sandbox's store.
+			_, _ = snaps.Delete(context.WithoutCancel(ctx), &agentdv1.DeleteRequest{Id: snap})
+		}()
+		st, err := snaps.Export(ctx, &agentdv1.ExportRequest{Id: snap})
+		if err != nil {
+			return err
+		}
+		for {
+			m, err := st.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := out.Write(m.GetData()); err != nil {
+				return fmt.Errorf("write the archive: %w", err)
+			}
+		}
+	})
+	if err != nil || file == nil {
+		return err
+	}
+	if err := file.Sync(); err != nil {
+		return fmt.Errorf("write the archive: %w", err)
+	}
+	if err := file.Close(); err != nil {
+		return fmt.Errorf("write the archive: %w", err)
+	}
+	return os.Rename(file.Name(), path)
+}
+
+// snapCreate snapshots the workspace of the connection's agentd and
+// returns the snapshot's id (progress on a terminal's stderr).
+func (a *app) snapCreate(ctx context.Context, snaps agentdv1.SnapshotServiceClient, label string) (string, error) {
+	st, err := snaps.Create(ctx, &agentdv1.CreateRequest{Label: label})
+	if err != nil {
+		return "", err
+	}
+	bar := a.snapProgressBar("snapshot")
+	defer bar.done()
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return "", errors.New("the sandbox's agentd ended the snapshot without a result")
+		}
+		if err != nil {
+			return "", err
+		}
+		if p := m.GetProgress(); p != nil {
+			bar.update(p)
+			continue
+		}
+		if s := m.GetSnapshot(); s != nil {
+			return s.GetId(), nil
+		}
+	}
+}
+
+// snapImport stores the tar archive r as a snapshot of the connection's
+// agentd (root: its workspace) and returns its id.
+func (a *app) snapImport(ctx context.Context, snaps agentdv1.SnapshotServiceClient, r io.Reader, label string) (string, error) {
+	st, err := snaps.Import(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Header{Header: &agentdv1.ImportHeader{Label: label}}}); err != nil {
+		_, err = st.CloseAndRecv()
+		return "", err
+	}
+	r = interruptible(ctx, r)
+	buf := make([]byte, wire.ChunkSize)
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Data{Data: buf[:n]}}); err != nil {
+				_, err = st.CloseAndRecv()
+				return "", err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return "", fmt.Errorf("read the archive: %w", rerr)
+		}
+	}
+	resp, err := st.CloseAndRecv()
+	if err != nil {
+		return "", err
+	}
+	return resp.GetSnapshot().GetId(), nil
+}
+
+// snapRestore restores snapshot id into its root (the workspace).
+func (a *app) snapRestore(ctx context.Context, snaps agentdv1.SnapshotServiceClient, id string, deleteExtra bool) error {
+	st, err := snaps.Restore(ctx, &agentdv1.RestoreRequest{Id: id, DeleteExtra: deleteExtra})
+	if err != nil {
+		return err
+	}
+	bar := a.snapProgressBar("restore")
+	defer bar.done()
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return errors.New("the sandbox's agentd ended the restore without a result")
+		}
+		if err != nil {
+			return err
+		}
+		if p := m.GetProgress(); p != nil {
+			bar.update(p)
+			continue
+		}
+		if m.GetSummary() != nil {
+			return nil
+		}
+	}
+}
