@@ -15,7 +15,10 @@
 // by every label given; RemoveVolume of a gone volume is not an error, of a
 // volume in use is; the workspace is the sandbox user's before anything runs;
 // Stats of a running container reports memory, processes and its limits, of
-// one that does not run an empty sample, of a missing one ErrNotFound.
+// one that does not run an empty sample, of a missing one ErrNotFound;
+// ImportWorkspace into a created container and ExportWorkspace of a
+// created or stopped one give back the same tree (paths, modes, times,
+// contents, symlinks), and a cut stream fails the import.
 // What one engine does beyond that (Docker's hardening, its helper
 // container, its image labels) stays in that driver's own tests.
 //
@@ -143,6 +146,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"RemoveVolume", r.removeVolume},
 			{"WorkspaceOwned", r.workspaceOwned},
 			{"Stats", r.stats},
+			{"WorkspaceRoundTrip", r.workspaceRoundTrip},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
