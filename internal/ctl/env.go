@@ -402,7 +402,7 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 		row("workspace", workspaceBound(e))
 	}
 	if e.GetStopAfter() != "" {
-		row("idle policy", fmt.Sprintf("pause after %s, stop after %s, delete after %s", e.GetPauseAfter(), e.GetStopAfter(), e.GetDeleteAfter()))
+		row("idle policy", fmt.Sprintf("pause after %s, stop after %s, archive after %s, delete after %s", e.GetPauseAfter(), e.GetStopAfter(), e.GetArchiveAfter(), e.GetDeleteAfter()))
 	}
 	row("updated", ago(e.GetUpdated().AsTime()))
 	if err := tw.Flush(); err != nil {
@@ -521,9 +521,10 @@ brings it back first.`,
 		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, next policy step, workspace size, image",
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
 sandbox no conversation has taken yet. STATE is starting, running, paused,
-stopped or failed; NEXT is the idle policy's next step for it ("stops in
-12m"); WORKSPACE is what its /workspace held when last measured (du through
-its agentd before each pause and stop; "-": not yet). IMAGE is the image the
+stopped, archived or failed; NEXT is the idle policy's next step for it
+("stops in 12m", "archives in 6d"); WORKSPACE is what its /workspace held
+when last measured (du through its agentd before each pause and stop; for an
+archived sandbox, the archive's size; "-": not yet). IMAGE is the image the
 sandbox was
 made from, as the hub pinned it: an agent run's by its local id (sha256:…),
 so what ran is known exactly even after its name moved to a newer build.`,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -196,16 +197,40 @@ func (s *sqlStore) ArchiveSandbox(ctx context.Context, id, archiveID string, at 
 }
 
 // UnarchiveSandbox records that an archived sandbox runs again.
-func (s *sqlStore) UnarchiveSandbox(ctx context.Context, id, containerID string, at time.Time) error {
-	if containerID == "" {
-		return fmt.Errorf("sandbox %s: %w: no container", id, ErrInvalid)
+func (s *sqlStore) UnarchiveSandbox(ctx context.Context, id, containerID, image string, at time.Time) error {
+	if containerID == "" || image == "" {
+		return fmt.Errorf("sandbox %s: %w: no container or no image", id, ErrInvalid)
 	}
 	if err := needTime("state time", at); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = '', archive_id = '', container_id = ?
-		WHERE id = ? AND state = ?`, SandboxRunning, micros(at), containerID, id, SandboxArchived)
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = '', archive_id = '', container_id = ?, image = ?
+		WHERE id = ? AND state = ?`, SandboxRunning, micros(at), containerID, image, id, SandboxArchived)
 	return s.changedState(ctx, id, res, err)
+}
+
+// ClaimArchivedSandbox makes an archived sandbox this hub's to restore,
+// with a new machine key.
+func (s *sqlStore) ClaimArchivedSandbox(ctx context.Context, id, fromHub, toHub string, pub ed25519.PublicKey) error {
+	if toHub == "" || len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("sandbox %s: %w: a hub and an ed25519 key are required", id, ErrInvalid)
+	}
+	return s.tx(ctx, func(tx *sqlTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET hub = ? WHERE id = ? AND state = ? AND hub = ?`, toHub, id, SandboxArchived, fromHub)
+		if err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("sandbox %s: not archived on hub %s any more: %w", id, fromHub, ErrConflict)
+		}
+		res, err = tx.ExecContext(ctx, `UPDATE machines SET public_key = ? WHERE id = ? AND revoked_at IS NULL`, []byte(pub), id)
+		if err := checkAffected(res, err); err != nil {
+			return fmt.Errorf("machine %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // changedState tells a conditional state change that matched no row

@@ -234,9 +234,14 @@ type Sandboxes interface {
 	// ErrConflict when it is not stopped, ErrNotFound when it is gone.
 	ArchiveSandbox(ctx context.Context, id, archiveID string, at time.Time, reason string) error
 	// UnarchiveSandbox records, in one step, that an archived sandbox was
-	// restored into containerID and runs: its archive id cleared.
-	// ErrConflict when it is not archived, ErrNotFound when it is gone.
-	UnarchiveSandbox(ctx context.Context, id, containerID string, at time.Time) error
+	// restored into containerID of image and runs: its archive id
+	// cleared. ErrConflict when it is not archived, ErrNotFound when it is
+	// gone.
+	UnarchiveSandbox(ctx context.Context, id, containerID, image string, at time.Time) error
+	// ClaimArchivedSandbox gives an archived sandbox of hub fromHub to hub
+	// toHub (the replica that restores it) with a new machine key, in one
+	// transaction. ErrConflict when it is not archived on fromHub any more.
+	ClaimArchivedSandbox(ctx context.Context, id, fromHub, toHub string, pub ed25519.PublicKey) error
 	// SetSandboxWorkspace records what the sandbox's /workspace held at
 	// `at`, in bytes. ErrInvalid for a negative size.
 	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error

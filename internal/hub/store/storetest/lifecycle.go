@@ -98,7 +98,7 @@ func testSandboxArchive(t *testing.T, s store.Store) {
 	wantErr(t, "archive a running sandbox", s.ArchiveSandbox(ctx, "sb-a1", "20250101-abc", at, "idle 7d"), store.ErrConflict)
 	wantErr(t, "archive a missing sandbox", s.ArchiveSandbox(ctx, "sb-none", "20250101-abc", at, ""), store.ErrNotFound)
 	wantErr(t, "archive without an archive id", s.ArchiveSandbox(ctx, "sb-a1", "", at, ""), store.ErrInvalid)
-	wantErr(t, "restore a running sandbox", s.UnarchiveSandbox(ctx, "sb-a1", "beef", at), store.ErrConflict)
+	wantErr(t, "restore a running sandbox", s.UnarchiveSandbox(ctx, "sb-a1", "beef", "img2", at), store.ErrConflict)
 	noErr(t, s.SetSandboxState(ctx, "sb-a1", store.SandboxStopped, at, "idle 30m"))
 	noErr(t, s.ArchiveSandbox(ctx, "sb-a1", "20250101-abc", at, "idle 7d"))
 	got := must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-1"))(t)
@@ -107,10 +107,10 @@ func testSandboxArchive(t *testing.T, s store.Store) {
 		t.Errorf("archived: %+v", got)
 	}
 	wantErr(t, "archive an archived sandbox", s.ArchiveSandbox(ctx, "sb-a1", "20250101-def", at, ""), store.ErrConflict)
-	wantErr(t, "restore without a container", s.UnarchiveSandbox(ctx, "sb-a1", "", at), store.ErrInvalid)
-	noErr(t, s.UnarchiveSandbox(ctx, "sb-a1", "beef", at.Add(time.Minute)))
+	wantErr(t, "restore without a container", s.UnarchiveSandbox(ctx, "sb-a1", "", "img2", at), store.ErrInvalid)
+	noErr(t, s.UnarchiveSandbox(ctx, "sb-a1", "beef", "img2", at.Add(time.Minute)))
 	got = must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-1"))(t)
-	if got.ID != "sb-a1" || got.State != store.SandboxRunning || got.ArchiveID != "" || got.ContainerID != "beef" || got.StateReason != "" {
+	if got.ID != "sb-a1" || got.State != store.SandboxRunning || got.ArchiveID != "" || got.ContainerID != "beef" || got.Image != "img2" || got.StateReason != "" {
 		t.Errorf("restored: %+v", got)
 	}
 }
