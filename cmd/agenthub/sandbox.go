@@ -53,15 +53,15 @@ type sandboxFlags struct {
 	archiveURL    string
 	archiveShared bool
 	orgMaxArchive string
-	fs          *pflag.FlagSet // to tell a flag given from its default
-	maxImage    int64
-	secretDir   string
-	secretCmd   string
-	releases    string
-	cpus        float64
-	orgMax      int
-	tokenMax    int
-	wsMax       string
+	fs            *pflag.FlagSet // to tell a flag given from its default
+	maxImage      int64
+	secretDir     string
+	secretCmd     string
+	releases      string
+	cpus          float64
+	orgMax        int
+	tokenMax      int
+	wsMax         string
 	// noNetwork (the demo's hub): every sandbox gets network none, so no
 	// egress rules or network are installed on the host.
 	noNetwork bool
