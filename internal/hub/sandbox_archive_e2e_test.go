@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -72,12 +73,12 @@ func (h *sandboxHub) assertArchived(id string, st *archive.Store) store.Sandbox 
 	if _, err := st.Get(h.t.Context(), sb.OrgID, sb.ArchiveID); err != nil {
 		h.t.Errorf("the archive of %s: %v", id, err)
 	}
-	if _, err := h.driver.Inspect(h.t.Context(), "agentd-"+id); !errors.Is(err, sandbox.ErrNotFound) {
-		h.t.Errorf("the archived sandbox's container: %v, want gone", err)
-	}
-	if vols, err := h.driver.Volumes(h.t.Context(), map[string]string{sandbox.LabelID: id}); err != nil || len(vols) != 0 {
-		h.t.Errorf("the archived sandbox's volume: %v %v, want gone", vols, err)
-	}
+	// Recorded first, removed after: the removal may still be under way.
+	pollUntil(h.t, 10*time.Second, "the archived sandbox's container and volume gone", func() (bool, string) {
+		_, err := h.driver.Inspect(h.t.Context(), "agentd-"+id)
+		vols, verr := h.driver.Volumes(h.t.Context(), map[string]string{sandbox.LabelID: id})
+		return errors.Is(err, sandbox.ErrNotFound) && verr == nil && len(vols) == 0, fmt.Sprintf("container: %v; volumes %v %v", err, vols, verr)
+	})
 	return sb
 }
 
