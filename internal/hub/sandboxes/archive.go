@@ -53,8 +53,9 @@ const (
 // DefaultArchiveAfter is the hub's default archive step: a week stopped.
 const DefaultArchiveAfter = 7 * 24 * time.Hour
 
-// DefaultOrgMaxArchive bounds what one org's archives take in the store.
-const DefaultOrgMaxArchive = 50_000_000_000
+// DefaultOrgMaxArchive bounds what one org's archives take in the store
+// (agenthub's --org-max-archive 50GB: 50 GiB, as sizes read there).
+const DefaultOrgMaxArchive = 50 << 30
 
 // Points of an archive at which Options.ArchiveHook is called (tests kill
 // the hub there).
