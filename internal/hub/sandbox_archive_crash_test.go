@@ -3,6 +3,7 @@ package hub_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -111,6 +112,16 @@ func TestSandboxArchiveCrash(t *testing.T) {
 			default:
 				t.Fatalf("after a crash at %s the sandbox is %s (archive %q)", point, sb.State, sb.ArchiveID)
 			}
+			// An archive the crashed hub made but did not record is
+			// deleted at the start; a recorded one is kept.
+			wantArchives := 0
+			if point == sandboxes.HookRecorded {
+				wantArchives = 1
+			}
+			pollUntil(t, 10*time.Second, "the archives the sandbox's row records", func() (bool, string) {
+				ids, err := st.List(t.Context(), sb.OrgID)
+				return err == nil && len(ids) == wantArchives, fmt.Sprintf("%v %v", ids, err)
+			})
 			ctx := h.ctx("builtin", rep.Conv)
 			if got := h.signature(ctx); got != rep.Signature {
 				t.Errorf("the workspace after the crash differs:\n got %s\nwant %s", got, rep.Signature)

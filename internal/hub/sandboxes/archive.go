@@ -39,6 +39,8 @@ type ArchiveStore interface {
 	Delete(ctx context.Context, org, id string) error
 	GC(ctx context.Context, org string) (archive.GCStats, error)
 	Usage(ctx context.Context, org string) (int64, error)
+	List(ctx context.Context, org string) ([]string, error)
+	Get(ctx context.Context, org, id string) (*archive.Manifest, error)
 }
 
 var _ ArchiveStore = (*archive.Store)(nil)
@@ -345,4 +347,39 @@ func (m *Manager) runsGC(ctx context.Context) bool {
 		first = min(first, r.ID)
 	}
 	return first == m.o.Replicas.ReplicaID()
+}
+
+// dropUnrecorded deletes, at the start, the archives of this hub's
+// sandboxes that no row records: what a hub that died between an
+// archive's upload and its record left (the sandbox is stopped with its
+// volume). Archives are labelled with their sandbox's id.
+func (m *Manager) dropUnrecorded(ctx context.Context, sbs []store.Sandbox) {
+	if m.o.Archive == nil {
+		return
+	}
+	mine := map[string]store.Sandbox{}
+	orgs := map[string]bool{}
+	for _, sb := range sbs {
+		if sb.Hub == m.o.HubID {
+			mine[sb.ID] = sb
+			orgs[sb.OrgID] = true
+		}
+	}
+	for org := range orgs {
+		ids, err := m.o.Archive.List(ctx, org)
+		if err != nil {
+			m.log.Warn("listing an org's archives", zap.String("org", org), zap.Error(err))
+			continue
+		}
+		for _, id := range ids {
+			man, err := m.o.Archive.Get(ctx, org, id)
+			if err != nil {
+				continue
+			}
+			if sb, ok := mine[man.Label]; ok && sb.OrgID == org && sb.ArchiveID != id {
+				m.log.Info("deleting an archive no sandbox records (a hub died before its record)", zap.String("sandbox", sb.ID), zap.String("archive", id))
+				m.deleteArchive(ctx, org, id)
+			}
+		}
+	}
 }

@@ -187,6 +187,9 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 		}
 	}
 	m.pruneVolumes(ctx, vols, byID, rows)
+	if !late {
+		m.dropUnrecorded(ctx, sbs)
+	}
 	m.log.Info("sandboxes found again", zap.Int("kept", len(known)), zap.Int("containers", len(infos)))
 	return nil
 }
