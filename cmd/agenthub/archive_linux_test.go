@@ -4,8 +4,10 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,5 +74,29 @@ func TestArchiveFlags(t *testing.T) {
 		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want a usage error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// AGENTD_TEST_ARCHIVE_CRASH makes agenthub kill itself (SIGKILL, as kill
+// -9) at the archive step it names, and only there; unset, no hook.
+func TestCrashHook(t *testing.T) {
+	if os.Getenv(crashEnv) != "" {
+		h := crashHook()
+		h("another-step")
+		h(os.Getenv(crashEnv))
+		t.Fatal("not killed")
+	}
+	if crashHook() != nil {
+		t.Fatalf("a hook with %s unset", crashEnv)
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCrashHook$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+"uploaded")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("agenthub with %s=uploaded at that step: %v, want killed by SIGKILL:\n%s", crashEnv, err, out)
+	}
+	if !strings.Contains(string(out), "killing myself") {
+		t.Errorf("it did not say why it died:\n%s", out)
 	}
 }
