@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,5 +114,54 @@ func TestEnvSetArchiveAfter(t *testing.T) {
 		if p, err := f.h.Store.SandboxPolicy(t.Context(), f.h.Org.ID, "builtin"); err != nil || p.ArchiveAfter != 48*60*60*1e9 {
 			t.Errorf("stored policy: %+v %v", p, err)
 		}
+	}
+}
+
+// A call that comes while its sandbox is being archived waits for the
+// archive, then restores it: it never fails for a container the archive
+// removed. (The archive is held at its first step until the call waits.)
+func TestSandboxCallDuringArchive(t *testing.T) {
+	st, _ := openArchive(t)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := startFakeSandboxHub(t, func(o *sandboxes.Options) {
+		o.Archive = st
+		o.ArchiveHook = func(point string) {
+			if point == sandboxes.HookBeforeUpload {
+				once.Do(func() { close(reached); <-release })
+			}
+		}
+	})
+	envs := hubv1.NewEnvironmentServiceClient(f.cc)
+	id, err := f.info("c-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archived := make(chan error, 1)
+	go func() {
+		_, err := envs.ChangeSandboxState(f.call(""), &hubv1.ChangeSandboxStateRequest{Id: id, Action: sandboxes.ActionArchive})
+		archived <- err
+	}()
+	<-reached // stopped, about to upload, holding the sandbox's lock
+	type result struct {
+		id  string
+		err error
+	}
+	called := make(chan result, 1)
+	go func() {
+		got, err := f.info("c-1")
+		called <- result{got, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the call reaches the sandbox's lock (it can only wait there)
+	close(release)
+	if err := <-archived; err != nil {
+		t.Fatalf("archive: %v", err)
+	}
+	r := <-called
+	if r.err != nil || r.id != id {
+		t.Fatalf("the call during the archive: %q %v; want its sandbox %s, restored", r.id, r.err, id)
+	}
+	if sb, err := f.h.Store.Sandbox(t.Context(), id); err != nil || sb.State != store.SandboxRunning {
+		t.Errorf("after the call: %+v %v; want running", sb, err)
 	}
 }

@@ -122,7 +122,9 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 			if _, err := m.remote(ctx, sb); err != nil {
 				return Result{}, err
 			}
-		} else if _, err := m.wake(ctx, sb); err != nil {
+		} else if _, err := m.wake(ctx, sb); errors.Is(err, errLookAgain) {
+			return m.Transition(ctx, org, id, action) // archived meanwhile: restored now
+		} else if err != nil {
 			return Result{}, err
 		}
 		m.touch(id) // a person brought it back: idle from now on
@@ -261,6 +263,11 @@ func (m *Manager) wake(ctx context.Context, sb store.Sandbox) (string, error) {
 		sb = now
 	}
 	from := stateOf(sb)
+	if from == store.SandboxArchived {
+		// Archived while the caller waited for the lock: the caller
+		// looks again, and restores it.
+		return "", errLookAgain
+	}
 	if sb.ContainerID == "" {
 		return "", errs.New(errs.Precondition, "sandbox %s has no container yet", sb.ID)
 	}
@@ -354,6 +361,9 @@ func (m *Manager) Wake(ctx context.Context, org store.Org, id string) (string, e
 		return "", err
 	}
 	from, err := m.wake(ctx, sb)
+	if errors.Is(err, errLookAgain) {
+		return m.Wake(ctx, org, id) // archived meanwhile: restored now
+	}
 	if err != nil {
 		return "", err
 	}
