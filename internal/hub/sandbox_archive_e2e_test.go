@@ -300,3 +300,25 @@ func TestSandboxArchiveRefusals(t *testing.T) {
 		t.Errorf("after the blob is whole again: %q exit %d %v", out, code, err)
 	}
 }
+
+// Archive and restore under each isolation (runc, gVisor): the engine
+// copies the workspace whatever the runtime, and a call restores it.
+func TestSandboxArchiveIsolations(t *testing.T) {
+	st, _ := openArchive(t)
+	isolations(t, func(o *sandboxes.Options) { o.Archive = st }, func(t *testing.T, iso string, h *sandboxHub) {
+		c := h.ctx("builtin", "c-"+iso)
+		if out, code, err := h.run(c, "sh", "-c", workspaceScript); err != nil || code != 0 {
+			t.Fatalf("fill the workspace: exit %d %v: %s", code, err, out)
+		}
+		want := h.signature(c)
+		id := h.sandboxOf(c)
+		if code, out, errOut := h.agentctl()("sandbox", "archive", id); code != 0 {
+			t.Fatalf("archive: exit %d %q %q", code, out, errOut)
+		}
+		h.assertArchived(id, st)
+		if got := h.signature(c); got != want {
+			t.Errorf("%s: the restored workspace differs:\n got %s\nwant %s", iso, got, want)
+		}
+		h.checkKernel(t, c, iso)
+	})
+}
