@@ -502,14 +502,19 @@ conversation. A sandbox id (sb-…) works wherever a machine id does:
 started the run.
 
 A sandbox keeps its work: it is running, paused (its processes frozen in
-memory, no CPU) or stopped (its container stopped, /workspace kept). An idle
-one is paused, then stopped, as the environment's policy says (agentctl env
-set NAME --pause-after D --stop-after D); it is removed only by sandbox rm,
-env rm, or a delete-after policy. A call for a paused or stopped sandbox
-brings it back first.`,
+memory, no CPU), stopped (its container stopped, /workspace kept) or
+archived (/workspace packed into the hub's archive store, container and
+volume removed). An idle one is paused, then stopped, then archived, as the
+environment's policy says (agentctl env set NAME --pause-after D
+--stop-after D --archive-after D); it is removed only by sandbox rm, env
+rm, or a delete-after policy. A call for a paused, stopped or archived
+sandbox brings it back first (an archived one into a fresh container, every
+file checked).`,
 		Example: `  agentctl sandbox ls --env py
   agentctl sandbox pause sb-1a2b3c sb-4d5e6f
   agentctl sandbox start sb-1a2b3c
+  agentctl sandbox archive sb-1a2b3c
+  agentctl sandbox restore sb-1a2b3c
   agentctl sandbox rm sb-1a2b3c`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },

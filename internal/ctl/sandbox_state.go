@@ -23,9 +23,10 @@ freezer, as docker pause), keeping their memory, using no CPU. A call for it,
 or sandbox resume, thaws it. Needs an admin token. A stopped sandbox has
 nothing to pause: start it first.`,
 		"  agentctl sandbox pause sb-1a2b3c sb-4d5e6f"},
-	{"resume", "Resume paused (or stopped) sandboxes, and wait for their agentd",
+	{"resume", "Resume paused (or stopped, or archived) sandboxes, and wait for their agentd",
 		`Bring each sandbox back to running: a paused one is thawed, a stopped one
-started again (its /workspace as it was; /tmp, HOME and processes are new).
+started again (its /workspace as it was; /tmp, HOME and processes are new),
+an archived one restored (as sandbox restore).
 Waits until its agentd is back, and prints how long that took. A call for the
 sandbox does the same by itself.`,
 		"  agentctl sandbox resume sb-1a2b3c"},
