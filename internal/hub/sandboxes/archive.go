@@ -126,10 +126,12 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 		drop()
 		return err
 	}
+	putTook, verifyAt := m.o.Now().Sub(began), m.o.Now()
 	if err := m.o.Archive.Verify(ctx, sb.OrgID, man.ID); err != nil {
 		drop()
 		return archiveError(sb.ID, "verify the archive of", err)
 	}
+	verifyTook := m.o.Now().Sub(verifyAt)
 	m.hook(HookUploaded)
 	if err := m.o.Store.ArchiveSandbox(ctx, sb.ID, man.ID, m.o.Now(), why); err != nil {
 		drop()
@@ -144,7 +146,8 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 		m.setFound(false)
 	}
 	m.log.Info("sandbox archived", zap.String("sandbox", sb.ID), zap.String("archive", man.ID), zap.String("why", why),
-		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)))
+		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)),
+		zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
 	return nil
 }
 
