@@ -35,6 +35,12 @@
 #     filesystem, both timed until synced, in turn
 #     (BenchmarkCopyWorkspaceSideBySide, internal/sandbox/docker); target
 #     <= 1.2x. FORK=0 leaves it out; FORK_BYTES sets the size.
+#   * archive -> restore -> unchanged re-archive of a stopped sandbox's
+#     workspace of 10,000 files (1 GiB; AGENTD_BENCH_ARCHIVE_BYTES) into a
+#     file:// archive store, beside `tar -C WS -cf - . | tar -C NEW -xf -`
+#     of the same volume (BenchmarkSandboxArchive). Targets: archive and
+#     restore >= 0.5x tar; re-archive <= 1 % new bytes, <= 0.2x the first
+#     archive's time. ARCHIVE=0 leaves it out.
 #
 # Needs the local Docker engine (DOCKER_HOST, or the default socket); the
 # sandbox base image is built if missing (make sandbox-base). Raw results:
@@ -72,6 +78,7 @@ EXEC_CALLS=${EXEC_CALLS:-10}
 EXEC_COUNT=${EXEC_COUNT:-3}
 OVERLAY2=${OVERLAY2:-}
 ISOLATION=${ISOLATION:-1}
+ARCHIVE=${ARCHIVE:-1}
 OVERLAY2_BASE=${OVERLAY2_BASE:-/var/tmp}
 OVERLAY2_BRIDGE_ADDR=${OVERLAY2_BRIDGE_ADDR:-172.31.254.1/24}
 base_image=${SANDBOX_BASE_IMAGE:-ghcr.io/devdepot-ai/sandbox-base:1}
@@ -222,6 +229,11 @@ AGENTD_BENCH_EXEC_CALLS=$EXEC_CALLS go test -run '^$' \
 	-benchtime "$BENCHTIME" -count 1 -timeout 60m ./internal/hub/ 2>&1 | tee "$go_out" | tee -a "$raw" >&2 ||
 	die "go test failed (see $raw)"
 grep -q '^BenchmarkSandboxColdFirstExec' "$go_out" || die "the benchmarks did not run (skipped? see $raw)"
+if [[ $ARCHIVE != 0 ]]; then
+	printf '\n== archive, restore and re-archive of a sandbox workspace beside tar  [load average %s]\n' "$(loadavg)" | tee -a "$raw" >&2
+	go test -run '^$' -bench '^BenchmarkSandboxArchive$' -benchtime 1x -count 1 -timeout 30m ./internal/hub/ 2>&1 |
+		grep -v 'logger.go' | tee -a "$raw" >&2 || die "the archive benchmark failed (see $raw)"
+fi
 # The exec benchmark runs from a test binary built once, EXEC_COUNT times
 # (a new hub and sandbox each), alternating between the engines when there
 # are two.

@@ -51,15 +51,21 @@ type sandboxFlags struct {
 	pauseAfter  string
 	stopAfter   string
 	deleteAfter string
-	fs          *pflag.FlagSet // to tell a flag given from its default
-	maxImage    int64
-	secretDir   string
-	secretCmd   string
-	releases    string
-	cpus        float64
-	orgMax      int
-	tokenMax    int
-	wsMax       string
+	// archiveAfter, archiveURL, archiveShared and orgMaxArchive: the
+	// archived state (archive.go).
+	archiveAfter  string
+	archiveURL    string
+	archiveShared bool
+	orgMaxArchive string
+	fs            *pflag.FlagSet // to tell a flag given from its default
+	maxImage      int64
+	secretDir     string
+	secretCmd     string
+	releases      string
+	cpus          float64
+	orgMax        int
+	tokenMax      int
+	wsMax         string
 	// noNetwork (the demo's hub): every sandbox gets network none, so no
 	// egress rules or network are installed on the host.
 	noNetwork bool
@@ -80,6 +86,10 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pauseAfter, "sandbox-pause-after", "5m", "pause a conversation's sandbox (its processes frozen, no CPU) after this long without calls, or never; an environment's own (agentctl env set) goes first")
 	fs.StringVar(&f.stopAfter, "sandbox-stop-after", "30m", "stop a conversation's sandbox (container stopped, /workspace kept) after this long without calls, or never")
 	fs.StringVar(&f.deleteAfter, "sandbox-delete-after", "never", "remove a conversation's sandbox and its /workspace after this long without calls (like 30d), or never")
+	fs.StringVar(&f.archiveAfter, "sandbox-archive-after", "7d", "archive a conversation's sandbox (/workspace packed into the archive store, container and volume removed; a call restores it) after this long without calls, or never")
+	fs.StringVar(&f.archiveURL, "archive-url", "", "where archived sandboxes' workspaces go: file:///DIR or s3://BUCKET?region=…&endpoint=… (default with SQLite: file:// 'archive' beside --db; with a postgres:// --db: none, archiving off)")
+	fs.BoolVar(&f.archiveShared, "archive-shared", false, "the file:// --archive-url is a directory every replica shares (NFS, …): replicas on Postgres refuse a file:// URL without it")
+	fs.StringVar(&f.orgMaxArchive, "org-max-archive", "50GB", "most bytes one org's archives may take in the archive store (like 50GB, 200GiB); 0: no limit")
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "deprecated: --sandbox-stop-after")
 	_ = fs.MarkDeprecated("sandbox-idle-ttl", "use --sandbox-stop-after (an idle sandbox is stopped, its /workspace kept, no longer removed)")
 	f.fs = fs
@@ -262,10 +272,19 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		drv.Close()
 		return sandboxes.Options{}, none, err
 	}
+	arch, closeArch, err := f.archive(ctx, db, log)
+	if err != nil {
+		drv.Close()
+		return sandboxes.Options{}, none, err
+	}
 	o := sandboxes.Options{
 		Driver: drv, AgentdDir: agentdDir, SocketDir: socketDir,
 		WarmBuiltin: f.warmBuiltin, WarmCustom: f.warmCustom, PauseAfter: pause, StopAfter: stop, DeleteAfter: del,
 		HostCPUs: hostCPUs, OrgMaxSandboxes: f.orgMax, TokenMaxSandboxes: f.tokenMax,
+		ArchiveAfter: arch.after, OrgMaxArchive: arch.orgMax, ArchiveHook: crashHook(),
+	}
+	if arch.store != nil {
+		o.Archive = arch.store
 	}
 	o.Limits.CPUs = f.cpus
 	if wsMax > 0 {
@@ -277,6 +296,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		// A replica: its own hub ID on its containers and rows, kept
 		// beside its socket so that a restart finds its sandboxes again.
 		if o.HubID, err = loadHubID(filepath.Join(dir, "hub-id")); err != nil {
+			closeArch()
 			drv.Close()
 			return sandboxes.Options{}, none, err
 		}
@@ -302,7 +322,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
 		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))
-	return o, func() { drv.Close() }, nil
+	return o, func() { closeArch(); drv.Close() }, nil
 }
 
 // parseWorkspaceMax reads --sandbox-workspace-max: 0, or 64 MiB to 1 TiB.

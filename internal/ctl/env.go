@@ -405,7 +405,7 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 		row("workspace", workspaceBound(e))
 	}
 	if e.GetStopAfter() != "" {
-		row("idle policy", fmt.Sprintf("pause after %s, stop after %s, delete after %s", e.GetPauseAfter(), e.GetStopAfter(), e.GetDeleteAfter()))
+		row("idle policy", fmt.Sprintf("pause after %s, stop after %s, archive after %s, delete after %s", e.GetPauseAfter(), e.GetStopAfter(), e.GetArchiveAfter(), e.GetDeleteAfter()))
 	}
 	row("updated", ago(e.GetUpdated().AsTime()))
 	if err := tw.Flush(); err != nil {
@@ -505,11 +505,14 @@ conversation. A sandbox id (sb-…) works wherever a machine id does:
 started the run.
 
 A sandbox keeps its work: it is running, paused (its processes frozen in
-memory, no CPU) or stopped (its container stopped, /workspace kept). An idle
-one is paused, then stopped, as the environment's policy says (agentctl env
-set NAME --pause-after D --stop-after D); it is removed only by sandbox rm,
-env rm, or a delete-after policy. A call for a paused or stopped sandbox
-brings it back first.
+memory, no CPU), stopped (its container stopped, /workspace kept) or
+archived (/workspace packed into the hub's archive store, container and
+volume removed). An idle one is paused, then stopped, then archived, as the
+environment's policy says (agentctl env set NAME --pause-after D
+--stop-after D --archive-after D); it is removed only by sandbox rm, env
+rm, or a delete-after policy. A call for a paused, stopped or archived
+sandbox brings it back first (an archived one into a fresh container, every
+file checked).
 
 A sandbox forks (sandbox fork: new sandboxes with a copy of its /workspace),
 and its /workspace travels as a snapshot export: sandbox archive --export
@@ -518,6 +521,8 @@ writes one, sandbox create --from starts a sandbox from one (a laptop's
 		Example: `  agentctl sandbox ls --env py
   agentctl sandbox pause sb-1a2b3c sb-4d5e6f
   agentctl sandbox start sb-1a2b3c
+  agentctl sandbox archive sb-1a2b3c
+  agentctl sandbox restore sb-1a2b3c
   agentctl sandbox fork sb-1a2b3c --count 2
   agentctl sandbox archive sb-1a2b3c --export work.tar
   agentctl sandbox create --env py --conversation chat-42 --from work.tar
@@ -532,9 +537,10 @@ writes one, sandbox create --from starts a sandbox from one (a laptop's
 		Short:   "List the org's sandboxes: id, environment, conversation, state, online, created, last used, next policy step, workspace size, image",
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
 sandbox no conversation has taken yet. STATE is starting, running, paused,
-stopped or failed; NEXT is the idle policy's next step for it ("stops in
-12m"); WORKSPACE is what its /workspace held when last measured (du through
-its agentd before each pause and stop; "-": not yet). IMAGE is the image the
+stopped, archived or failed; NEXT is the idle policy's next step for it
+("stops in 12m", "archives in 6d"); WORKSPACE is what its /workspace held
+when last measured (du through its agentd before each pause and stop; for an
+archived sandbox, the archive's size; "-": not yet). IMAGE is the image the
 sandbox was
 made from, as the hub pinned it: an agent run's by its local id (sha256:…),
 so what ran is known exactly even after its name moved to a newer build.`,

@@ -29,13 +29,14 @@ type envDoc struct {
 	WorkspaceBound    string `json:"workspace_bound"`
 	// The lifecycle policy of its sandboxes: a duration or "never" each
 	// (empty: not a sandbox environment).
-	PauseAfter  string     `json:"pause_after,omitempty"`
-	StopAfter   string     `json:"stop_after,omitempty"`
-	DeleteAfter string     `json:"delete_after,omitempty"`
-	Report      []checkDoc `json:"report"`
-	Inventory   invDoc     `json:"inventory"`
-	Created     *time.Time `json:"created,omitempty"`
-	Updated     *time.Time `json:"updated,omitempty"`
+	PauseAfter   string     `json:"pause_after,omitempty"`
+	StopAfter    string     `json:"stop_after,omitempty"`
+	ArchiveAfter string     `json:"archive_after,omitempty"`
+	DeleteAfter  string     `json:"delete_after,omitempty"`
+	Report       []checkDoc `json:"report"`
+	Inventory    invDoc     `json:"inventory"`
+	Created      *time.Time `json:"created,omitempty"`
+	Updated      *time.Time `json:"updated,omitempty"`
 }
 
 type checkDoc struct {
@@ -55,7 +56,7 @@ func envDocOf(e *hubv1.Environment) envDoc {
 	d := envDoc{Name: e.GetName(), Kind: envKind(e.GetKind()), State: envState(e.GetState()), Default: e.GetDefault(),
 		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(), Isolation: e.GetIsolation(), Allow: e.GetAllow(),
 		WorkspaceMaxBytes: e.GetWorkspaceMaxBytes(), WorkspaceBound: e.GetWorkspaceBound(),
-		PauseAfter: e.GetPauseAfter(), StopAfter: e.GetStopAfter(), DeleteAfter: e.GetDeleteAfter(),
+		PauseAfter: e.GetPauseAfter(), StopAfter: e.GetStopAfter(), ArchiveAfter: e.GetArchiveAfter(), DeleteAfter: e.GetDeleteAfter(),
 		Report:    []checkDoc{},
 		Inventory: invDoc{Tools: e.GetInventory().GetTools(), PythonPackages: e.GetInventory().GetPythonPackages()}}
 	if d.Inventory.Tools == nil {

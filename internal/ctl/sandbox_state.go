@@ -12,7 +12,8 @@ import (
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
-// sandboxAction is one of agentctl sandbox pause|resume|stop|start.
+// sandboxAction is one of agentctl sandbox
+// pause|resume|stop|start|archive|restore.
 type sandboxAction struct {
 	name, short, long, example string
 }
@@ -24,9 +25,10 @@ freezer, as docker pause), keeping their memory, using no CPU. A call for it,
 or sandbox resume, thaws it. Needs an admin token. A stopped sandbox has
 nothing to pause: start it first.`,
 		"  agentctl sandbox pause sb-1a2b3c sb-4d5e6f"},
-	{"resume", "Resume paused (or stopped) sandboxes, and wait for their agentd",
+	{"resume", "Resume paused (or stopped, or archived) sandboxes, and wait for their agentd",
 		`Bring each sandbox back to running: a paused one is thawed, a stopped one
-started again (its /workspace as it was; /tmp, HOME and processes are new).
+started again (its /workspace as it was; /tmp, HOME and processes are new),
+an archived one restored (as sandbox restore).
 Waits until its agentd is back, and prints how long that took. A call for the
 sandbox does the same by itself.`,
 		"  agentctl sandbox resume sb-1a2b3c"},
@@ -40,6 +42,28 @@ again. Needs an admin token.`,
 		`Start each stopped sandbox again with its /workspace (as sandbox resume,
 which also takes paused ones). Waits until its agentd is back.`,
 		"  agentctl sandbox start sb-1a2b3c"},
+	{"archive", "Archive sandboxes: pack /workspace into the hub's archive store, remove container and volume",
+		`Archive each sandbox: it is stopped (if it runs), its /workspace is packed
+into the hub's archive store (agenthub serve --archive-url) as a
+content-addressed snapshot, every stored file read back and checked, and only
+then are its container and workspace volume removed. The sandbox keeps its id
+and its conversation; sandbox ls shows it archived, with the archive's size.
+Archived sandboxes cost no CPU, memory or engine disk, and do not count
+against --org-max-sandboxes; their archives count against --org-max-archive.
+A call for it, or sandbox restore, brings it back. If anything fails, the
+sandbox stays stopped with its /workspace volume. The hub archives stopped
+sandboxes by itself after --sandbox-archive-after (default 7d; env set
+--archive-after). Needs an admin token.`,
+		"  agentctl sandbox archive sb-1a2b3c sb-4d5e6f"},
+	{"restore", "Restore archived sandboxes: running again with their /workspace",
+		`Restore each archived sandbox: a new container of its environment's current
+image, its /workspace written back from the archive (every file's sha256
+checked before anything runs: a damaged archive fails naming the file, and
+the sandbox stays archived), then started. When it is done the sandbox is
+running, and the archive is deleted. Waits until its agentd is back. A call
+for the sandbox does the same by itself. A sandbox that is not archived is
+resumed or started, as sandbox resume does.`,
+		"  agentctl sandbox restore sb-1a2b3c"},
 }
 
 // sandboxStateCmd is agentctl sandbox ACTION ID…: each id reported on its
@@ -109,6 +133,8 @@ func pastTense(action string) string {
 		return "stopped"
 	case "pause":
 		return "paused"
+	case "archive", "restore":
+		return action + "d"
 	}
 	return action + "ed"
 }
@@ -116,10 +142,10 @@ func pastTense(action string) string {
 // envSetCmd is agentctl env set NAME with an environment's own settings:
 // its isolation and its idle policy.
 func (a *app) envSetCmd(org *string) *cobra.Command {
-	var pause, stop, del, isolation string
+	var pause, stop, arch, del, isolation string
 	var allow []string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never] [--allow HOST[:PORT]]...",
+		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--archive-after D] [--delete-after D|never] [--allow HOST[:PORT]]...",
 		Short: "Change an environment's settings (builtin included): isolation, idle policy, allow list",
 		Long: `Change an environment's own settings; builtin is the org's own to set. Flags
 not given keep their value. Needs an admin token.
@@ -131,12 +157,14 @@ with them) and its next call starts one of the new isolation. The hub's
 engine needs gVisor registered ('make sandbox-runtime' on the hub's host);
 without it the change is refused and nothing changes.
 
---pause-after, --stop-after and --delete-after set the idle policy of its
-sandboxes over the hub's defaults (agenthub serve --sandbox-pause-after,
-default 5m; --sandbox-stop-after, 30m; --sandbox-delete-after, never). Idle
-this long, a sandbox is paused (processes frozen in memory), then stopped
-(container stopped, /workspace kept), and removed with its /workspace only
-when a delete-after says so. Each value is a duration of at least 10s (90s,
+--pause-after, --stop-after, --archive-after and --delete-after set the idle
+policy of its sandboxes over the hub's defaults (agenthub serve
+--sandbox-pause-after, default 5m; --sandbox-stop-after, 30m;
+--sandbox-archive-after, 7d; --sandbox-delete-after, never). Idle this long,
+a sandbox is paused (processes frozen in memory), then stopped (container
+stopped, /workspace kept), then archived (/workspace packed into the hub's
+archive store, container and volume removed; a call restores it), and
+removed with its /workspace only when a delete-after says so. Each value is a duration of at least 10s (90s,
 5m, 2h, 7d), never, or default (the hub's again). Prints the environment as
 env show does.
 
@@ -155,7 +183,7 @@ the list they have: change it with 'agentctl sandbox allow | deny ID'. A bad
 entry changes nothing.`,
 		Example: `  agentctl env set builtin --isolation gvisor
   agentctl env set builtin --pause-after 10m --stop-after 2h
-  agentctl env set py --delete-after 30d
+  agentctl env set py --archive-after 2d --delete-after 30d
   agentctl env set py --pause-after never --stop-after default
   agentctl env set py --allow pypi.org,files.pythonhosted.org --allow '*.github.com'
   agentctl env set py --allow ''`,
@@ -166,17 +194,17 @@ entry changes nothing.`,
 				flag string
 				val  string
 				to   **string
-			}{{"pause-after", pause, &req.PauseAfter}, {"stop-after", stop, &req.StopAfter}, {"delete-after", del, &req.DeleteAfter}} {
+			}{{"pause-after", pause, &req.PauseAfter}, {"stop-after", stop, &req.StopAfter}, {"archive-after", arch, &req.ArchiveAfter}, {"delete-after", del, &req.DeleteAfter}} {
 				if cmd.Flags().Changed(f.flag) {
 					v := f.val
 					*f.to = &v
 				}
 			}
-			policy := req.PauseAfter != nil || req.StopAfter != nil || req.DeleteAfter != nil
+			policy := req.PauseAfter != nil || req.StopAfter != nil || req.ArchiveAfter != nil || req.DeleteAfter != nil
 			iso := cmd.Flags().Changed("isolation")
 			setAllow := cmd.Flags().Changed("allow")
 			if !policy && !iso && !setAllow {
-				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --delete-after or --allow")
+				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --archive-after, --delete-after or --allow")
 			}
 			allow = slices.DeleteFunc(allow, func(s string) bool { return strings.TrimSpace(s) == "" })
 			if _, err := allowlist.ParseList(allow); err != nil {
@@ -227,6 +255,7 @@ entry changes nothing.`,
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")
 	cmd.Flags().StringSliceVar(&allow, "allow", nil, "the allow list of its new sandboxes: HOST[:PORT], *.DOMAIN[:PORT] (repeat, or comma-separated; '' for none)")
+	cmd.Flags().StringVar(&arch, "archive-after", "", "archive a sandbox idle this long (like 7d; /workspace into the hub's archive store), or never, or default")
 	cmd.Flags().StringVar(&del, "delete-after", "", "remove a sandbox and its /workspace idle this long (like 30d), or never, or default")
 	return cmd
 }

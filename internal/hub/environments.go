@@ -408,7 +408,7 @@ func (v *environmentService) ListSandboxes(ctx context.Context, req *hubv1.ListS
 		online := isOnline(sb.ID)
 		state := "starting"
 		switch {
-		case sb.State == store.SandboxPaused || sb.State == store.SandboxStopped:
+		case sb.State == store.SandboxPaused || sb.State == store.SandboxStopped || sb.State == store.SandboxArchived:
 			state = sb.State
 		case online:
 			state = "running"

@@ -8,10 +8,11 @@ import (
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
 
-// ChangeSandboxState pauses, resumes, stops or starts one of the org's
-// sandboxes. Pause and stop are admins' (they hold up or end the
-// processes of someone's conversation); resume and start are anyone's who
-// may call the sandbox, as a call resumes it anyway.
+// ChangeSandboxState pauses, resumes, stops, starts, archives or restores
+// one of the org's sandboxes. Pause, stop and archive are admins' (they
+// hold up or end the processes of someone's conversation); resume, start
+// and restore are anyone's who may call the sandbox, as a call resumes it
+// anyway.
 func (v *environmentService) ChangeSandboxState(ctx context.Context, req *hubv1.ChangeSandboxStateRequest) (*hubv1.ChangeSandboxStateResponse, error) {
 	c, org, err := v.a.org(ctx, req.GetOrg())
 	if err != nil {
@@ -22,16 +23,16 @@ func (v *environmentService) ChangeSandboxState(ctx context.Context, req *hubv1.
 		return nil, err
 	}
 	switch req.GetAction() {
-	case sandboxes.ActionPause, sandboxes.ActionStop:
+	case sandboxes.ActionPause, sandboxes.ActionStop, sandboxes.ActionArchive:
 		if err := needAdmin(c); err != nil {
 			return nil, err
 		}
-	case sandboxes.ActionResume, sandboxes.ActionStart:
+	case sandboxes.ActionResume, sandboxes.ActionStart, sandboxes.ActionRestore:
 		if err := v.s.sandboxAccess(ctx, c, req.GetId()); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, errs.New(errs.Invalid, "sandbox action %q: want pause, resume, stop or start", truncateRunes(req.GetAction(), 40))
+		return nil, errs.New(errs.Invalid, "sandbox action %q: want pause, resume, stop, start, archive or restore", truncateRunes(req.GetAction(), 40))
 	}
 	res, err := m.Transition(ctx, org, req.GetId(), req.GetAction())
 	if err != nil {
@@ -59,10 +60,10 @@ func (v *environmentService) SetEnvironmentPolicy(ctx context.Context, req *hubv
 			return nil, storeError(err, "environment "+truncateRunes(name, 80)+" (a sandbox environment: builtin or a custom image)")
 		}
 	}
-	if req.PauseAfter == nil && req.StopAfter == nil && req.DeleteAfter == nil {
-		return nil, errs.New(errs.Invalid, "nothing to set: give a pause after, stop after or delete after")
+	if req.PauseAfter == nil && req.StopAfter == nil && req.ArchiveAfter == nil && req.DeleteAfter == nil {
+		return nil, errs.New(errs.Invalid, "nothing to set: give a pause after, stop after, archive after or delete after")
 	}
-	if err := m.SetPolicy(ctx, org.ID, name, req.PauseAfter, req.StopAfter, req.DeleteAfter); err != nil {
+	if err := m.SetPolicy(ctx, org.ID, name, req.PauseAfter, req.StopAfter, req.ArchiveAfter, req.DeleteAfter); err != nil {
 		return nil, err
 	}
 	resp, err := v.GetEnvironment(ctx, &hubv1.GetEnvironmentRequest{Name: name, Org: req.GetOrg()})
@@ -77,7 +78,7 @@ func (v *environmentService) withPolicy(ctx context.Context, orgID string, e *hu
 	if v.s.sandboxes == nil || e.GetKind() == hubv1.EnvironmentKind_ENVIRONMENT_KIND_MACHINE {
 		return e
 	}
-	e.PauseAfter, e.StopAfter, e.DeleteAfter = v.s.sandboxes.PolicyText(ctx, orgID, e.GetName())
+	e.PauseAfter, e.StopAfter, e.ArchiveAfter, e.DeleteAfter = v.s.sandboxes.PolicyText(ctx, orgID, e.GetName())
 	e.Allow, _ = v.s.sandboxes.EnvironmentAllow(ctx, orgID, e.GetName()) // shown as none when unreadable
 	return e
 }

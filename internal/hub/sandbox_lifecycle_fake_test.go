@@ -155,7 +155,7 @@ func TestEnvSetPolicy(t *testing.T) {
 			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
 		return code, out.String(), errb.String()
 	}
-	if code, out, _ := agentctl("env", "show", "builtin"); code != 0 || !strings.Contains(out, "pause after 2s, stop after 30m, delete after never") {
+	if code, out, _ := agentctl("env", "show", "builtin"); code != 0 || !strings.Contains(out, "pause after 2s, stop after 30m, archive after never, delete after never") {
 		t.Errorf("env show builtin with the hub's policy: exit %d %q", code, out)
 	}
 	for _, args := range [][]string{
@@ -172,10 +172,10 @@ func TestEnvSetPolicy(t *testing.T) {
 		t.Errorf("policy after refused sets: %+v %v; want none", p, err)
 	}
 	code, out, errOut := agentctl("env", "set", "builtin", "--pause-after", "never", "--stop-after", "10s")
-	if code != 0 || !strings.Contains(out, "pause after never, stop after 10s, delete after never") {
+	if code != 0 || !strings.Contains(out, "pause after never, stop after 10s, archive after never, delete after never") {
 		t.Fatalf("env set: exit %d %q %q", code, out, errOut)
 	}
-	if code, out, _ := agentctl("--json", "env", "show", "builtin"); code != 0 || !strings.Contains(out, `"pause_after":"never","stop_after":"10s","delete_after":"never"`) {
+	if code, out, _ := agentctl("--json", "env", "show", "builtin"); code != 0 || !strings.Contains(out, `"pause_after":"never","stop_after":"10s","archive_after":"never","delete_after":"never"`) {
 		t.Errorf("env show --json: exit %d %q", code, out)
 	}
 

@@ -13,6 +13,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"time"
 )
@@ -245,6 +246,20 @@ type Driver interface {
 	// run gives an empty Stats (zero Read) and no error; ErrNotFound when
 	// it is gone.
 	Stats(ctx context.Context, id string) (Stats, error)
+	// ExportWorkspace reads the workspace of a container that does not
+	// run (created or stopped) as a tar stream in the snapshot export
+	// format: directories, regular files and symlinks with their modes and
+	// modification times, paths relative to the workspace, no owners.
+	// The caller closes it; a read error means the stream is incomplete.
+	// ErrNotFound when the container is gone.
+	ExportWorkspace(ctx context.Context, id string) (io.ReadCloser, error)
+	// ImportWorkspace writes such a stream into the workspace of a
+	// created container that has not run, every entry owned by the
+	// sandbox user (uid and gid 1000) with the stream's mode and
+	// modification time. A stream that fails (or ends without the tar's
+	// end) fails it and leaves the workspace partial: the caller removes
+	// the container.
+	ImportWorkspace(ctx context.Context, id string, r io.Reader) error
 }
 
 // Volume is a sandbox's workspace volume as the engine lists it.

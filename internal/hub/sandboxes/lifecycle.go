@@ -111,7 +111,7 @@ func (m *Manager) Get(ctx context.Context, org store.Org, envName, conv string) 
 		// Most calls: the conversation's sandbox is there and online (on
 		// this replica, or on another one, which the call is forwarded to).
 		if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) &&
-			(stateOf(sb) == store.SandboxRunning || sb.Hub != m.o.HubID) {
+			stateOf(sb) != store.SandboxArchived && (stateOf(sb) == store.SandboxRunning || sb.Hub != m.o.HubID) {
 			if _, ok := m.o.Tunnels.Get(sb.ID); ok && stateOf(sb) == store.SandboxRunning {
 				return sb.ID, nil
 			}
@@ -167,6 +167,19 @@ func (m *Manager) Get(ctx context.Context, org store.Org, envName, conv string) 
 func (m *Manager) bringUp(ctx context.Context, org store.Org, env envSpec, conv string) (string, error) {
 	if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, env.name, conv); err == nil {
 		switch {
+		case stateOf(sb) == store.SandboxArchived:
+			// Its workspace is on no engine: this replica restores it,
+			// from the environment's current image.
+			began := m.o.Now()
+			from, err := m.restore(ctx, org, env, sb)
+			if err != nil {
+				return "", err
+			}
+			if from == "" {
+				return "", errLookAgain // restored or removed meanwhile
+			}
+			leaveNote(ctx, resumeNote(from, m.o.Now().Sub(began)))
+			return sb.ID, nil
 		case !m.current(sb, env):
 			// The environment was updated: the conversation moves to the
 			// new pin in a fresh sandbox.
@@ -320,6 +333,31 @@ func (m *Manager) build(ctx context.Context, org store.Org, env envSpec, conv st
 	if err != nil {
 		return store.Sandbox{}, err
 	}
+	spec := m.spec(org, env, id, conv, network, runtime, runtimeArgs)
+	failed := func(err error) (store.Sandbox, error) {
+		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
+		return store.Sandbox{}, err
+	}
+	if err := m.storeEgress(ctx, id, env.allow); err != nil {
+		return failed(err)
+	}
+	if err := m.saveKey(id, key.Seed()); err != nil {
+		return failed(unavailable("sandbox key", err))
+	}
+	cid, err := m.createContainer(ctx, spec)
+	if err != nil {
+		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
+	}
+	sb.ContainerID = cid
+	if err := m.o.Store.SetSandboxContainer(ctx, id, cid); err != nil {
+		return failed(unavailable("record sandbox container", err))
+	}
+	return sb, nil
+}
+
+// spec is the container spec of sandbox id of the org's conversation conv
+// in env, on network with runtime.
+func (m *Manager) spec(org store.Org, env envSpec, id, conv, network, runtime string, runtimeArgs []string) sandbox.Spec {
 	spec := sandbox.Spec{
 		Name:  "agentd-" + id,
 		Image: env.image,
@@ -354,25 +392,7 @@ func (m *Manager) build(ctx context.Context, org store.Org, env envSpec, conv st
 	}
 	spec.Home = env.home
 	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)
-	failed := func(err error) (store.Sandbox, error) {
-		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
-		return store.Sandbox{}, err
-	}
-	if err := m.storeEgress(ctx, id, env.allow); err != nil {
-		return failed(err)
-	}
-	if err := m.saveKey(id, key.Seed()); err != nil {
-		return failed(unavailable("sandbox key", err))
-	}
-	cid, err := m.createContainer(ctx, spec)
-	if err != nil {
-		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
-	}
-	sb.ContainerID = cid
-	if err := m.o.Store.SetSandboxContainer(ctx, id, cid); err != nil {
-		return failed(unavailable("record sandbox container", err))
-	}
-	return sb, nil
+	return spec
 }
 
 // launch starts a sandbox build made and waits until its agentd is
@@ -463,6 +483,11 @@ func exitReason(info sandbox.Info) string {
 // destroy removes a sandbox: its tunnel, container and workspace, machine
 // identity and row.
 func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
+	if sb.ArchiveID != "" {
+		// The row goes first (below): a manifest no row names is only
+		// space, a row whose manifest is gone would be a lost workspace.
+		defer m.deleteArchive(ctx, sb.OrgID, sb.ArchiveID)
+	}
 	if sb.Hub != m.o.HubID {
 		m.destroyRemote(ctx, sb, why)
 		return

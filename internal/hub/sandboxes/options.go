@@ -71,6 +71,19 @@ type Options struct {
 	// (its /workspace kept), removed. store.Never turns a step off.
 	// Defaults: 5 min, 30 min, never.
 	PauseAfter, StopAfter, DeleteAfter time.Duration
+	// ArchiveAfter is the hub's archive step: how long a sandbox idles
+	// before it is archived (stopped first if it is not). store.Never
+	// turns it off. Default DefaultArchiveAfter; off without Archive.
+	ArchiveAfter time.Duration
+	// Archive keeps archived sandboxes' workspaces. Nil: sandboxes are
+	// not archived (the archive step is off, archive is refused).
+	Archive ArchiveStore
+	// OrgMaxArchive bounds what one org's archives take in Archive, in
+	// bytes; 0: no bound. agenthub's default is DefaultOrgMaxArchive.
+	OrgMaxArchive int64
+	// ArchiveHook, when set (tests), is called at the named points of an
+	// archive (HookBeforeUpload, …).
+	ArchiveHook func(point string)
 	// WarmBuiltin and WarmCustom are the warm-pool sizes per org and
 	// environment, filled after the org first uses the environment.
 	WarmBuiltin, WarmCustom int
@@ -159,6 +172,9 @@ type Store interface {
 	SetSandboxToken(ctx context.Context, id, token string) error
 	SetSandboxContainer(ctx context.Context, id, containerID string) error
 	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	ArchiveSandbox(ctx context.Context, id, archiveID string, at time.Time, reason string) error
+	UnarchiveSandbox(ctx context.Context, id, containerID, image string, at time.Time) error
+	ClaimArchivedSandbox(ctx context.Context, id, fromHub, toHub string, pub ed25519.PublicKey) error
 	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
 	SandboxPolicy(ctx context.Context, orgID, env string) (store.Policy, error)
 	SetSandboxPolicy(ctx context.Context, orgID, env string, p store.Policy) error
@@ -227,6 +243,12 @@ func (o *Options) defaults() {
 	}
 	if l.HomeBytes <= 0 {
 		l.HomeBytes = 1 << 30
+	}
+	if o.ArchiveAfter == 0 {
+		o.ArchiveAfter = DefaultArchiveAfter
+	}
+	if o.Archive == nil {
+		o.ArchiveAfter = store.Never
 	}
 	if o.PauseAfter == 0 {
 		o.PauseAfter = DefaultPauseAfter

@@ -58,10 +58,10 @@ func CheckSandboxCPUs(cpus float64, hostCPUs int) error {
 // counted reports whether a sandbox counts against the org's and the
 // token's caps: every sandbox a call or a run asked for, not the warm pool
 // (until a conversation claims it) nor the hub's own validation sandboxes,
-// nor a stopped one (it holds no CPU or memory; starting it again passes
+// nor a stopped or archived one (it holds no CPU or memory; starting it again passes
 // the caps).
 func counted(sb store.Sandbox) bool {
-	return !sb.Warm && !strings.HasPrefix(sb.Conversation, ValidationConversation) && stateOf(sb) != store.SandboxStopped
+	return !sb.Warm && !strings.HasPrefix(sb.Conversation, ValidationConversation) && stateOf(sb) != store.SandboxStopped && stateOf(sb) != store.SandboxArchived
 }
 
 // Admit refuses a new sandbox for the org when the caller's token (token

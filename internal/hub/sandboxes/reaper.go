@@ -62,6 +62,15 @@ func (m *Manager) reap(ctx context.Context) {
 		case !ok:
 		case s.to == "":
 			m.deleteIdle(ctx, sb, "idle "+roughly(idle)+" (delete after "+roughly(s.after)+")", last)
+		case s.to == store.SandboxArchived:
+			why := "idle " + roughly(s.after)
+			err := m.transition(ctx, sb, store.SandboxStopped, "stopped to be archived: "+why, last)
+			if err == nil {
+				err = m.archiveStopped(ctx, sb, why, last)
+			}
+			if err != nil {
+				m.log.Warn("applying the idle policy", zap.String("sandbox", sb.ID), zap.String("to", s.to), zap.Error(err))
+			}
 		default:
 			if err := m.transition(ctx, sb, s.to, "idle "+roughly(s.after), last); err != nil {
 				m.log.Warn("applying the idle policy", zap.String("sandbox", sb.ID), zap.String("to", s.to), zap.Error(err))
@@ -114,6 +123,18 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 		rows[sb.ID] = true
 		in, ok := byID[sb.ID]
 		switch {
+		case stateOf(sb) == store.SandboxArchived:
+			// Its workspace is in a verified archive. At the start, what
+			// is left of its container and volume (the hub died before
+			// it removed them) goes; late, a restore may be making them.
+			if !late && (ok || hasVolume(vols, sb.ID)) {
+				if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
+					m.log.Warn("removing an archived sandbox's container and volume", zap.String("sandbox", sb.ID), zap.Error(err))
+					m.setFound(false)
+				} else {
+					m.log.Info("archived sandbox's container and volume removed", zap.String("sandbox", sb.ID))
+				}
+			}
 		case late && (!ok || in.ID != sb.ContainerID || strings.HasPrefix(sb.Conversation, ValidationConversation)):
 			// Maybe being made or validated now (its container listed
 			// before it was made): kept. A lost one is removed by the
@@ -166,6 +187,9 @@ func (m *Manager) findAgain(ctx context.Context, late bool) (err error) {
 		}
 	}
 	m.pruneVolumes(ctx, vols, byID, rows)
+	if !late {
+		m.dropUnrecorded(ctx, sbs)
+	}
 	m.log.Info("sandboxes found again", zap.Int("kept", len(known)), zap.Int("containers", len(infos)))
 	return nil
 }
@@ -207,7 +231,7 @@ func (m *Manager) setFound(v bool) {
 // it succeeds.
 func (m *Manager) run(ctx context.Context) {
 	every := time.Minute
-	for _, d := range []time.Duration{m.o.PauseAfter, m.o.StopAfter, m.o.DeleteAfter} {
+	for _, d := range []time.Duration{m.o.PauseAfter, m.o.StopAfter, m.o.ArchiveAfter, m.o.DeleteAfter} {
 		if d > 0 {
 			every = min(every, max(d/4, 100*time.Millisecond))
 		}

@@ -32,6 +32,8 @@ func rank(state string) int {
 		return 1
 	case store.SandboxStopped:
 		return 2
+	case store.SandboxArchived:
+		return 3
 	}
 	return 0
 }
@@ -61,10 +63,12 @@ type Result struct {
 }
 
 // Transition applies a person's action to one of the org's sandboxes:
-// pause (running → paused), resume or start (paused or stopped → running,
-// once its agentd is back), stop (running or paused → stopped). Asking for
-// the state it is in changes nothing; pausing a stopped sandbox is
-// FAILED_PRECONDITION (it has no processes to freeze).
+// pause (running → paused), resume, start or restore (paused, stopped or
+// archived → running, once its agentd is back), stop (running or paused →
+// stopped), archive (running, paused or stopped → archived: stopped first).
+// Asking for the state it is in changes nothing; pausing a stopped or
+// archived sandbox is FAILED_PRECONDITION (it has no processes to freeze),
+// and so is stopping an archived one.
 func (m *Manager) Transition(ctx context.Context, org store.Org, id, action string) (Result, error) {
 	sb, err := m.o.Store.Sandbox(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sb.OrgID != org.ID) {
@@ -82,23 +86,45 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 	switch action {
 	case ActionPause:
 		to, why = store.SandboxPaused, "paused by request"
-		if res.From == store.SandboxStopped {
-			return Result{}, errs.New(errs.Precondition, "sandbox %s is stopped: it has no processes to pause (start it with 'agentctl sandbox start %s')", id, id)
+		if res.From == store.SandboxStopped || res.From == store.SandboxArchived {
+			return Result{}, errs.New(errs.Precondition, "sandbox %s is %s: it has no processes to pause (start it with 'agentctl sandbox start %s')", id, res.From, id)
 		}
 	case ActionStop:
 		to, why = store.SandboxStopped, "stopped by request"
-	case ActionResume, ActionStart:
+		if res.From == store.SandboxArchived {
+			return Result{}, errs.New(errs.Precondition, "sandbox %s is archived: it has no container to stop (restore it with 'agentctl sandbox restore %s')", id, id)
+		}
+	case ActionArchive:
+		to, why = store.SandboxArchived, "archived by request"
+		if m.o.Archive == nil {
+			return Result{}, errArchiveOff(id)
+		}
+	case ActionResume, ActionStart, ActionRestore:
 		to = store.SandboxRunning
 	default:
-		return Result{}, errs.New(errs.Invalid, "sandbox action %q: want pause, resume, stop or start", action)
+		return Result{}, errs.New(errs.Invalid, "sandbox action %q: want pause, resume, stop, start, archive or restore", action)
 	}
 	res.To = to
+	if to == store.SandboxRunning && res.From == store.SandboxArchived {
+		// Any replica restores it: its workspace is on no engine.
+		env, err := m.resolve(ctx, org, sb.Environment)
+		if err != nil {
+			return Result{}, err
+		}
+		if _, err := m.restore(ctx, org, env, sb); err != nil {
+			return Result{}, err
+		}
+		res.Took = m.o.Now().Sub(began)
+		return res, nil
+	}
 	if to == store.SandboxRunning {
 		if sb.Hub != m.o.HubID {
 			if _, err := m.remote(ctx, sb); err != nil {
 				return Result{}, err
 			}
-		} else if _, err := m.wake(ctx, sb); err != nil {
+		} else if _, err := m.wake(ctx, sb); errors.Is(err, errLookAgain) {
+			return m.Transition(ctx, org, id, action) // archived meanwhile: restored now
+		} else if err != nil {
 			return Result{}, err
 		}
 		m.touch(id) // a person brought it back: idle from now on
@@ -107,6 +133,19 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 	}
 	if sb.Hub != m.o.HubID {
 		return Result{}, errs.New(errs.Unavailable, "sandbox %s is driven by another hub replica (%s): ask that replica to %s it", id, sb.Hub, action)
+	}
+	if to == store.SandboxArchived {
+		if res.From == store.SandboxArchived {
+			return res, nil
+		}
+		if err := m.transition(ctx, sb, store.SandboxStopped, "stopped to be archived", time.Time{}); err != nil {
+			return Result{}, err
+		}
+		if err := m.archiveStopped(ctx, sb, why, time.Time{}); err != nil {
+			return Result{}, err
+		}
+		res.Took = m.o.Now().Sub(began)
+		return res, nil
 	}
 	if err := m.transition(ctx, sb, to, why, time.Time{}); err != nil {
 		return Result{}, err
@@ -224,6 +263,11 @@ func (m *Manager) wake(ctx context.Context, sb store.Sandbox) (string, error) {
 		sb = now
 	}
 	from := stateOf(sb)
+	if from == store.SandboxArchived {
+		// Archived while the caller waited for the lock: the caller
+		// looks again, and restores it.
+		return "", errLookAgain
+	}
 	if sb.ContainerID == "" {
 		return "", errs.New(errs.Precondition, "sandbox %s has no container yet", sb.ID)
 	}
@@ -301,11 +345,25 @@ func (m *Manager) Wake(ctx context.Context, org store.Org, id string) (string, e
 		return "", nil // routing says what is wrong with it
 	}
 	began := m.o.Now()
+	if stateOf(sb) == store.SandboxArchived {
+		env, err := m.resolve(ctx, org, sb.Environment)
+		if err != nil {
+			return "", err
+		}
+		from, err := m.restore(ctx, org, env, sb)
+		if err != nil {
+			return "", err
+		}
+		return resumeNote(from, m.o.Now().Sub(began)), nil
+	}
 	if sb.Hub != m.o.HubID {
 		_, err := m.remote(ctx, sb)
 		return "", err
 	}
 	from, err := m.wake(ctx, sb)
+	if errors.Is(err, errLookAgain) {
+		return m.Wake(ctx, org, id) // archived meanwhile: restored now
+	}
 	if err != nil {
 		return "", err
 	}
@@ -371,7 +429,7 @@ func ParsePolicyDuration(s string) (time.Duration, error) {
 // policy is the lifecycle policy of one environment's sandboxes: the
 // hub's defaults with the environment's own over them.
 type policy struct {
-	pauseAfter, stopAfter, deleteAfter time.Duration // store.Never: never
+	pauseAfter, stopAfter, archiveAfter, deleteAfter time.Duration // store.Never: never
 }
 
 // policy returns the lifecycle policy of the org's sandboxes of env. When
@@ -379,7 +437,7 @@ type policy struct {
 // defaults: a caller that deletes must not act on them (the environment's
 // own may say never).
 func (m *Manager) policy(ctx context.Context, orgID, env string) (policy, error) {
-	p := policy{pauseAfter: m.o.PauseAfter, stopAfter: m.o.StopAfter, deleteAfter: m.o.DeleteAfter}
+	p := policy{pauseAfter: m.o.PauseAfter, stopAfter: m.o.StopAfter, archiveAfter: m.o.ArchiveAfter, deleteAfter: m.o.DeleteAfter}
 	own, err := m.o.Store.SandboxPolicy(ctx, orgID, env)
 	if err != nil {
 		return p, err
@@ -387,10 +445,13 @@ func (m *Manager) policy(ctx context.Context, orgID, env string) (policy, error)
 	for _, f := range []struct {
 		own time.Duration
 		to  *time.Duration
-	}{{own.PauseAfter, &p.pauseAfter}, {own.StopAfter, &p.stopAfter}, {own.DeleteAfter, &p.deleteAfter}} {
+	}{{own.PauseAfter, &p.pauseAfter}, {own.StopAfter, &p.stopAfter}, {own.ArchiveAfter, &p.archiveAfter}, {own.DeleteAfter, &p.deleteAfter}} {
 		if f.own != 0 {
 			*f.to = f.own
 		}
+	}
+	if m.o.Archive == nil {
+		p.archiveAfter = store.Never // nowhere to archive to
 	}
 	return p, nil
 }
@@ -405,7 +466,7 @@ type step struct {
 // steps are the policy's steps that apply, earliest first.
 func (p policy) steps() []step {
 	var out []step
-	for _, s := range []step{{store.SandboxPaused, p.pauseAfter}, {store.SandboxStopped, p.stopAfter}, {"", p.deleteAfter}} {
+	for _, s := range []step{{store.SandboxPaused, p.pauseAfter}, {store.SandboxStopped, p.stopAfter}, {store.SandboxArchived, p.archiveAfter}, {"", p.deleteAfter}} {
 		if s.after > 0 {
 			out = append(out, s)
 		}
@@ -468,7 +529,7 @@ func (m *Manager) Status(ctx context.Context, sb store.Sandbox) Status {
 		if p, err := m.policy(ctx, sb.OrgID, sb.Environment); err != nil {
 			st.Next = "?"
 		} else if s, ok := p.next(st.State, idle); ok {
-			verb := map[string]string{store.SandboxPaused: "pauses", store.SandboxStopped: "stops", "": "removed"}[s.to]
+			verb := map[string]string{store.SandboxPaused: "pauses", store.SandboxStopped: "stops", store.SandboxArchived: "archives", "": "removed"}[s.to]
 			st.Next = verb + " in " + roughly(s.after-idle)
 		}
 	}
@@ -500,9 +561,9 @@ func roughly(d time.Duration) string {
 
 // PolicyText is the lifecycle policy of the org's sandboxes of env in
 // words, each step a duration ("5m", "7d") or "never".
-func (m *Manager) PolicyText(ctx context.Context, orgID, env string) (pause, stop, del string) {
+func (m *Manager) PolicyText(ctx context.Context, orgID, env string) (pause, stop, arch, del string) {
 	p, _ := m.policy(ctx, orgID, env) // unreadable: the hub's, as shown
-	return policyWord(p.pauseAfter), policyWord(p.stopAfter), policyWord(p.deleteAfter)
+	return policyWord(p.pauseAfter), policyWord(p.stopAfter), policyWord(p.archiveAfter), policyWord(p.deleteAfter)
 }
 
 func policyWord(d time.Duration) string {
@@ -515,7 +576,7 @@ func policyWord(d time.Duration) string {
 // SetPolicy sets steps of an environment's own policy: each non-nil one a
 // duration ParsePolicyDuration takes, "never", or "default" (the hub's);
 // nil keeps it. Bad input changes nothing.
-func (m *Manager) SetPolicy(ctx context.Context, orgID, env string, pause, stop, del *string) error {
+func (m *Manager) SetPolicy(ctx context.Context, orgID, env string, pause, stop, arch, del *string) error {
 	p, err := m.o.Store.SandboxPolicy(ctx, orgID, env)
 	if err != nil {
 		return unavailable("policy of environment "+env, err)
@@ -524,7 +585,7 @@ func (m *Manager) SetPolicy(ctx context.Context, orgID, env string, pause, stop,
 		name string
 		val  *string
 		to   *time.Duration
-	}{{"pause after", pause, &p.PauseAfter}, {"stop after", stop, &p.StopAfter}, {"delete after", del, &p.DeleteAfter}} {
+	}{{"pause after", pause, &p.PauseAfter}, {"stop after", stop, &p.StopAfter}, {"archive after", arch, &p.ArchiveAfter}, {"delete after", del, &p.DeleteAfter}} {
 		switch {
 		case f.val == nil:
 		case *f.val == "default":

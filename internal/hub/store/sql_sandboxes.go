@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,7 +11,7 @@ import (
 	"time"
 )
 
-const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets, state, state_at, state_reason, workspace_bytes, workspace_at`
+const sandboxColumns = `id, org_id, environment, conversation, warm, image, container_id, hub, created_at, last_used_at, expires_at, token_id, holds_secrets, state, state_at, state_reason, workspace_bytes, workspace_at, archive_id`
 
 func scanSandbox(r scanner) (Sandbox, error) {
 	var (
@@ -23,7 +24,7 @@ func scanSandbox(r scanner) (Sandbox, error) {
 		wsAt          int64
 	)
 	err := r.Scan(&sb.ID, &sb.OrgID, &sb.Environment, &sb.Conversation, &warm, &sb.Image, &sb.ContainerID, &sb.Hub, &created, &used, &expires, &sb.Token, &secrets,
-		&sb.State, &stateAt, &sb.StateReason, &sb.WorkspaceBytes, &wsAt)
+		&sb.State, &stateAt, &sb.StateReason, &sb.WorkspaceBytes, &wsAt, &sb.ArchiveID)
 	if err != nil {
 		return Sandbox{}, notFound(err)
 	}
@@ -68,10 +69,10 @@ func (s *sqlStore) CreateSandbox(ctx context.Context, sb Sandbox) (Sandbox, erro
 		warm = 1
 	}
 	sb.State, sb.StateAt, sb.StateReason = SandboxRunning, time.Time{}, ""
-	sb.WorkspaceBytes, sb.WorkspaceAt = -1, time.Time{}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	sb.WorkspaceBytes, sb.WorkspaceAt, sb.ArchiveID = -1, time.Time{}, ""
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.OrgID, sb.Environment, sb.Conversation, warm, sb.Image, sb.ContainerID, sb.Hub, micros(sb.CreatedAt), micros(sb.LastUsedAt), expires,
-		sb.Token, boolInt(sb.HoldsSecrets), sb.State, 0, "", -1, 0)
+		sb.Token, boolInt(sb.HoldsSecrets), sb.State, 0, "", -1, 0, "")
 	switch {
 	case s.d.isUnique(err):
 		return Sandbox{}, fmt.Errorf("create sandbox: %w: conversation %q has a sandbox in %s already", ErrConflict, sb.Conversation, sb.Environment)
@@ -182,6 +183,72 @@ func (s *sqlStore) SetSandboxState(ctx context.Context, id, state string, at tim
 	return nil
 }
 
+// ArchiveSandbox records that a stopped sandbox is archived.
+func (s *sqlStore) ArchiveSandbox(ctx context.Context, id, archiveID string, at time.Time, reason string) error {
+	if archiveID == "" {
+		return fmt.Errorf("sandbox %s: %w: no archive id", id, ErrInvalid)
+	}
+	if err := needTime("state time", at); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = ?, archive_id = ?, container_id = ''
+		WHERE id = ? AND state = ?`, SandboxArchived, micros(at), reason, archiveID, id, SandboxStopped)
+	return s.changedState(ctx, id, res, err)
+}
+
+// UnarchiveSandbox records that an archived sandbox runs again.
+func (s *sqlStore) UnarchiveSandbox(ctx context.Context, id, containerID, image string, at time.Time) error {
+	if containerID == "" || image == "" {
+		return fmt.Errorf("sandbox %s: %w: no container or no image", id, ErrInvalid)
+	}
+	if err := needTime("state time", at); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_at = ?, state_reason = '', archive_id = '', container_id = ?, image = ?
+		WHERE id = ? AND state = ?`, SandboxRunning, micros(at), containerID, image, id, SandboxArchived)
+	return s.changedState(ctx, id, res, err)
+}
+
+// ClaimArchivedSandbox makes an archived sandbox this hub's to restore,
+// with a new machine key.
+func (s *sqlStore) ClaimArchivedSandbox(ctx context.Context, id, fromHub, toHub string, pub ed25519.PublicKey) error {
+	if toHub == "" || len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("sandbox %s: %w: a hub and an ed25519 key are required", id, ErrInvalid)
+	}
+	return s.tx(ctx, func(tx *sqlTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET hub = ? WHERE id = ? AND state = ? AND hub = ?`, toHub, id, SandboxArchived, fromHub)
+		if err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("sandbox %s: not archived on hub %s any more: %w", id, fromHub, ErrConflict)
+		}
+		res, err = tx.ExecContext(ctx, `UPDATE machines SET public_key = ? WHERE id = ? AND revoked_at IS NULL`, []byte(pub), id)
+		if err := checkAffected(res, err); err != nil {
+			return fmt.Errorf("machine %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// changedState tells a conditional state change that matched no row
+// apart: ErrNotFound (no such sandbox) or ErrConflict (not in the state).
+func (s *sqlStore) changedState(ctx context.Context, id string, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	sb, err := s.Sandbox(ctx, id)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return fmt.Errorf("sandbox %s is %s: %w", id, sb.State, ErrConflict)
+}
+
 // SetSandboxWorkspace records what the sandbox's /workspace held at `at`.
 func (s *sqlStore) SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error {
 	if bytes < 0 {
@@ -202,7 +269,7 @@ func (s *sqlStore) SetSandboxPolicy(ctx context.Context, orgID, env string, p Po
 	if env == "" {
 		return fmt.Errorf("set sandbox policy: %w: no environment", ErrInvalid)
 	}
-	for _, d := range []time.Duration{p.PauseAfter, p.StopAfter, p.DeleteAfter} {
+	for _, d := range []time.Duration{p.PauseAfter, p.StopAfter, p.ArchiveAfter, p.DeleteAfter} {
 		if d < Never {
 			return fmt.Errorf("set sandbox policy of %s: %w: a negative duration", env, ErrInvalid)
 		}
@@ -211,10 +278,10 @@ func (s *sqlStore) SetSandboxPolicy(ctx context.Context, orgID, env string, p Po
 		_, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_policies WHERE org_id = ? AND environment = ?`, orgID, env)
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandbox_policies (org_id, environment, pause_after_ms, stop_after_ms, delete_after_ms)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, environment) DO UPDATE SET pause_after_ms = excluded.pause_after_ms,
-		stop_after_ms = excluded.stop_after_ms, delete_after_ms = excluded.delete_after_ms`,
-		orgID, env, policyMillis(p.PauseAfter), policyMillis(p.StopAfter), policyMillis(p.DeleteAfter))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandbox_policies (org_id, environment, pause_after_ms, stop_after_ms, archive_after_ms, delete_after_ms)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (org_id, environment) DO UPDATE SET pause_after_ms = excluded.pause_after_ms,
+		stop_after_ms = excluded.stop_after_ms, archive_after_ms = excluded.archive_after_ms, delete_after_ms = excluded.delete_after_ms`,
+		orgID, env, policyMillis(p.PauseAfter), policyMillis(p.StopAfter), policyMillis(p.ArchiveAfter), policyMillis(p.DeleteAfter))
 	if s.d.isForeignKey(err) {
 		return fmt.Errorf("set sandbox policy: org %s: %w", orgID, ErrNotFound)
 	}
@@ -223,16 +290,16 @@ func (s *sqlStore) SetSandboxPolicy(ctx context.Context, orgID, env string, p Po
 
 // SandboxPolicy returns an environment's lifecycle policy.
 func (s *sqlStore) SandboxPolicy(ctx context.Context, orgID, env string) (Policy, error) {
-	var pause, stop, del int64
-	err := s.db.QueryRowContext(ctx, `SELECT pause_after_ms, stop_after_ms, delete_after_ms FROM sandbox_policies
-		WHERE org_id = ? AND environment = ?`, orgID, env).Scan(&pause, &stop, &del)
+	var pause, stop, arch, del int64
+	err := s.db.QueryRowContext(ctx, `SELECT pause_after_ms, stop_after_ms, archive_after_ms, delete_after_ms FROM sandbox_policies
+		WHERE org_id = ? AND environment = ?`, orgID, env).Scan(&pause, &stop, &arch, &del)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Policy{}, nil
 	}
 	if err != nil {
 		return Policy{}, fmt.Errorf("sandbox policy of %s: %w", env, err)
 	}
-	return Policy{PauseAfter: policyDuration(pause), StopAfter: policyDuration(stop), DeleteAfter: policyDuration(del)}, nil
+	return Policy{PauseAfter: policyDuration(pause), StopAfter: policyDuration(stop), ArchiveAfter: policyDuration(arch), DeleteAfter: policyDuration(del)}, nil
 }
 
 // policyMillis is a Policy duration as stored: milliseconds, -1 never.

@@ -230,6 +230,19 @@ type Sandboxes interface {
 	// since at, for reason. ErrInvalid for another state, ErrNotFound for
 	// a missing sandbox.
 	SetSandboxState(ctx context.Context, id, state string, at time.Time, reason string) error
+	// ArchiveSandbox records, in one step, that a stopped sandbox is
+	// archived in archiveID: its state, why, and no container any more.
+	// ErrConflict when it is not stopped, ErrNotFound when it is gone.
+	ArchiveSandbox(ctx context.Context, id, archiveID string, at time.Time, reason string) error
+	// UnarchiveSandbox records, in one step, that an archived sandbox was
+	// restored into containerID of image and runs: its archive id
+	// cleared. ErrConflict when it is not archived, ErrNotFound when it is
+	// gone.
+	UnarchiveSandbox(ctx context.Context, id, containerID, image string, at time.Time) error
+	// ClaimArchivedSandbox gives an archived sandbox of hub fromHub to hub
+	// toHub (the replica that restores it) with a new machine key, in one
+	// transaction. ErrConflict when it is not archived on fromHub any more.
+	ClaimArchivedSandbox(ctx context.Context, id, fromHub, toHub string, pub ed25519.PublicKey) error
 	// SetSandboxWorkspace records what the sandbox's /workspace held at
 	// `at`, in bytes. ErrInvalid for a negative size.
 	SetSandboxWorkspace(ctx context.Context, id string, bytes int64, at time.Time) error
@@ -343,6 +356,9 @@ type Sandbox struct {
 	// WorkspaceAt; -1: never measured.
 	WorkspaceBytes int64
 	WorkspaceAt    time.Time
+	// ArchiveID names the archive (in the hub's archive store) that holds
+	// the workspace of an archived sandbox; "" in every other state.
+	ArchiveID string
 }
 
 // Sandbox states: its processes run; are frozen in memory (no CPU); are
@@ -351,10 +367,13 @@ const (
 	SandboxRunning = "running"
 	SandboxPaused  = "paused"
 	SandboxStopped = "stopped"
+	// SandboxArchived: its workspace is in the archive store (ArchiveID),
+	// its container and volume removed.
+	SandboxArchived = "archived"
 )
 
 // SandboxStates are the states a sandbox row may hold.
-var SandboxStates = []string{SandboxRunning, SandboxPaused, SandboxStopped}
+var SandboxStates = []string{SandboxRunning, SandboxPaused, SandboxStopped, SandboxArchived}
 
 // Never, as a Policy duration, turns that step off.
 const Never time.Duration = -1
@@ -363,7 +382,7 @@ const Never time.Duration = -1
 // idle before they are paused, stopped and removed. A zero duration is the
 // hub's default; Never turns the step off.
 type Policy struct {
-	PauseAfter, StopAfter, DeleteAfter time.Duration
+	PauseAfter, StopAfter, ArchiveAfter, DeleteAfter time.Duration
 }
 
 // Environment states.

@@ -3,10 +3,17 @@ package drivertest
 // The contracts, one subtest each (see Run).
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
+	"io"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -546,5 +553,135 @@ func (r *run) copyRefused(t *testing.T) {
 	}
 	if err := r.d.Stop(ctx, dst.id, 10*time.Second); err != nil {
 		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// wsEntry is one entry of a workspace stream, as the round trip compares it.
+type wsEntry struct {
+	Type    byte
+	Mode    int64
+	ModTime time.Time
+	Data    string // a file's content, a symlink's target
+}
+
+// workspaceTar is a snapshot export stream of a small tree: nested
+// directories, files of several modes, an empty file, a symlink.
+func workspaceTar(t *testing.T) ([]byte, map[string]wsEntry) {
+	t.Helper()
+	mt := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	want := map[string]wsEntry{
+		"src":            {Type: tar.TypeDir, Mode: 0o755, ModTime: mt},
+		"src/main.go":    {Type: tar.TypeReg, Mode: 0o644, ModTime: mt.Add(time.Hour), Data: "package main\n"},
+		"src/run.sh":     {Type: tar.TypeReg, Mode: 0o755, ModTime: mt.Add(2 * time.Hour), Data: "#!/bin/sh\necho hi\n"},
+		"src/empty":      {Type: tar.TypeReg, Mode: 0o600, ModTime: mt, Data: ""},
+		"src/deep":       {Type: tar.TypeDir, Mode: 0o700, ModTime: mt.Add(-time.Hour)},
+		"src/deep/x.bin": {Type: tar.TypeReg, Mode: 0o640, ModTime: mt, Data: strings.Repeat("\x00\xff", 40000)},
+		"link":           {Type: tar.TypeSymlink, Mode: 0o777, ModTime: mt, Data: "src/main.go"},
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		e := want[name]
+		hdr := &tar.Header{Typeflag: e.Type, Name: name, Mode: e.Mode, ModTime: e.ModTime, Format: tar.FormatPAX}
+		switch e.Type {
+		case tar.TypeDir:
+			hdr.Name += "/"
+		case tar.TypeSymlink:
+			hdr.Linkname = e.Data
+		case tar.TypeReg:
+			hdr.Size = int64(len(e.Data))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == tar.TypeReg {
+			if _, err := tw.Write([]byte(e.Data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), want
+}
+
+// readWorkspace reads a workspace stream into entries.
+func readWorkspace(t *testing.T, r io.Reader) map[string]wsEntry {
+	t.Helper()
+	got := map[string]wsEntry{}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("read the exported workspace: %v", err)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		if strings.HasPrefix(name, "/") || strings.HasPrefix(name, "workspace/") || name == "." || name == "" {
+			t.Errorf("exported entry %q: want a path relative to the workspace", hdr.Name)
+		}
+		e := wsEntry{Type: hdr.Typeflag, Mode: hdr.Mode & 0o7777, ModTime: hdr.ModTime.UTC().Truncate(time.Second)}
+		switch hdr.Typeflag {
+		case tar.TypeReg:
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Data = string(b)
+		case tar.TypeSymlink:
+			e.Data, e.Mode, e.ModTime = hdr.Linkname, 0o777, time.Time{}
+		}
+		got[name] = e
+	}
+}
+
+// The workspace round trip: a stream imported into a created container is
+// what its workspace exports, after the container ran and stopped too
+// (paths, types, modes, modification times, contents, symlink targets);
+// exporting a missing container is ErrNotFound, and a cut stream fails
+// the import.
+func (r *run) workspaceRoundTrip(t *testing.T) {
+	ctx := t.Context()
+	data, want := workspaceTar(t)
+	for k, e := range want {
+		if e.Type == tar.TypeSymlink {
+			e.Mode, e.ModTime = 0o777, time.Time{}
+			want[k] = e
+		}
+	}
+	sb := r.create(t, Serve, nil)
+	if err := r.d.ImportWorkspace(ctx, sb.id, bytes.NewReader(data)); err != nil {
+		t.Fatalf("ImportWorkspace: %v", err)
+	}
+	export := func(what string) {
+		t.Helper()
+		rc, err := r.d.ExportWorkspace(ctx, sb.id)
+		if err != nil {
+			t.Fatalf("ExportWorkspace %s: %v", what, err)
+		}
+		defer rc.Close()
+		if diff := cmp.Diff(readWorkspace(t, rc), want); diff != "" {
+			t.Errorf("the workspace %s (-got +want):\n%s", what, diff)
+		}
+	}
+	export("of a created container")
+	if err := r.d.Start(ctx, sb.id); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r.await(t, sb.id, "the container to run", func(in sandbox.Info) bool { return in.State == sandbox.StateRunning })
+	if err := r.d.Stop(ctx, sb.id, 5*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	export("of a stopped container")
+	if _, err := r.d.ExportWorkspace(ctx, "agentd-dt-absent-"+randomHex(5)); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("ExportWorkspace of a missing container: %v, want ErrNotFound", err)
+	}
+	// A cut stream fails the import.
+	other := r.create(t, Serve, nil)
+	if err := r.d.ImportWorkspace(ctx, other.id, bytes.NewReader(data[:len(data)-1024])); err == nil {
+		t.Error("ImportWorkspace of a stream without its end marker: nil error")
 	}
 }

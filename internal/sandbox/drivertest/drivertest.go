@@ -19,6 +19,9 @@
 // CopyWorkspace gives a created container a copy of another's workspace
 // (content, modes, symlinks, times) that its writes do not reach back
 // into, and refuses a destination that runs or a missing container.
+// ImportWorkspace into a created container and ExportWorkspace of a
+// created or stopped one give back the same tree (paths, modes, times,
+// contents, symlinks), and a cut stream fails the import.
 // What one engine does beyond that (Docker's hardening, its helper
 // container, its image labels) stays in that driver's own tests.
 //
@@ -163,6 +166,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"Stats", r.stats},
 			{"CopyWorkspace", r.copyWorkspace},
 			{"CopyWorkspaceRefused", r.copyRefused},
+			{"WorkspaceRoundTrip", r.workspaceRoundTrip},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

@@ -39,7 +39,7 @@ func testSandboxStates(t *testing.T, s store.Store) {
 	}
 	wantErr(t, "a negative workspace size", s.SetSandboxWorkspace(ctx, "sb-s1", -5, at), store.ErrInvalid)
 	wantErr(t, "workspace of a missing sandbox", s.SetSandboxWorkspace(ctx, "sb-none", 1, at), store.ErrNotFound)
-	wantErr(t, "an unknown state", s.SetSandboxState(ctx, "sb-s1", "archived", at, ""), store.ErrInvalid)
+	wantErr(t, "an unknown state", s.SetSandboxState(ctx, "sb-s1", "frozen", at, ""), store.ErrInvalid)
 	wantErr(t, "state of a missing sandbox", s.SetSandboxState(ctx, "sb-none", store.SandboxPaused, at, ""), store.ErrNotFound)
 	if got := must(s.ListSandboxes(ctx, org.ID))(t); len(got) != 1 || got[0].State != store.SandboxRunning {
 		t.Errorf("ListSandboxes after a refused state: %+v, want one running", got)
@@ -55,7 +55,7 @@ func testSandboxPolicies(t *testing.T, s store.Store) {
 	if got := must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t); got != (store.Policy{}) {
 		t.Errorf("policy never set: %+v, want zero", got)
 	}
-	want := store.Policy{PauseAfter: 90 * time.Second, StopAfter: time.Hour, DeleteAfter: store.Never}
+	want := store.Policy{PauseAfter: 90 * time.Second, StopAfter: time.Hour, ArchiveAfter: 7 * 24 * time.Hour, DeleteAfter: store.Never}
 	noErr(t, s.SetSandboxPolicy(ctx, org.ID, "builtin", want))
 	if diff := cmp.Diff(must(s.SandboxPolicy(ctx, org.ID, "builtin"))(t), want); diff != "" {
 		t.Errorf("policy stored (-got +want):\n%s", diff)
@@ -82,5 +82,35 @@ func testSandboxPolicies(t *testing.T, s store.Store) {
 	noErr(t, s.DeleteEnvironment(ctx, org.ID, "py"))
 	if got := must(s.SandboxPolicy(ctx, org.ID, "py"))(t); got != (store.Policy{}) {
 		t.Errorf("policy of a deleted environment: %+v, want zero", got)
+	}
+}
+
+// A stopped sandbox is archived in one step (state, archive id, no
+// container), and only a stopped one; an archived one is restored into a
+// new container in one step, and only an archived one. The row keeps its
+// id and conversation throughout.
+func testSandboxArchive(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := must(s.CreateOrg(ctx, "acme", T0))(t)
+	must(s.CreateSandbox(ctx, store.Sandbox{ID: "sb-a1", OrgID: org.ID, Environment: "builtin", Conversation: "c-1", Image: "img", CreatedAt: T0}))(t)
+	noErr(t, s.SetSandboxContainer(ctx, "sb-a1", "c0ffee"))
+	at := T0.Add(time.Hour)
+	wantErr(t, "archive a running sandbox", s.ArchiveSandbox(ctx, "sb-a1", "20250101-abc", at, "idle 7d"), store.ErrConflict)
+	wantErr(t, "archive a missing sandbox", s.ArchiveSandbox(ctx, "sb-none", "20250101-abc", at, ""), store.ErrNotFound)
+	wantErr(t, "archive without an archive id", s.ArchiveSandbox(ctx, "sb-a1", "", at, ""), store.ErrInvalid)
+	wantErr(t, "restore a running sandbox", s.UnarchiveSandbox(ctx, "sb-a1", "beef", "img2", at), store.ErrConflict)
+	noErr(t, s.SetSandboxState(ctx, "sb-a1", store.SandboxStopped, at, "idle 30m"))
+	noErr(t, s.ArchiveSandbox(ctx, "sb-a1", "20250101-abc", at, "idle 7d"))
+	got := must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-1"))(t)
+	if got.ID != "sb-a1" || got.State != store.SandboxArchived || got.ArchiveID != "20250101-abc" || got.ContainerID != "" ||
+		!got.StateAt.Equal(at) || got.StateReason != "idle 7d" {
+		t.Errorf("archived: %+v", got)
+	}
+	wantErr(t, "archive an archived sandbox", s.ArchiveSandbox(ctx, "sb-a1", "20250101-def", at, ""), store.ErrConflict)
+	wantErr(t, "restore without a container", s.UnarchiveSandbox(ctx, "sb-a1", "", "img2", at), store.ErrInvalid)
+	noErr(t, s.UnarchiveSandbox(ctx, "sb-a1", "beef", "img2", at.Add(time.Minute)))
+	got = must(s.ConversationSandbox(ctx, org.ID, "builtin", "c-1"))(t)
+	if got.ID != "sb-a1" || got.State != store.SandboxRunning || got.ArchiveID != "" || got.ContainerID != "beef" || got.Image != "img2" || got.StateReason != "" {
+		t.Errorf("restored: %+v", got)
 	}
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Opener) {
 		{"Quotas", testQuotas},
 		{"SandboxStates", testSandboxStates},
 		{"SandboxPolicies", testSandboxPolicies},
+		{"SandboxArchive", testSandboxArchive},
 		{"Exposures", testExposures},
 		{"EgressLists", testEgressLists},
 	}

@@ -363,11 +363,13 @@ type Environment struct {
 	WorkspaceBound string `protobuf:"bytes,14,opt,name=workspace_bound,json=workspaceBound,proto3" json:"workspace_bound,omitempty"`
 	// The lifecycle policy of its sandboxes, the environment's own over the
 	// hub's defaults: idle this long, one is paused, stopped (/workspace
-	// kept), removed. A duration ("5m", "2h", "7d") or "never"; empty: not a
-	// sandbox environment, or sandboxes are off.
-	PauseAfter  string `protobuf:"bytes,15,opt,name=pause_after,json=pauseAfter,proto3" json:"pause_after,omitempty"`
-	StopAfter   string `protobuf:"bytes,16,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
-	DeleteAfter string `protobuf:"bytes,17,opt,name=delete_after,json=deleteAfter,proto3" json:"delete_after,omitempty"`
+	// kept), archived (/workspace in the hub's archive store, container and
+	// volume removed), removed. A duration ("5m", "2h", "7d") or "never";
+	// empty: not a sandbox environment, or sandboxes are off.
+	PauseAfter   string `protobuf:"bytes,15,opt,name=pause_after,json=pauseAfter,proto3" json:"pause_after,omitempty"`
+	StopAfter    string `protobuf:"bytes,16,opt,name=stop_after,json=stopAfter,proto3" json:"stop_after,omitempty"`
+	DeleteAfter  string `protobuf:"bytes,17,opt,name=delete_after,json=deleteAfter,proto3" json:"delete_after,omitempty"`
+	ArchiveAfter string `protobuf:"bytes,19,opt,name=archive_after,json=archiveAfter,proto3" json:"archive_after,omitempty"`
 	// What separates its sandboxes from the host: "runc" (a container of
 	// the host's kernel) or "gvisor" (gVisor's user-space kernel); empty for
 	// a machine.
@@ -529,6 +531,13 @@ func (x *Environment) GetDeleteAfter() string {
 	return ""
 }
 
+func (x *Environment) GetArchiveAfter() string {
+	if x != nil {
+		return x.ArchiveAfter
+	}
+	return ""
+}
+
 func (x *Environment) GetIsolation() string {
 	if x != nil {
 		return x.Isolation
@@ -553,7 +562,8 @@ type Sandbox struct {
 	// Conversation it serves (empty while in the warm pool).
 	Conversation string `protobuf:"bytes,3,opt,name=conversation,proto3" json:"conversation,omitempty"`
 	// "starting", "running", "paused" (its processes frozen), "stopped"
-	// (container stopped, /workspace kept) or "failed".
+	// (container stopped, /workspace kept), "archived" (/workspace in the
+	// hub's archive store, container and volume removed) or "failed".
 	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	// The image it runs (pinned).
 	Image string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
@@ -574,7 +584,8 @@ type Sandbox struct {
 	// empty: none.
 	NextStep string `protobuf:"bytes,12,opt,name=next_step,json=nextStep,proto3" json:"next_step,omitempty"`
 	// What its /workspace held when last measured (du through its agentd,
-	// before each pause and stop), in bytes; -1: never measured.
+	// before each pause and stop; archived: the archive's file content), in
+	// bytes; -1: never measured.
 	WorkspaceBytes int64 `protobuf:"varint,13,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
 	// When that was.
 	WorkspaceMeasured *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=workspace_measured,json=workspaceMeasured,proto3" json:"workspace_measured,omitempty"`
@@ -1980,7 +1991,8 @@ type ChangeSandboxStateRequest struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Org name of the sandbox (empty: the caller's).
 	Org string `protobuf:"bytes,2,opt,name=org,proto3" json:"org,omitempty"`
-	// "pause", "resume", "stop" or "start".
+	// "pause", "resume", "stop", "start", "archive" or "restore" (restore:
+	// the sandbox is running again afterwards).
 	Action        string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2040,7 +2052,8 @@ func (x *ChangeSandboxStateRequest) GetAction() string {
 // ChangeSandboxStateResponse says what the action did.
 type ChangeSandboxStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The state before and after ("running", "paused", "stopped"); equal
+	// The state before and after ("running", "paused", "stopped",
+	// "archived"); equal
 	// when it was in that state already.
 	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	To   string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
@@ -2115,6 +2128,7 @@ type SetEnvironmentPolicyRequest struct {
 	PauseAfter    *string `protobuf:"bytes,3,opt,name=pause_after,json=pauseAfter,proto3,oneof" json:"pause_after,omitempty"`
 	StopAfter     *string `protobuf:"bytes,4,opt,name=stop_after,json=stopAfter,proto3,oneof" json:"stop_after,omitempty"`
 	DeleteAfter   *string `protobuf:"bytes,5,opt,name=delete_after,json=deleteAfter,proto3,oneof" json:"delete_after,omitempty"`
+	ArchiveAfter  *string `protobuf:"bytes,6,opt,name=archive_after,json=archiveAfter,proto3,oneof" json:"archive_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2180,6 +2194,13 @@ func (x *SetEnvironmentPolicyRequest) GetStopAfter() string {
 func (x *SetEnvironmentPolicyRequest) GetDeleteAfter() string {
 	if x != nil && x.DeleteAfter != nil {
 		return *x.DeleteAfter
+	}
+	return ""
+}
+
+func (x *SetEnvironmentPolicyRequest) GetArchiveAfter() string {
+	if x != nil && x.ArchiveAfter != nil {
+		return *x.ArchiveAfter
 	}
 	return ""
 }
@@ -2837,7 +2858,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xc8\x05\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xed\x05\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -2858,7 +2879,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"pauseAfter\x12\x1d\n" +
 	"\n" +
 	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
-	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12\x1c\n" +
+	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12#\n" +
+	"\rarchive_after\x18\x13 \x01(\tR\farchiveAfter\x12\x1c\n" +
 	"\tisolation\x18\x12 \x01(\tR\tisolation\x12\x14\n" +
 	"\x05allow\x18\x1e \x03(\tR\x05allow\"\xc8\x04\n" +
 	"\aSandbox\x12\x0e\n" +
@@ -2954,7 +2976,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x1aChangeSandboxStateResponse\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x17\n" +
-	"\atook_ms\x18\x03 \x01(\x03R\x06tookMs\"\xe5\x01\n" +
+	"\atook_ms\x18\x03 \x01(\x03R\x06tookMs\"\xa1\x02\n" +
 	"\x1bSetEnvironmentPolicyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12$\n" +
@@ -2962,10 +2984,12 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"pauseAfter\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"stop_after\x18\x04 \x01(\tH\x01R\tstopAfter\x88\x01\x01\x12&\n" +
-	"\fdelete_after\x18\x05 \x01(\tH\x02R\vdeleteAfter\x88\x01\x01B\x0e\n" +
+	"\fdelete_after\x18\x05 \x01(\tH\x02R\vdeleteAfter\x88\x01\x01\x12(\n" +
+	"\rarchive_after\x18\x06 \x01(\tH\x03R\farchiveAfter\x88\x01\x01B\x0e\n" +
 	"\f_pause_afterB\r\n" +
 	"\v_stop_afterB\x0f\n" +
-	"\r_delete_after\"\\\n" +
+	"\r_delete_afterB\x10\n" +
+	"\x0e_archive_after\"\\\n" +
 	"\x1cSetEnvironmentPolicyResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"d\n" +
 	"\x1eSetEnvironmentIsolationRequest\x12\x10\n" +

@@ -70,9 +70,10 @@ type EnvironmentServiceClient interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(ctx context.Context, in *RemoveSandboxRequest, opts ...grpc.CallOption) (*RemoveSandboxResponse, error)
-	// ChangeSandboxState pauses, resumes, stops or starts one of the org's
-	// sandboxes (pause and stop: admins only; resume and start: whoever may
-	// call it, as a call resumes it anyway).
+	// ChangeSandboxState pauses, resumes, stops, starts, archives or
+	// restores one of the org's sandboxes (pause, stop and archive: admins
+	// only; resume, start and restore: whoever may call it, as a call
+	// resumes it anyway).
 	ChangeSandboxState(ctx context.Context, in *ChangeSandboxStateRequest, opts ...grpc.CallOption) (*ChangeSandboxStateResponse, error)
 	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
 	// built-in one's included), over the hub's defaults (admins only).
@@ -315,9 +316,10 @@ type EnvironmentServiceServer interface {
 	// RemoveSandbox stops and removes a sandbox: its container and workspace
 	// (admins only).
 	RemoveSandbox(context.Context, *RemoveSandboxRequest) (*RemoveSandboxResponse, error)
-	// ChangeSandboxState pauses, resumes, stops or starts one of the org's
-	// sandboxes (pause and stop: admins only; resume and start: whoever may
-	// call it, as a call resumes it anyway).
+	// ChangeSandboxState pauses, resumes, stops, starts, archives or
+	// restores one of the org's sandboxes (pause, stop and archive: admins
+	// only; resume, start and restore: whoever may call it, as a call
+	// resumes it anyway).
 	ChangeSandboxState(context.Context, *ChangeSandboxStateRequest) (*ChangeSandboxStateResponse, error)
 	// SetEnvironmentPolicy sets an environment's own lifecycle policy (the
 	// built-in one's included), over the hub's defaults (admins only).

@@ -1,0 +1,116 @@
+package hub_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/archive"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// sbArchiveBytesEnv sets the workspace size of BenchmarkSandboxArchive
+// (default 1 GiB, in 10,000 files).
+const sbArchiveBytesEnv = "AGENTD_BENCH_ARCHIVE_BYTES"
+
+// BenchmarkSandboxArchive archives a stopped sandbox's workspace of 10,000
+// random files (1 GiB by default) into a file:// archive store on the same
+// disk, restores it (a call's restore: a fresh container, every sha256
+// checked, agentd back), and archives it again unchanged, each next to
+// `tar -C WS -cf - . | tar -C NEW -xf -` of the same workspace, the
+// baseline, in the same iteration. Metrics: MB/s of each, the ratios to
+// tar (targets: archive and restore >= 0.5x tar), the re-archive's new
+// bytes in % of the workspace (target <= 1 %) and its time against the
+// first archive's (target <= 0.2x).
+func BenchmarkSandboxArchive(b *testing.B) {
+	size := int64(1 << 30)
+	if v, err := strconv.ParseInt(os.Getenv(sbArchiveBytesEnv), 10, 64); err == nil && v > 0 {
+		size = v
+	}
+	dir := b.TempDir()
+	st, err := archive.Open(b.Context(), (&url.URL{Scheme: "file", Path: filepath.Join(dir, "store")}).String(), archive.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	h := newSandboxBench(b, func(o *sandboxes.Options) { o.Archive, o.OrgMaxArchive = st, 0 })
+	ctx := h.convCtx(hub.BuiltinEnvironment, "archive")
+	fill := `import os
+n, size = 10000, ` + strconv.FormatInt(size, 10) + `
+for i in range(n):
+    d = "/workspace/d%03d" % (i // 100)
+    os.makedirs(d, exist_ok=True)
+    with open("%s/f%05d" % (d, i), "wb") as f:
+        f.write(os.urandom(size // n))
+`
+	if _, x, err := startThroughHub(ctx, h.proc, &agentdv1.StartRequest{Argv: []string{"python3", "-c", fill}}); err != nil || x.GetExitCode() != 0 {
+		b.Fatalf("fill the workspace: %v %v", x, err)
+	}
+	id := h.list()[0].GetId()
+	admin := authCtx(b.Context(), h.token, "")
+	change := func(action string) time.Duration {
+		t0 := time.Now()
+		if _, err := h.envs.ChangeSandboxState(admin, &hubv1.ChangeSandboxStateRequest{Id: id, Action: action}); err != nil {
+			b.Fatalf("%s %s: %v", action, id, err)
+		}
+		return time.Since(t0)
+	}
+	mb := float64(size) / 1e6
+	var tarD, archD, restD, rearchD time.Duration
+	var newBytes int64
+	for b.Loop() {
+		change(sandboxes.ActionStop)
+		tarD += sbTarCopy(b, "agentd-"+id+"-workspace", filepath.Join(dir, "tar"))
+		archD += change(sandboxes.ActionArchive)
+		restD += change(sandboxes.ActionRestore)
+		change(sandboxes.ActionStop)
+		rearchD += change(sandboxes.ActionArchive)
+		sb, err := h.store.Sandbox(context.WithoutCancel(b.Context()), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := st.Get(b.Context(), sb.OrgID, sb.ArchiveID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		newBytes += m.NewBytes
+		change(sandboxes.ActionRestore)
+	}
+	n := float64(b.N)
+	b.ReportMetric(mb*n/tarD.Seconds(), "tar-MB/s")
+	b.ReportMetric(mb*n/archD.Seconds(), "archive-MB/s")
+	b.ReportMetric(mb*n/restD.Seconds(), "restore-MB/s")
+	b.ReportMetric(tarD.Seconds()/archD.Seconds(), "archive/tar-x")
+	b.ReportMetric(tarD.Seconds()/restD.Seconds(), "restore/tar-x")
+	b.ReportMetric(float64(newBytes)/n/float64(size)*100, "rearchive-new-%")
+	b.ReportMetric(rearchD.Seconds()/archD.Seconds(), "rearchive/archive-x")
+}
+
+// sbTarCopy copies a Docker volume's content (on this host: the benchmark
+// runs as root beside the engine) with tar into a new directory, and
+// returns how long it took.
+func sbTarCopy(b *testing.B, volume, to string) time.Duration {
+	out, err := exec.CommandContext(b.Context(), "docker", "volume", "inspect", "--format", "{{.Mountpoint}}", volume).Output()
+	if err != nil {
+		b.Fatalf("docker volume inspect %s: %v", volume, err)
+	}
+	src := string(out[:len(out)-1])
+	_ = os.RemoveAll(to)
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(to)
+	t0 := time.Now()
+	if out, err := exec.CommandContext(b.Context(), "sh", "-c", `tar -C "$1" -cf - . | tar -C "$2" -xf -`, "sh", src, to).CombinedOutput(); err != nil {
+		b.Fatalf("tar: %v %s", err, out)
+	}
+	return time.Since(t0)
+}
