@@ -59,6 +59,7 @@ type Store interface {
 	Replicas
 	ConsoleSessions
 	Exposures
+	Broker
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

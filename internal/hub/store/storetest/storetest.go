@@ -58,6 +58,7 @@ func Run(t *testing.T, open Opener) {
 		{"SandboxStates", testSandboxStates},
 		{"SandboxPolicies", testSandboxPolicies},
 		{"Exposures", testExposures},
+		{"Broker", testBroker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
