@@ -3,6 +3,8 @@ package egressproxy
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,13 @@ type Grant struct {
 	Key ed25519.PublicKey
 	// Allow is its allow list; empty: nothing is allowed.
 	Allow allowlist.List
+	// Inject are the headers the hub sets for the sandbox (see
+	// intercept.go): a CONNECT to a host:port with a rule is intercepted,
+	// every other one stays a plain tunnel.
+	Inject []Inject
+	// Leaf mints the certificate the proxy shows the sandbox for a host
+	// it intercepts (the org CA's). Needed only with Inject.
+	Leaf func(host string) (*tls.Certificate, error)
 }
 
 // Event is one connection asked for, allowed or refused, for the org's
@@ -39,6 +48,9 @@ type Event struct {
 	// Err is why it was refused, or (Allowed) why the connection failed;
 	// nil for a connection made.
 	Err error
+	// Brokered names the headers the hub sets on this connection's
+	// requests (an intercepted one); empty for a plain tunnel.
+	Brokered []string
 }
 
 // ProxyOptions configures a Proxy. Zero fields get the defaults documented
@@ -60,6 +72,10 @@ type ProxyOptions struct {
 	// DialTimeout bounds resolving and dialing one destination. Default
 	// 10 s.
 	DialTimeout time.Duration
+	// UpstreamRoots verify the real hosts of intercepted connections.
+	// Default nil: the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are
+	// honoured, as Go does on Linux).
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is the hub's end: an http.Handler for CONNECT requests on the
@@ -144,6 +160,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err := &DeniedError{Target: target, Allow: g.Allow}
 		p.o.Record(ctx, Event{Sandbox: id, Target: target, Err: err})
 		refuse(w, http.StatusForbidden, err.Error()+"; "+DeniedHint)
+		return
+	}
+	if rules := g.injectsFor(host, port); len(rules) > 0 {
+		p.intercept(w, id, target, host, port, g, rules)
 		return
 	}
 	dctx, cancel := context.WithTimeout(r.Context(), p.o.DialTimeout)
