@@ -113,7 +113,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, id, target, host string, port i
 			zap.String("target", target), zap.Error(err))
 		return
 	}
-	tr := p.upstream(host, port)
+	tr := p.upstream(host, port, g.AllowPrivate)
 	defer tr.CloseIdleConnections()
 	hostHeader := host
 	if port != 443 {
@@ -149,10 +149,10 @@ func (p *Proxy) intercept(w http.ResponseWriter, id, target, host string, port i
 // upstream is the transport of one intercepted connection: it dials
 // host:port through the proxy's dialer (the address checks hold) and
 // verifies the host's certificate.
-func (p *Proxy) upstream(host string, port int) *http.Transport {
+func (p *Proxy) upstream(host string, port int, allow PrivateAllow) *http.Transport {
 	return &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, p.o.DialTimeout)
+			ctx, cancel := context.WithTimeout(WithPrivateAllow(ctx, allow), p.o.DialTimeout)
 			defer cancel()
 			return p.o.Dial(ctx, allowlist.Normalize(host), port)
 		},
@@ -215,4 +215,3 @@ func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 // SystemRootsNote says where upstream certificates are verified against
 // when UpstreamRoots is nil, for messages and docs.
 const SystemRootsNote = "the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured)"
-

@@ -37,6 +37,9 @@ type Grant struct {
 	// Leaf mints the certificate the proxy shows the sandbox for a host
 	// it intercepts (the org CA's). Needed only with Inject.
 	Leaf func(host string) (*tls.Certificate, error)
+	// AllowPrivate are private destinations this sandbox may reach besides
+	// the dialer's own (its environment's).
+	AllowPrivate PrivateAllow
 }
 
 // Event is one connection asked for, allowed or refused, for the org's
@@ -166,7 +169,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.intercept(w, id, target, host, port, g, rules)
 		return
 	}
-	dctx, cancel := context.WithTimeout(r.Context(), p.o.DialTimeout)
+	dctx, cancel := context.WithTimeout(WithPrivateAllow(r.Context(), g.AllowPrivate), p.o.DialTimeout)
 	up, err := p.o.Dial(dctx, allowlist.Normalize(host), port)
 	cancel()
 	if err != nil {
