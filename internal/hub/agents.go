@@ -198,9 +198,23 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
-	secrets, err := g.s.resolveSecrets(ctx, req.GetSecrets())
+	// Brokered credentials first: a profile's key variable among the
+	// secrets is brokered, the others are delivered as values.
+	plan, err := g.s.planBroker(ctx, p, req, network)
 	if err != nil {
 		return nil, err
+	}
+	for _, e := range plan.hosts {
+		if !slices.Contains(allow, e) {
+			allow = append(allow, e)
+		}
+	}
+	secrets, err := g.s.resolveSecrets(ctx, plan.values)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 {
+		notices = append(notices, enteringNotice(secrets))
 	}
 
 	// The image by id: what was checked is what runs, and a missing one is
@@ -223,7 +237,8 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
-		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0, Isolation: p.Isolation}
+		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0 || len(plan.inject) > 0, Isolation: p.Isolation,
+		Inject: plan.inject, Env: plan.env}
 	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
 		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {
@@ -232,10 +247,14 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
+	// Known before they are there: their values are redacted from the
+	// sandbox's activity from the start (brokered ones too, should an
+	// upstream echo one into the sandbox).
+	if held := maps.Clone(plan.held); len(held)+len(secrets) > 0 {
+		maps.Copy(held, secrets)
+		g.s.activity.Hold(sb.ID, held)
+	}
 	if len(secrets) > 0 {
-		// Known before they are there: their values are redacted from
-		// the sandbox's activity from the start.
-		g.s.activity.Hold(sb.ID, secrets)
 		if err := g.s.deliverSecrets(ctx, sb.ID, secrets); err != nil {
 			m.Destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
 			return nil, err
@@ -257,6 +276,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, image, shown, ttl)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
+	}
+	if len(plan.names) > 0 {
+		what += ", brokered " + strings.Join(plan.names, ", ")
 	}
 	if network == "public" {
 		what += ": the public network, as asked (--network open)"

@@ -73,6 +73,10 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	}
 	o.Now = s.opts.Now
 	o.Logger = s.log
+	if o.OrgCA == nil {
+		cas := &orgCAs{store: s.store, now: s.opts.Now}
+		o.OrgCA = cas.get
+	}
 	m, err := sandboxes.New(o)
 	if err != nil {
 		return err

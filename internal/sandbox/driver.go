@@ -49,6 +49,7 @@ const (
 	AgentdDir       = "/opt/agentd"     // read-only; holds the agentd binary
 	HubSocketDir    = "/run/agentd"     // read-only; holds hub.sock
 	KeyDir          = "/run/agentd-key" // the sandbox's own; holds its key until agentd has read it
+	CADir           = "/run/agentd-ca"  // read-only; the trust bundle of a sandbox with brokered secrets
 	HomeDir         = "/home/agent"     // tmpfs; HOME
 )
 
@@ -74,6 +75,10 @@ type Spec struct {
 	// read-write at KeyDir: the hub puts the sandbox's key there before
 	// each start, agentd reads and removes it.
 	KeyHostDir string
+	// CAHostDir, when set, is a host directory mounted read-only at CADir:
+	// the trust bundle (system roots and the org's CA) of a sandbox whose
+	// credentials the hub's egress proxy brokers.
+	CAHostDir string
 	// Network is "none" or the name of the sandbox bridge network.
 	Network string
 	// Limits bound what the sandbox may use.

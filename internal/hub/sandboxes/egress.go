@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +23,9 @@ type egressGrant struct {
 	org   string // org id
 	conv  string
 	allow allowlist.List
+	// inject and leaf: brokered credentials (broker.go).
+	inject []egressproxy.Inject
+	leaf   func(host string) (*tls.Certificate, error)
 }
 
 // grantEgress sets up a new sandbox with an allow list (none: nothing to
@@ -54,7 +58,7 @@ func (m *Manager) egressLookup(ctx context.Context, id string) (egressproxy.Gran
 	if err != nil {
 		return egressproxy.Grant{}, err
 	}
-	return egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow}, nil
+	return egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow, Inject: g.inject, Leaf: g.leaf}, nil
 }
 
 // egressGrant returns a sandbox's grant: remembered since its creation, or

@@ -347,6 +347,9 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 	if err := m.saveKey(id, key.Seed()); err != nil {
 		return failed(unavailable("sandbox key", err))
 	}
+	if err := m.grantBroker(ctx, &spec, org.ID, id, env); err != nil {
+		return failed(err)
+	}
 	cid, err := m.createContainer(ctx, spec)
 	if err != nil {
 		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))

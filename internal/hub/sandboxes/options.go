@@ -13,6 +13,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/orgca"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -93,6 +94,9 @@ type Options struct {
 	// (it resolves the name and dials public addresses only). Tests map
 	// names to servers on loopback with it.
 	EgressDial func(ctx context.Context, host string, port int) (net.Conn, error)
+	// OrgCA returns an org's CA, made on first use, for brokered
+	// credentials. Nil: runs with inject rules are refused.
+	OrgCA func(ctx context.Context, orgID string) (*orgca.CA, error)
 	// Releases tells RunAgent the newest release of an agent, for the
 	// notice that a newer one than the image's exists. Nil: no notice (as
 	// offline: the image in place is used either way).

@@ -1,0 +1,70 @@
+package sandboxes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/orgca"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// CABundleFile is the trust bundle of a sandbox with brokered credentials
+// (the hub host's roots and the org's CA); the variables of caEnv name it.
+const CABundleFile = sandbox.CADir + "/bundle.pem"
+
+// caEnv are the variables through which programs find CABundleFile:
+// OpenSSL and Go (SSL_CERT_FILE), Node (NODE_EXTRA_CA_CERTS), Python's
+// requests (REQUESTS_CA_BUNDLE), curl (CURL_CA_BUNDLE), git
+// (GIT_SSL_CAINFO).
+var caEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"}
+
+// grantBroker sets up a new sandbox whose credentials the egress proxy
+// brokers (none: only the run's variables): the trust bundle beside its
+// key, read-only in the sandbox, the variables that name it, and the
+// grant's inject rules and certificate source.
+func (m *Manager) grantBroker(ctx context.Context, spec *sandbox.Spec, orgID, id string, env envSpec) error {
+	spec.Env = append(spec.Env, env.env...)
+	if len(env.inject) == 0 {
+		return nil
+	}
+	if m.o.OrgCA == nil {
+		return errs.New(errs.Precondition, "this hub cannot broker credentials (no org CA source)")
+	}
+	ca, err := m.o.OrgCA(ctx, orgID)
+	if err != nil {
+		return unavailable("the org's CA", err)
+	}
+	roots, err := orgca.SystemRootsPEM()
+	if err != nil {
+		m.log.Warn("the sandbox's trust bundle has the org's CA only", zap.Error(err))
+	}
+	dir := filepath.Join(m.o.KeyDir, id, "ca")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return unavailable("trust bundle", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return unavailable("trust bundle", err)
+	}
+	bundle := append(append(roots, '\n'), ca.CertPEM()...)
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(CABundleFile)), bundle, 0o644); err != nil {
+		return unavailable("trust bundle", err)
+	}
+	spec.CAHostDir = dir
+	for _, k := range caEnv {
+		spec.Env = append(spec.Env, k+"="+CABundleFile)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.egress[id]
+	if !ok {
+		return fmt.Errorf("brokered credentials for %s: the sandbox has no allow list", id)
+	}
+	g.inject, g.leaf = env.inject, ca.Leaf
+	m.egress[id] = g
+	return nil
+}
