@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"net"
 	"path/filepath"
@@ -94,6 +95,10 @@ type Options struct {
 	// (it resolves the name and dials public addresses only). Tests map
 	// names to servers on loopback with it.
 	EgressDial func(ctx context.Context, host string, port int) (net.Conn, error)
+	// EgressRoots verify the real hosts the egress proxy connects to for
+	// brokered credentials. Nil: the system's roots (SSL_CERT_FILE and
+	// SSL_CERT_DIR are honoured). Tests trust their own CA with it.
+	EgressRoots *x509.CertPool
 	// OrgCA returns an org's CA, made on first use, for brokered
 	// credentials. Nil: runs with inject rules are refused.
 	OrgCA func(ctx context.Context, orgID string) (*orgca.CA, error)
