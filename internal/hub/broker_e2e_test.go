@@ -380,4 +380,3 @@ func x509Pool(cas ...*orgca.CA) *x509.CertPool {
 	}
 	return p
 }
-
