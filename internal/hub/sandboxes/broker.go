@@ -20,8 +20,9 @@ const CABundleFile = sandbox.CADir + "/bundle.pem"
 // caEnv are the variables through which programs find CABundleFile:
 // OpenSSL and Go (SSL_CERT_FILE), Node (NODE_EXTRA_CA_CERTS), Python's
 // requests (REQUESTS_CA_BUNDLE), curl (CURL_CA_BUNDLE), git
-// (GIT_SSL_CAINFO).
-var caEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"}
+// (GIT_SSL_CAINFO), Codex (CODEX_CA_CERTIFICATE, which it reads before
+// SSL_CERT_FILE).
+var caEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "CODEX_CA_CERTIFICATE"}
 
 // grantBroker sets up a new sandbox whose credentials the egress proxy
 // brokers (none: only the run's variables): the trust bundle beside its
