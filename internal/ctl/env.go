@@ -398,6 +398,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	if e.GetIsolation() != "" {
 		row("isolation", e.GetIsolation())
 	}
+	if l := e.GetAllowPrivate(); len(l) > 0 {
+		row("allow private", strings.Join(l, ", ")+" (through the egress proxy, besides the hub's)")
+	}
 	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
 		row("workspace", workspaceBound(e))
 	}

@@ -115,8 +115,9 @@ func pastTense(action string) string {
 // its isolation and its idle policy.
 func (a *app) envSetCmd(org *string) *cobra.Command {
 	var pause, stop, del, isolation string
+	var allowPrivate []string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never]",
+		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--delete-after D|never] [--allow-private CIDR|HOST…]",
 		Short: "Change an environment's settings (builtin included): isolation, idle policy",
 		Long: `Change an environment's own settings; builtin is the org's own to set. Flags
 not given keep their value. Needs an admin token.
@@ -137,13 +138,21 @@ when a delete-after says so. Each value is a duration of at least 10s (90s,
 5m, 2h, 7d), never, or default (the hub's again). Prints the environment as
 env show does.
 
+--allow-private CIDR|ADDRESS|HOST (repeatable, or comma-separated) replaces
+the private destinations a custom environment's sandboxes may reach through
+the hub's egress proxy, besides the hub's own (agenthub serve
+--egress-allow-private); "" clears them. Loopback and the hub's host stay
+refused. New connections see the new list; env show shows it. The public
+network's kernel rules take the hub's list only.
+
 The policy is set first, so a bad value changes nothing; if the isolation is
 then refused, the message says the policy was set. Setting the isolation an
 environment has already changes nothing.`,
 		Example: `  agentctl env set builtin --isolation gvisor
   agentctl env set builtin --pause-after 10m --stop-after 2h
   agentctl env set py --delete-after 30d
-  agentctl env set py --pause-after never --stop-after default`,
+  agentctl env set py --pause-after never --stop-after default
+  agentctl env set py --allow-private 10.20.0.0/16,mirror.internal`,
 		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &hubv1.SetEnvironmentPolicyRequest{Org: *org, Name: args[0]}
@@ -159,8 +168,9 @@ environment has already changes nothing.`,
 			}
 			policy := req.PauseAfter != nil || req.StopAfter != nil || req.DeleteAfter != nil
 			iso := cmd.Flags().Changed("isolation")
-			if !policy && !iso {
-				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after or --delete-after")
+			private := cmd.Flags().Changed("allow-private")
+			if !policy && !iso && !private {
+				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --delete-after or --allow-private")
 			}
 			if iso && isolation != "runc" && isolation != "gvisor" {
 				return usagef("--isolation %q: want runc or gvisor", isolation)
@@ -172,6 +182,22 @@ environment has already changes nothing.`,
 				if policy {
 					resp, err := ec.SetEnvironmentPolicy(ctx, req)
 					if err != nil {
+						return err
+					}
+					env = resp.GetEnvironment()
+				}
+				if private {
+					var l []string
+					for _, s := range allowPrivate {
+						if s != "" {
+							l = append(l, s)
+						}
+					}
+					resp, err := ec.SetEnvironmentAllowPrivate(ctx, &hubv1.SetEnvironmentAllowPrivateRequest{Org: *org, Name: args[0], AllowPrivate: l})
+					if err != nil {
+						if policy {
+							return fmt.Errorf("the idle policy was set, but --allow-private was refused: %w", err)
+						}
 						return err
 					}
 					env = resp.GetEnvironment()
@@ -193,6 +219,7 @@ environment has already changes nothing.`,
 			})
 		},
 	}
+	cmd.Flags().StringArrayVar(&allowPrivate, "allow-private", nil, "private destination (CIDR, address or host name) its sandboxes may reach through the egress proxy; repeatable or comma-separated; replaces the list (\"\" clears it)")
 	cmd.Flags().StringVar(&isolation, "isolation", "", "runc (a container of the host's kernel) or gvisor (gVisor's user-space kernel)")
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")

@@ -192,7 +192,7 @@ func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetE
 	if err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
-	return &hubv1.GetEnvironmentResponse{Environment: v.withPolicy(ctx, org.ID, v.environmentProto(e, def))}, nil
+	return &hubv1.GetEnvironmentResponse{Environment: v.withAllowPrivate(ctx, org.ID, v.withPolicy(ctx, org.ID, v.environmentProto(e, def)))}, nil
 }
 
 func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.CreateEnvironmentRequest) (*hubv1.CreateEnvironmentResponse, error) {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/orgca"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -68,4 +70,24 @@ func (m *Manager) grantBroker(ctx context.Context, spec *sandbox.Spec, orgID, id
 	g.inject, g.leaf = env.inject, ca.Leaf
 	m.egress[id] = g
 	return nil
+}
+
+// envAllowPrivate is the private destinations of a sandbox's environment
+// (agentctl env set NAME --allow-private), read at each connection so that
+// a change holds for the next one; none for the built-in environment and
+// agent runs, or when it cannot be read (the hub's own list still holds).
+func (m *Manager) envAllowPrivate(ctx context.Context, g egressGrant) egressproxy.PrivateAllow {
+	if g.env == "" || g.env == BuiltinEnvironment || strings.Contains(g.env, ":") {
+		return egressproxy.PrivateAllow{}
+	}
+	l, err := m.o.Store.EnvironmentAllowPrivate(ctx, g.org, g.env)
+	if err != nil || len(l) == 0 {
+		return egressproxy.PrivateAllow{}
+	}
+	a, err := egressproxy.ParsePrivateAllow(l)
+	if err != nil {
+		m.log.Warn("an environment's private destinations cannot be read", zap.String("environment", g.env), zap.Error(err))
+		return egressproxy.PrivateAllow{}
+	}
+	return a
 }

@@ -21,6 +21,7 @@ import (
 // allow list: the list, and where its records go.
 type egressGrant struct {
 	org   string // org id
+	env   string // environment name
 	conv  string
 	allow allowlist.List
 	// inject and leaf: brokered credentials (broker.go).
@@ -58,7 +59,8 @@ func (m *Manager) egressLookup(ctx context.Context, id string) (egressproxy.Gran
 	if err != nil {
 		return egressproxy.Grant{}, err
 	}
-	return egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow, Inject: g.inject, Leaf: g.leaf}, nil
+	return egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow, Inject: g.inject, Leaf: g.leaf,
+		AllowPrivate: m.envAllowPrivate(ctx, g)}, nil
 }
 
 // egressGrant returns a sandbox's grant: remembered since its creation, or
@@ -89,7 +91,7 @@ func (m *Manager) egressGrant(ctx context.Context, id string) (egressGrant, erro
 	if err != nil {
 		return egressGrant{}, fmt.Errorf("sandbox %s's allow list: %w", id, err)
 	}
-	g = egressGrant{org: sb.OrgID, conv: sb.Conversation, allow: allow}
+	g = egressGrant{org: sb.OrgID, env: sb.Environment, conv: sb.Conversation, allow: allow}
 	m.setEgress(id, &g)
 	return g, nil
 }

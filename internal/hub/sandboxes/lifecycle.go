@@ -339,7 +339,7 @@ func (m *Manager) create(ctx context.Context, org store.Org, env envSpec, conv s
 		spec.Limits.WorkspaceBytes = env.workspaceMax
 	}
 	spec.Home = env.home
-	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)
+	m.grantEgress(&spec, egressGrant{org: org.ID, env: env.name, conv: conv, allow: env.allow}, id)
 	failed := func(err error) (store.Sandbox, error) {
 		m.destroy(context.WithoutCancel(ctx), sb, "failed to start")
 		return store.Sandbox{}, err

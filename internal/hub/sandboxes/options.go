@@ -181,6 +181,7 @@ type Store interface {
 	SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error
 	FinishValidation(ctx context.Context, orgID, name string, generation int64, out store.Environment, at time.Time) (store.Environment, error)
 	ListReplicas(ctx context.Context) ([]store.Replica, error)
+	EnvironmentAllowPrivate(ctx context.Context, orgID, name string) ([]string, error)
 }
 
 // Tunnels is what the manager asks of the hub's tunnel registry.

@@ -371,7 +371,11 @@ type Environment struct {
 	// What separates its sandboxes from the host: "runc" (a container of
 	// the host's kernel) or "gvisor" (gVisor's user-space kernel); empty for
 	// a machine.
-	Isolation     string `protobuf:"bytes,18,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	Isolation string `protobuf:"bytes,18,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// Private destinations (CIDR, address or host name) its sandboxes may
+	// reach besides the hub's --egress-allow-private ones, through the
+	// hub's egress proxy (sandboxes with an allow list); empty: none.
+	AllowPrivate  []string `protobuf:"bytes,19,rep,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -530,6 +534,13 @@ func (x *Environment) GetIsolation() string {
 		return x.Isolation
 	}
 	return ""
+}
+
+func (x *Environment) GetAllowPrivate() []string {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return nil
 }
 
 // Sandbox is a container the hub runs for an environment.
@@ -2223,6 +2234,116 @@ func (x *SandboxUsage) GetWorkspaceBytes() int64 {
 	return 0
 }
 
+// SetEnvironmentAllowPrivateRequest names the environment and its list.
+type SetEnvironmentAllowPrivateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name (a custom one).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// CIDR, address or host name each; empty: none.
+	AllowPrivate  []string `protobuf:"bytes,3,rep,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) Reset() {
+	*x = SetEnvironmentAllowPrivateRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowPrivateRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowPrivateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowPrivateRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowPrivateRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetAllowPrivate() []string {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return nil
+}
+
+// SetEnvironmentAllowPrivateResponse is the environment.
+type SetEnvironmentAllowPrivateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) Reset() {
+	*x = SetEnvironmentAllowPrivateResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowPrivateResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowPrivateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowPrivateResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowPrivateResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -2236,7 +2357,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xb2\x05\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xd7\x05\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -2258,7 +2379,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\n" +
 	"stop_after\x18\x10 \x01(\tR\tstopAfter\x12!\n" +
 	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12\x1c\n" +
-	"\tisolation\x18\x12 \x01(\tR\tisolation\"\x92\x04\n" +
+	"\tisolation\x18\x12 \x01(\tR\tisolation\x12#\n" +
+	"\rallow_private\x18\x13 \x03(\tR\fallowPrivate\"\x92\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -2369,7 +2491,13 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"netRxBytes\x12 \n" +
 	"\fnet_tx_bytes\x18\v \x01(\x03R\n" +
 	"netTxBytes\x12'\n" +
-	"\x0fworkspace_bytes\x18\f \x01(\x03R\x0eworkspaceBytes*\x8b\x01\n" +
+	"\x0fworkspace_bytes\x18\f \x01(\x03R\x0eworkspaceBytes\"n\n" +
+	"!SetEnvironmentAllowPrivateRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
+	"\rallow_private\x18\x03 \x03(\tR\fallowPrivate\"b\n" +
+	"\"SetEnvironmentAllowPrivateResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -2384,8 +2512,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xdf\n" +
-	"\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xe3\v\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -2399,7 +2526,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x12ChangeSandboxState\x12(.agentd.hub.v1.ChangeSandboxStateRequest\x1a).agentd.hub.v1.ChangeSandboxStateResponse\x12o\n" +
 	"\x14SetEnvironmentPolicy\x12*.agentd.hub.v1.SetEnvironmentPolicyRequest\x1a+.agentd.hub.v1.SetEnvironmentPolicyResponse\x12x\n" +
 	"\x17SetEnvironmentIsolation\x12-.agentd.hub.v1.SetEnvironmentIsolationRequest\x1a..agentd.hub.v1.SetEnvironmentIsolationResponse\x12W\n" +
-	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\fSandboxStats\x12\".agentd.hub.v1.SandboxStatsRequest\x1a#.agentd.hub.v1.SandboxStatsResponse\x12\x81\x01\n" +
+	"\x1aSetEnvironmentAllowPrivate\x120.agentd.hub.v1.SetEnvironmentAllowPrivateRequest\x1a1.agentd.hub.v1.SetEnvironmentAllowPrivateResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -2414,43 +2542,45 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
-	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
-	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
-	(CheckStatus)(0),                        // 2: agentd.hub.v1.CheckStatus
-	(*Check)(nil),                           // 3: agentd.hub.v1.Check
-	(*Inventory)(nil),                       // 4: agentd.hub.v1.Inventory
-	(*Environment)(nil),                     // 5: agentd.hub.v1.Environment
-	(*Sandbox)(nil),                         // 6: agentd.hub.v1.Sandbox
-	(*ListEnvironmentsRequest)(nil),         // 7: agentd.hub.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),        // 8: agentd.hub.v1.ListEnvironmentsResponse
-	(*GetEnvironmentRequest)(nil),           // 9: agentd.hub.v1.GetEnvironmentRequest
-	(*GetEnvironmentResponse)(nil),          // 10: agentd.hub.v1.GetEnvironmentResponse
-	(*CreateEnvironmentRequest)(nil),        // 11: agentd.hub.v1.CreateEnvironmentRequest
-	(*CreateEnvironmentResponse)(nil),       // 12: agentd.hub.v1.CreateEnvironmentResponse
-	(*UpdateEnvironmentRequest)(nil),        // 13: agentd.hub.v1.UpdateEnvironmentRequest
-	(*UpdateEnvironmentResponse)(nil),       // 14: agentd.hub.v1.UpdateEnvironmentResponse
-	(*RevalidateEnvironmentRequest)(nil),    // 15: agentd.hub.v1.RevalidateEnvironmentRequest
-	(*RevalidateEnvironmentResponse)(nil),   // 16: agentd.hub.v1.RevalidateEnvironmentResponse
-	(*SetDefaultEnvironmentRequest)(nil),    // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
-	(*SetDefaultEnvironmentResponse)(nil),   // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
-	(*DeleteEnvironmentRequest)(nil),        // 19: agentd.hub.v1.DeleteEnvironmentRequest
-	(*DeleteEnvironmentResponse)(nil),       // 20: agentd.hub.v1.DeleteEnvironmentResponse
-	(*ListSandboxesRequest)(nil),            // 21: agentd.hub.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),           // 22: agentd.hub.v1.ListSandboxesResponse
-	(*RemoveSandboxRequest)(nil),            // 23: agentd.hub.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),           // 24: agentd.hub.v1.RemoveSandboxResponse
-	(*ChangeSandboxStateRequest)(nil),       // 25: agentd.hub.v1.ChangeSandboxStateRequest
-	(*ChangeSandboxStateResponse)(nil),      // 26: agentd.hub.v1.ChangeSandboxStateResponse
-	(*SetEnvironmentPolicyRequest)(nil),     // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
-	(*SetEnvironmentPolicyResponse)(nil),    // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
-	(*SetEnvironmentIsolationRequest)(nil),  // 29: agentd.hub.v1.SetEnvironmentIsolationRequest
-	(*SetEnvironmentIsolationResponse)(nil), // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
-	(*SandboxStatsRequest)(nil),             // 31: agentd.hub.v1.SandboxStatsRequest
-	(*SandboxStatsResponse)(nil),            // 32: agentd.hub.v1.SandboxStatsResponse
-	(*SandboxUsage)(nil),                    // 33: agentd.hub.v1.SandboxUsage
-	(*timestamppb.Timestamp)(nil),           // 34: google.protobuf.Timestamp
+	(EnvironmentKind)(0),                       // 0: agentd.hub.v1.EnvironmentKind
+	(EnvironmentState)(0),                      // 1: agentd.hub.v1.EnvironmentState
+	(CheckStatus)(0),                           // 2: agentd.hub.v1.CheckStatus
+	(*Check)(nil),                              // 3: agentd.hub.v1.Check
+	(*Inventory)(nil),                          // 4: agentd.hub.v1.Inventory
+	(*Environment)(nil),                        // 5: agentd.hub.v1.Environment
+	(*Sandbox)(nil),                            // 6: agentd.hub.v1.Sandbox
+	(*ListEnvironmentsRequest)(nil),            // 7: agentd.hub.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),           // 8: agentd.hub.v1.ListEnvironmentsResponse
+	(*GetEnvironmentRequest)(nil),              // 9: agentd.hub.v1.GetEnvironmentRequest
+	(*GetEnvironmentResponse)(nil),             // 10: agentd.hub.v1.GetEnvironmentResponse
+	(*CreateEnvironmentRequest)(nil),           // 11: agentd.hub.v1.CreateEnvironmentRequest
+	(*CreateEnvironmentResponse)(nil),          // 12: agentd.hub.v1.CreateEnvironmentResponse
+	(*UpdateEnvironmentRequest)(nil),           // 13: agentd.hub.v1.UpdateEnvironmentRequest
+	(*UpdateEnvironmentResponse)(nil),          // 14: agentd.hub.v1.UpdateEnvironmentResponse
+	(*RevalidateEnvironmentRequest)(nil),       // 15: agentd.hub.v1.RevalidateEnvironmentRequest
+	(*RevalidateEnvironmentResponse)(nil),      // 16: agentd.hub.v1.RevalidateEnvironmentResponse
+	(*SetDefaultEnvironmentRequest)(nil),       // 17: agentd.hub.v1.SetDefaultEnvironmentRequest
+	(*SetDefaultEnvironmentResponse)(nil),      // 18: agentd.hub.v1.SetDefaultEnvironmentResponse
+	(*DeleteEnvironmentRequest)(nil),           // 19: agentd.hub.v1.DeleteEnvironmentRequest
+	(*DeleteEnvironmentResponse)(nil),          // 20: agentd.hub.v1.DeleteEnvironmentResponse
+	(*ListSandboxesRequest)(nil),               // 21: agentd.hub.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),              // 22: agentd.hub.v1.ListSandboxesResponse
+	(*RemoveSandboxRequest)(nil),               // 23: agentd.hub.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),              // 24: agentd.hub.v1.RemoveSandboxResponse
+	(*ChangeSandboxStateRequest)(nil),          // 25: agentd.hub.v1.ChangeSandboxStateRequest
+	(*ChangeSandboxStateResponse)(nil),         // 26: agentd.hub.v1.ChangeSandboxStateResponse
+	(*SetEnvironmentPolicyRequest)(nil),        // 27: agentd.hub.v1.SetEnvironmentPolicyRequest
+	(*SetEnvironmentPolicyResponse)(nil),       // 28: agentd.hub.v1.SetEnvironmentPolicyResponse
+	(*SetEnvironmentIsolationRequest)(nil),     // 29: agentd.hub.v1.SetEnvironmentIsolationRequest
+	(*SetEnvironmentIsolationResponse)(nil),    // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
+	(*SandboxStatsRequest)(nil),                // 31: agentd.hub.v1.SandboxStatsRequest
+	(*SandboxStatsResponse)(nil),               // 32: agentd.hub.v1.SandboxStatsResponse
+	(*SandboxUsage)(nil),                       // 33: agentd.hub.v1.SandboxUsage
+	(*SetEnvironmentAllowPrivateRequest)(nil),  // 34: agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	(*SetEnvironmentAllowPrivateResponse)(nil), // 35: agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	(*timestamppb.Timestamp)(nil),              // 36: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2458,12 +2588,12 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	34, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	34, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	34, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	34, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	34, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	34, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	36, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	36, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	36, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	36, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	36, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	36, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
 	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
@@ -2472,39 +2602,42 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 18: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	34, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	36, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
 	33, // 20: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
-	7,  // 21: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 22: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 23: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 24: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 25: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 26: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 27: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 28: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 29: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 30: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 31: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	29, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	31, // 33: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 34: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 35: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 36: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 37: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 38: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 39: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 40: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 41: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 42: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 43: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	30, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	32, // 46: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	5,  // 21: agentd.hub.v1.SetEnvironmentAllowPrivateResponse.environment:type_name -> agentd.hub.v1.Environment
+	7,  // 22: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 23: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 24: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 25: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 26: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 27: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 28: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 29: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 30: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 31: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	29, // 33: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	31, // 34: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	34, // 35: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:input_type -> agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	8,  // 36: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 37: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 38: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 39: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 40: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 41: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 42: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 43: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 44: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 45: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 46: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	30, // 47: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	32, // 48: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	35, // 49: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:output_type -> agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2519,7 +2652,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
