@@ -18,7 +18,7 @@ import (
 
 // newCA is a CA of package orgca, which here also plays the public CAs
 // that sign the real hosts' certificates.
-func newCA(t *testing.T) *orgca.CA {
+func newCA(t testing.TB) *orgca.CA {
 	t.Helper()
 	c, k, err := orgca.Generate("test", time.Now())
 	if err != nil {
@@ -32,7 +32,7 @@ func newCA(t *testing.T) *orgca.CA {
 }
 
 // tlsUpstream serves h over TLS with a certificate for host signed by ca.
-func tlsUpstream(t *testing.T, ca *orgca.CA, host string, h http.Handler) *httptest.Server {
+func tlsUpstream(t testing.TB, ca *orgca.CA, host string, h http.Handler) *httptest.Server {
 	t.Helper()
 	leaf, err := ca.Leaf(host)
 	if err != nil {

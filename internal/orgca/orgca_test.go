@@ -83,3 +83,24 @@ func TestParseRefuses(t *testing.T) {
 		t.Error("a leaf for no host")
 	}
 }
+
+// Minting a leaf (a cache miss) and taking a cached one.
+func BenchmarkLeafMint(b *testing.B) {
+	c, k, _ := Generate("bench", time.Now())
+	ca, _ := Parse(c, k, nil)
+	for b.Loop() {
+		if _, err := ca.mint("api.example.com", time.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLeafCached(b *testing.B) {
+	c, k, _ := Generate("bench", time.Now())
+	ca, _ := Parse(c, k, nil)
+	for b.Loop() {
+		if _, err := ca.Leaf("api.example.com"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
