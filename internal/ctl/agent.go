@@ -134,7 +134,7 @@ the org's own CA, which the sandbox trusts (a bundle at
 REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and GIT_SSL_CAINFO), and verifies the
 real host itself. Other hosts stay plain tunnels. For a profile's own key
 variable (codex: OPENAI_API_KEY, claude-code: ANTHROPIC_API_KEY; see
-'agentctl agent ls --json') --secret NAME=ref:PATH is brokered the same way
+the profile's "brokered" entries) --secret NAME=ref:PATH is brokered the same way
 (Authorization: Bearer … to api.openai.com, x-api-key to
 api.anthropic.com), and NAME holds a placeholder, agentd-brokered-…, that
 means nothing outside. Not with --network open (no proxy): there the value

@@ -238,7 +238,7 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
 		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0 || len(plan.inject) > 0, Isolation: p.Isolation,
-		Inject: plan.inject, Env: plan.env}
+		Inject: plan.inject, Rules: plan.rules, Env: plan.env}
 	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
 		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {

@@ -17,6 +17,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/orgca"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -32,11 +33,12 @@ const maxSecretHeaders = 16
 // brokerPlan is what a run's brokered credentials come to.
 type brokerPlan struct {
 	inject []egressproxy.Inject
-	hosts  allowlist.List    // the brokered hosts, for the allow list
-	env    []string          // NAME=agentd-brokered-… for the profile's key variables
-	values map[string]string // the --secret entries left: delivered as values
-	names  []string          // what is brokered, for the record: "Authorization for api.openai.com:443"
-	held   map[string][]byte // the brokered values, redacted from activity like delivered ones
+	rules  []sandboxes.BrokerRule // inject as references, for the container's label
+	hosts  allowlist.List         // the brokered hosts, for the allow list
+	env    []string               // NAME=agentd-brokered-… for the profile's key variables
+	values map[string]string      // the --secret entries left: delivered as values
+	names  []string               // what is brokered, for the record: "Authorization for api.openai.com:443"
+	held   map[string][]byte      // the brokered values, redacted from activity like delivered ones
 }
 
 // planBroker checks and resolves a run's --secret-header rules and its
@@ -112,6 +114,7 @@ func (plan *brokerPlan) add(ctx context.Context, s *Server, in egressproxy.Injec
 	case len(b) == 0 || bytes.ContainsAny(b, "\x00\r\n"):
 		return errs.New(errs.Precondition, "%s: the secret %s is empty or holds a line break or NUL, which no header can carry", what, ref)
 	}
+	plan.rules = append(plan.rules, sandboxes.BrokerRule{Host: in.Host, Port: in.Port, Header: in.Header, Template: string(in.Value), Ref: ref})
 	before, after, _ := bytes.Cut(in.Value, []byte{0})
 	in.Value = slices.Concat(before, b, after)
 	plan.inject = append(plan.inject, in)

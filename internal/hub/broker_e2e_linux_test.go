@@ -366,6 +366,26 @@ print(hashlib.sha256(c.sock.getpeercert(True)).hexdigest())`
 		t.Errorf("the run's record does not say what is brokered")
 	}
 
+	// A hub restart: the rules come back from the container's label, their
+	// references resolved again.
+	h.Stop()
+	h.Serve(h.Addr)
+	pollUntil(t, 30*time.Second, "the sandbox back on the restarted hub", func() (bool, string) {
+		code, out, errs := sh("true")
+		return code == 0, out + errs
+	})
+	if code, out, errs := sh(`curl -sS https://upstream.example.com/v1/again`); code != 0 || out != "upstream got /v1/again\n" {
+		t.Errorf("after a hub restart: %d %q %q", code, out, errs)
+	}
+	mu.Lock()
+	if want := fmt.Sprintf("upstream.example.com [%q] [%q]", "Bearer "+value, "key="+value2); len(got) == 0 || got[len(got)-1] != want {
+		t.Errorf("after a hub restart the upstream received %q; want last %q", got, want)
+	}
+	mu.Unlock()
+	if bytes.Contains([]byte(logs.String()), []byte(value)) {
+		t.Errorf("the secret is in the hub's logs after the restart")
+	}
+
 	// A secret handed in as a value still works, and agent run warns.
 	code, out, errs = run("agent", "run", "brokerfixture", "--secret", "OTHER_KEY=ref:team/other", "--", "-c", `test "$OTHER_KEY" = "`+value2+`" && echo ok`)
 	if code != 0 || out != "ok\n" || strings.Count(errs, "agentctl: warning: OTHER_KEY enters the sandbox") != 1 {

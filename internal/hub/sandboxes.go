@@ -73,6 +73,9 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	}
 	o.Now = s.opts.Now
 	o.Logger = s.log
+	if o.ResolveSecret == nil && s.opts.Secrets != nil {
+		o.ResolveSecret = s.opts.Secrets.Resolve
+	}
 	if o.OrgCA == nil {
 		cas := &orgCAs{store: s.store, now: s.opts.Now}
 		o.OrgCA = cas.get

@@ -39,6 +39,7 @@ const (
 	LabelConv       = "ai.devdepot.agentd.sandbox.conversation" // conversation id ("" for a warm-pool sandbox)
 	LabelWarm       = "ai.devdepot.agentd.sandbox.warm"         // "1" while in the warm pool
 	LabelEgress     = "ai.devdepot.agentd.sandbox.egress"       // the allow list, comma-separated (none: no proxy)
+	LabelBroker     = "ai.devdepot.agentd.sandbox.broker"       // brokered credentials' rules, JSON, references only (never values)
 	LabelNetwork    = "ai.devdepot.agentd.sandbox.network"      // the Docker network it joined ("none": no network)
 	LabelBaseMarker = "ai.devdepot.sandbox-base.contract"       // on the base image: contract version, "1"
 	LabelBaseBuild  = "ai.devdepot.sandbox-base.build"          // on the base image: its build id

@@ -2,6 +2,8 @@ package sandboxes
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,6 +60,9 @@ func (m *Manager) grantBroker(ctx context.Context, spec *sandbox.Spec, orgID, id
 		return unavailable("trust bundle", err)
 	}
 	spec.CAHostDir = dir
+	if b, err := json.Marshal(env.rules); err == nil && len(env.rules) == len(env.inject) {
+		spec.Labels[sandbox.LabelBroker] = string(b)
+	}
 	for _, k := range caEnv {
 		spec.Env = append(spec.Env, k+"="+CABundleFile)
 	}
@@ -90,4 +95,52 @@ func (m *Manager) envAllowPrivate(ctx context.Context, g egressGrant) egressprox
 		return egressproxy.PrivateAllow{}
 	}
 	return a
+}
+
+// BrokerRule is a brokered credential as its container keeps it: where the
+// secret goes and its reference, never its value.
+type BrokerRule struct {
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	Header string `json:"header"`
+	// Template is the header's value with a NUL where the secret goes.
+	Template string `json:"template"`
+	// Ref is the secret's reference (team/openai).
+	Ref string `json:"ref"`
+}
+
+// restoreBroker gives a grant read back from its container (after a hub
+// restart) its brokered credentials again: the rules from the label, each
+// reference resolved anew. A rule that cannot be restored leaves its host
+// a plain tunnel, where the sandbox's placeholder opens nothing.
+func (m *Manager) restoreBroker(ctx context.Context, g *egressGrant, labels map[string]string) {
+	v := labels[sandbox.LabelBroker]
+	if v == "" {
+		return
+	}
+	var rules []BrokerRule
+	err := json.Unmarshal([]byte(v), &rules)
+	var ca *orgca.CA
+	switch {
+	case err != nil:
+	case m.o.ResolveSecret == nil || m.o.OrgCA == nil:
+		err = errors.New("this hub has no secret provider or no org CA")
+	default:
+		ca, err = m.o.OrgCA(ctx, g.org)
+	}
+	if err != nil {
+		m.log.Warn("a sandbox's brokered credentials could not be restored", zap.Error(err))
+		return
+	}
+	for _, r := range rules {
+		b, err := m.o.ResolveSecret(ctx, r.Ref)
+		if err != nil || len(b) == 0 || strings.ContainsAny(string(b), "\x00\r\n") {
+			m.log.Warn("a sandbox's brokered credential could not be restored", zap.String("host", r.Host),
+				zap.String("header", r.Header), zap.String("ref", r.Ref), zap.Error(err))
+			continue
+		}
+		before, after, _ := strings.Cut(r.Template, "\x00")
+		g.inject = append(g.inject, egressproxy.Inject{Host: r.Host, Port: r.Port, Header: r.Header, Value: []byte(before + string(b) + after)})
+	}
+	g.leaf = ca.Leaf
 }

@@ -92,6 +92,7 @@ func (m *Manager) egressGrant(ctx context.Context, id string) (egressGrant, erro
 		return egressGrant{}, fmt.Errorf("sandbox %s's allow list: %w", id, err)
 	}
 	g = egressGrant{org: sb.OrgID, env: sb.Environment, conv: sb.Conversation, allow: allow}
+	m.restoreBroker(ctx, &g, info.Labels)
 	m.setEgress(id, &g)
 	return g, nil
 }

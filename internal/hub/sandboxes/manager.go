@@ -39,6 +39,7 @@ type envSpec struct {
 	// An agent run's: the headers the egress proxy sets for it (brokered
 	// credentials) and the variables it gets (their placeholders).
 	inject []egressproxy.Inject
+	rules  []BrokerRule
 	env    []string
 }
 

@@ -99,6 +99,11 @@ type Options struct {
 	// brokered credentials. Nil: the system's roots (SSL_CERT_FILE and
 	// SSL_CERT_DIR are honoured). Tests trust their own CA with it.
 	EgressRoots *x509.CertPool
+	// ResolveSecret resolves a secret reference (the hub's secret
+	// provider), for the brokered credentials of a sandbox found again
+	// after a restart. Nil: they are not restored (those hosts become
+	// plain tunnels).
+	ResolveSecret func(ctx context.Context, ref string) ([]byte, error)
 	// OrgCA returns an org's CA, made on first use, for brokered
 	// credentials. Nil: runs with inject rules are refused.
 	OrgCA func(ctx context.Context, orgID string) (*orgca.CA, error)

@@ -39,6 +39,9 @@ type Run struct {
 	// (brokered credentials: the proxy intercepts those hosts with the
 	// org's CA, which the sandbox then trusts). Needs Allow.
 	Inject []egressproxy.Inject
+	// Rules are Inject as references (the container keeps them, so that a
+	// restarted hub resolves them again); one per Inject, same order.
+	Rules []BrokerRule
 	// Env are variables its processes get (the placeholders of brokered
 	// keys).
 	Env []string
@@ -49,7 +52,7 @@ type Run struct {
 func (m *Manager) StartRun(ctx context.Context, org store.Org, r Run) (store.Sandbox, error) {
 	limits := r.Limits
 	env := envSpec{name: r.Environment, image: r.Image, network: r.Network, limits: &limits, ttl: r.TTL,
-		home: r.Home, allow: r.Allow, secrets: r.Secrets, isolation: r.Isolation, inject: r.Inject, env: r.Env}
+		home: r.Home, allow: r.Allow, secrets: r.Secrets, isolation: r.Isolation, inject: r.Inject, rules: r.Rules, env: r.Env}
 	return m.create(ctx, org, env, store.NewID("run-"), false)
 }
 
