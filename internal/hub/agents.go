@@ -18,6 +18,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/broker"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -198,24 +199,25 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
-	// Brokered credentials first: a profile's key variable among the
-	// secrets is brokered, the others are delivered as values.
-	plan, err := g.s.planBroker(ctx, p, req, network)
+	res := broker.Resolver{NotFound: ErrNoSecret}
+	if g.s.opts.Secrets != nil {
+		res.Resolve = g.s.opts.Secrets.Resolve
+	}
+	// A profile's key variable among the secrets is brokered, the others delivered.
+	plan, err := broker.New(ctx, res, p, req.GetSecrets(), req.GetSecretHeaders(), network)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range plan.hosts {
+	for _, e := range plan.Hosts {
 		if !slices.Contains(allow, e) {
 			allow = append(allow, e)
 		}
 	}
-	secrets, err := g.s.resolveSecrets(ctx, plan.values)
+	secrets, err := g.s.resolveSecrets(ctx, plan.Values)
 	if err != nil {
 		return nil, err
 	}
-	if len(secrets) > 0 {
-		notices = append(notices, enteringNotice(secrets))
-	}
+	notices = append(notices, broker.EnteringNotice(secrets)...)
 
 	// The image by id: what was checked is what runs, and a missing one is
 	// an error that names the fix, never another image.
@@ -237,8 +239,8 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
-		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0 || len(plan.inject) > 0, Isolation: p.Isolation,
-		Inject: plan.inject, Rules: plan.rules, Env: plan.env}
+		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0 || len(plan.Inject) > 0, Isolation: p.Isolation,
+		Inject: plan.Inject, Rules: plan.Rules, Env: plan.Env}
 	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
 		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {
@@ -247,10 +249,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
-	// Known before they are there: their values are redacted from the
-	// sandbox's activity from the start (brokered ones too, should an
-	// upstream echo one into the sandbox).
-	if held := maps.Clone(plan.held); len(held)+len(secrets) > 0 {
+	// Known before they are there: their values (brokered ones too) are
+	// redacted from the sandbox's activity from the start.
+	if held := maps.Clone(plan.Held); len(held)+len(secrets) > 0 {
 		maps.Copy(held, secrets)
 		g.s.activity.Hold(sb.ID, held)
 	}
@@ -277,8 +278,8 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
 	}
-	if len(plan.names) > 0 {
-		what += ", brokered " + strings.Join(plan.names, ", ")
+	if len(plan.Names) > 0 {
+		what += ", brokered " + strings.Join(plan.Names, ", ")
 	}
 	if network == "public" {
 		what += ": the public network, as asked (--network open)"

@@ -28,6 +28,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/broker"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -260,7 +261,7 @@ func TestAgentRunBrokeredSecret(t *testing.T) {
 	code, out, _ = sh(`echo "$SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE $CURL_CA_BUNDLE $GIT_SSL_CAINFO"; echo "$OPENAI_API_KEY"; touch /run/agentd-ca/x 2>/dev/null && echo writable; true`)
 	b := sandboxes.CABundleFile
 	if lines := strings.Split(out, "\n"); code != 0 || len(lines) < 2 || lines[0] != strings.Repeat(b+" ", 4)+b ||
-		!strings.HasPrefix(lines[1], hub.PlaceholderPrefix) || strings.Contains(out, "writable") {
+		!strings.HasPrefix(lines[1], broker.PlaceholderPrefix) || strings.Contains(out, "writable") {
 		t.Errorf("the sandbox's trust variables and placeholder: %d %q", code, out)
 	}
 
@@ -318,8 +319,8 @@ print(hashlib.sha256(c.sock.getpeercert(True)).hexdigest())`
 		t.Fatal(err)
 	}
 	environ, err := exec.Command("docker", "exec", "-u", "0", sb.ContainerID, "sh", "-c", "cat /proc/[0-9]*/environ | tr '\\0' '\\n'").Output()
-	if err != nil || !bytes.Contains(environ, []byte("OPENAI_API_KEY="+hub.PlaceholderPrefix)) {
-		t.Errorf("read the container's environs: %v (%d bytes, placeholder present: %v)", err, len(environ), bytes.Contains(environ, []byte(hub.PlaceholderPrefix)))
+	if err != nil || !bytes.Contains(environ, []byte("OPENAI_API_KEY="+broker.PlaceholderPrefix)) {
+		t.Errorf("read the container's environs: %v (%d bytes, placeholder present: %v)", err, len(environ), bytes.Contains(environ, []byte(broker.PlaceholderPrefix)))
 	}
 	inspect, _ := exec.Command("docker", "inspect", sb.ContainerID).Output()
 	export, err := exec.Command("docker", "export", sb.ContainerID).Output()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/devdepot-ai/agentd/internal/hub/broker"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
@@ -76,10 +77,7 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	if o.ResolveSecret == nil && s.opts.Secrets != nil {
 		o.ResolveSecret = s.opts.Secrets.Resolve
 	}
-	if o.OrgCA == nil {
-		cas := &orgCAs{store: s.store, now: s.opts.Now}
-		o.OrgCA = cas.get
-	}
+	o.OrgCA = (&broker.CAs{Store: s.store, Now: s.opts.Now}).Get
 	m, err := sandboxes.New(o)
 	if err != nil {
 		return err

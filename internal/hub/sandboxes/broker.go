@@ -13,6 +13,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/orgca"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -143,4 +144,35 @@ func (m *Manager) restoreBroker(ctx context.Context, g *egressGrant, labels map[
 		g.inject = append(g.inject, egressproxy.Inject{Host: r.Host, Port: r.Port, Header: r.Header, Value: []byte(before + string(b) + after)})
 	}
 	g.leaf = ca.Leaf
+}
+
+// maxAllowPrivate bounds an environment's private destinations.
+const maxAllowPrivate = 64
+
+// SetAllowPrivate replaces the private destinations a custom environment's
+// sandboxes may reach through the egress proxy (entries as agenthub serve
+// --egress-allow-private takes them; none clears the list). New
+// connections see the new list.
+func (m *Manager) SetAllowPrivate(ctx context.Context, org store.Org, name string, entries []string) error {
+	if name == BuiltinEnvironment {
+		return errs.New(errs.Invalid, "the built-in environment takes the hub's private destinations only (agenthub serve --egress-allow-private)")
+	}
+	if len(entries) > maxAllowPrivate {
+		return errs.New(errs.Invalid, "--allow-private: %d entries; at most %d", len(entries), maxAllowPrivate)
+	}
+	a, err := egressproxy.ParsePrivateAllow(entries)
+	if err != nil {
+		return errs.New(errs.Invalid, "--allow-private: %v", err)
+	}
+	err = m.o.Store.SetEnvironmentAllowPrivate(ctx, org.ID, name, a.Strings(), m.o.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		if len(name) > 80 {
+			name = name[:80] + "…"
+		}
+		return errs.New(errs.NotFound, "environment %s not found in org %s; list them with 'agentctl env ls'", name, org.Name)
+	}
+	if err != nil {
+		return unavailable("environment "+name, err)
+	}
+	return nil
 }

@@ -187,6 +187,7 @@ type Store interface {
 	FinishValidation(ctx context.Context, orgID, name string, generation int64, out store.Environment, at time.Time) (store.Environment, error)
 	ListReplicas(ctx context.Context) ([]store.Replica, error)
 	EnvironmentAllowPrivate(ctx context.Context, orgID, name string) ([]string, error)
+	SetEnvironmentAllowPrivate(ctx context.Context, orgID, name string, list []string, at time.Time) error
 }
 
 // Tunnels is what the manager asks of the hub's tunnel registry.

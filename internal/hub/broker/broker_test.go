@@ -1,4 +1,4 @@
-package hub
+package broker
 
 import (
 	"strconv"
@@ -16,7 +16,7 @@ func TestParseSecretHeader(t *testing.T) {
 		"api.openai.com:Authorization=Bearer ref:team/openai":  {"api.openai.com", "443", "Authorization", "Bearer \x00|team/openai"},
 		"mirror.internal:8443:X-Token=ref:ci/mirror.token;v=1": {"mirror.internal", "8443", "X-Token", "\x00;v=1|ci/mirror.token"},
 	} {
-		r, ref, err := parseSecretHeader(in)
+		r, ref, err := ParseHeader(in)
 		if err != nil {
 			t.Errorf("%s: %v", in, err)
 			continue
@@ -36,7 +36,7 @@ func TestParseSecretHeader(t *testing.T) {
 		"api.openai.com:X=ref:":                           "names no secret",
 		"api.openai.com:X=ref:a ref:b":                    "one ref:PATH",
 	} {
-		_, _, err := parseSecretHeader(in)
+		_, _, err := ParseHeader(in)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v; want an error saying %q", in, err, want)
 		}
