@@ -10,7 +10,10 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxfake"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // env set NAME --allow-private stores the environment's private
@@ -19,7 +22,14 @@ import (
 // are refused and change nothing.
 func TestEnvSetAllowPrivate(t *testing.T) {
 	t.Parallel()
-	h := hubtest.Start(t, hubtest.Options{})
+	drv, err := sandboxfake.New(sandboxfake.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close() })
+	h := hubtest.Start(t, hubtest.Options{Sandboxes: sandboxes.Options{
+		Driver: drv, AgentdDir: sandboxtest.AgentdBinary(t), SocketDir: t.TempDir(), BuiltinNetwork: "none", WarmBuiltin: 0,
+	}})
 	if _, err := h.Store.CreateEnvironment(t.Context(), store.Environment{OrgID: h.Org.ID, Name: "py", Image: "ghcr.io/acme/py:1",
 		Network: "public", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
