@@ -139,11 +139,21 @@ func (p *Proxy) intercept(w http.ResponseWriter, id, target, host string, port i
 		},
 		ErrorLog: zap.NewStdLog(p.log.Named("broker")),
 	}
+	// A hijacked connection (a websocket upgrade) ends Serve while its
+	// handler still copies: wait for the handlers before the connection
+	// is closed.
+	var active sync.WaitGroup
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		active.Add(1)
+		defer active.Done()
+		rp.ServeHTTP(w, r)
+	})
 	served := newOneConnListener(tc)
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: interceptHeaderTimeout, IdleTimeout: interceptIdleTimeout,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: interceptHeaderTimeout, IdleTimeout: interceptIdleTimeout,
 		MaxHeaderBytes: interceptMaxHeaderBytes, ConnState: served.state,
 		ErrorLog: zap.NewStdLog(p.log.Named("broker.http"))}
 	_ = srv.Serve(served)
+	active.Wait()
 }
 
 // upstream is the transport of one intercepted connection: it dials
