@@ -363,8 +363,14 @@ print(hashlib.sha256(c.sock.getpeercert(True)).hexdigest())`
 			t.Errorf("the secret is in the hub's logs")
 		}
 	}
-	if !bytes.Contains(all.Bytes(), []byte("brokered Authorization for upstream.example.com:443, X-Api-Key for upstream.example.com:443")) {
-		t.Errorf("the run's record does not say what is brokered")
+	for _, want := range []string{
+		"brokered Authorization for upstream.example.com:443, X-Api-Key for upstream.example.com:443",
+		"egress to upstream.example.com:443 from " + id + " (brokered: the hub set Authorization, X-Api-Key)",
+		"egress to tunnel.example.com:443 from " + id + `"`,
+	} {
+		if !bytes.Contains(all.Bytes(), []byte(want)) {
+			t.Errorf("the org's activity lacks %q", want)
+		}
 	}
 
 	// A hub restart: the rules come back from the container's label, their

@@ -121,6 +121,9 @@ func (m *Manager) recordEgress(ctx context.Context, ev egressproxy.Event) {
 	case ev.Allowed && ev.Err == nil:
 		r.Kind, r.Outcome = wire.KindEgressAllow, agentdv1.Outcome_OUTCOME_OK
 		r.Summary = fmt.Sprintf("egress to %s from %s", ev.Target, ev.Sandbox)
+		if len(ev.Brokered) > 0 {
+			r.Summary += " (brokered: the hub set " + strings.Join(ev.Brokered, ", ") + ")"
+		}
 	case ev.Allowed:
 		r.Kind, r.Outcome, r.Error = wire.KindEgressAllow, agentdv1.Outcome_OUTCOME_ERROR, ev.Err.Error()
 		r.Summary = fmt.Sprintf("egress to %s from %s allowed, but it failed: %v", ev.Target, ev.Sandbox, ev.Err)
