@@ -187,6 +187,13 @@ unix socket under --sandbox-dir. Sandboxes with network access join a network
 whose egress rules the hub installs (public internet yes, private networks and
 the host no); if they cannot be installed (run as root, or with
 CAP_NET_ADMIN), environments that need a network are refused.
+--egress-allow-private names the private destinations (an internal mirror)
+sandboxes may reach anyway, through both those rules and the egress proxy.
+
+The egress proxy of agent runs sets brokered credentials (agentctl agent run
+--secret-header) itself, terminating the sandbox's TLS to those hosts with
+the org's own CA and verifying the real host against the system's roots:
+SSL_CERT_FILE or SSL_CERT_DIR adds a private CA there.
 
 /metrics shows every org's calls, so on the hub's port it needs the hub
 owner's API token (Authorization: Bearer agt_…); --metrics-listen serves it
@@ -211,6 +218,7 @@ it into the engine.`,
 		Example: `  agenthub serve --listen 127.0.0.1:8080
   agenthub serve --listen 127.0.0.1:8080 --agentd bin/agentd --allow-registry registry.internal:5000
   agenthub serve --listen 127.0.0.1:8080 --insecure-registry mirror.lan:5000 --registry-ca /etc/ssl/corp-ca.pem
+  agenthub serve --listen 127.0.0.1:8080 --egress-allow-private 10.20.0.0/16,mirror.internal --secret-dir /etc/agenthub/secrets
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/durable"
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
@@ -69,6 +70,8 @@ type sandboxFlags struct {
 	// noNetwork (the demo's hub): every sandbox gets network none, so no
 	// egress rules or network are installed on the host.
 	noNetwork bool
+	// allowPrivate is --egress-allow-private (allowprivate.go).
+	allowPrivate []string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -92,6 +95,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.orgMaxArchive, "org-max-archive", "50GB", "most bytes one org's archives may take in the archive store (like 50GB, 200GiB); 0: no limit")
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "deprecated: --sandbox-stop-after")
 	_ = fs.MarkDeprecated("sandbox-idle-ttl", "use --sandbox-stop-after (an idle sandbox is stopped, its /workspace kept, no longer removed)")
+	f.registerAllowPrivate(fs)
 	f.fs = fs
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
@@ -187,6 +191,10 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		}
 	}
 	regs, err := f.registries()
+	if err != nil {
+		return sandboxes.Options{}, none, err
+	}
+	allowPrivate, kernelAllow, err := f.allowPrivateOptions(ctx)
 	if err != nil {
 		return sandboxes.Options{}, none, err
 	}
@@ -303,6 +311,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	o.ImageCheck.AllowRegistries = append(slices.Clone(f.allow), f.insecure...)
 	regs.Apply(&o.ImageCheck)
+	o.EgressDial = (&egressproxy.PublicDialer{AllowPrivate: allowPrivate}).Dial
 	o.ImageCheck.MaxCompressedBytes = f.maxImage
 	// Fail closed: without the egress rules no sandbox gets a network;
 	// environments that need one are refused, and say why.
@@ -311,7 +320,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if f.noNetwork {
 		o.BuiltinNetwork = "none"
 	} else if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
-		AllowDNS: hostResolvers(), Logger: log}); err != nil {
+		AllowDNS: hostResolvers(), AllowPrivate: kernelAllow, Logger: log}); err != nil {
 		log.Error("sandboxes get no network: the egress rules could not be installed; environments with network public are refused", zap.Error(err))
 	} else {
 		o.PublicNetwork = f.network

@@ -106,6 +106,9 @@ type Profile struct {
 	// off, as far as it is known (Notes say where it is not). Never
 	// credentials: names that look like one are refused.
 	SelfUpdateEnv map[string]string `json:"self_update_env,omitempty"`
+	// Brokered are the agent's key variables the hub brokers when a run
+	// names them as secrets (brokered.go).
+	Brokered []Brokered `json:"brokered,omitempty"`
 	// Notes are everything else: sources, what is unsure.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -226,6 +229,11 @@ func (p *Profile) validate() error {
 	for _, n := range slices.Concat(p.RiskNotes, p.Notes) {
 		if strings.TrimSpace(n) == "" {
 			return errors.New("an empty note")
+		}
+	}
+	for _, b := range p.Brokered {
+		if err := b.validate(); err != nil {
+			return err
 		}
 	}
 	for k, v := range p.SelfUpdateEnv {

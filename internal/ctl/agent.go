@@ -120,14 +120,33 @@ profile's; 1m to 24h).
 --secret NAME=ref:PATH gives every command in the sandbox the variable NAME,
 its value resolved by the hub's secret provider (agenthub serve --secret-dir
 or --secret-command) and delivered onto the sandbox's tmpfs: never into the
-image, the hub's store, logs or activity, or the container's configuration.`,
+image, the hub's store, logs or activity, or the container's configuration. It is still inside: the agent, or a prompt
+that steers it, can read it and send it wherever the allow list permits, and
+agent run warns so.
+
+Brokered credentials never enter the sandbox. --secret-header
+HOST[:PORT]:HEADER=VALUE, VALUE holding ref:PATH, has the hub's egress proxy
+set that header on every request the sandbox sends to HOST (replacing what
+the agent sent), with ref:PATH replaced by the secret; HOST joins the allow
+list. The proxy terminates the sandbox's TLS to HOST with a certificate of
+the org's own CA, which the sandbox trusts (a bundle at
+/run/agentd-ca/bundle.pem, named by SSL_CERT_FILE, NODE_EXTRA_CA_CERTS,
+REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and GIT_SSL_CAINFO), and verifies the
+real host itself. Other hosts stay plain tunnels. For a profile's own key
+variable (codex: OPENAI_API_KEY, claude-code: ANTHROPIC_API_KEY; see
+the profile's "brokered" entries) --secret NAME=ref:PATH is brokered the same way
+(Authorization: Bearer … to api.openai.com, x-api-key to
+api.anthropic.com), and NAME holds a placeholder, agentd-brokered-…, that
+means nothing outside. Not with --network open (no proxy): there the value
+is delivered.`,
 		Example: `  agentctl agent run codex
   agentctl agent run claude -- -p "explain this repository"
   agentctl agent run opencode -- --version
   agentctl agent run aider --allow api.openai.com -- --model gpt-5 --yes-always
   agentctl agent run aider --network open --ttl 30m
   agentctl agent run commandcode --image ghcr.io/x/cc:1
-  agentctl agent run codex --secret OPENAI_API_KEY=ref:team/openai -- exec "fix the failing test"`,
+  agentctl agent run codex --secret OPENAI_API_KEY=ref:team/openai -- exec "fix the failing test"
+  agentctl agent run aider --secret-header api.openai.com:Authorization='Bearer ref:team/openai'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if (dash < 0 && len(args) != 1) || dash > 1 || dash == 0 {
@@ -171,6 +190,10 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 				return err
 			}
 			for _, n := range resp.GetNotices() {
+				if strings.HasPrefix(n, "warning: ") {
+					fmt.Fprintf(a.io.Err, "agentctl: %s\n", n)
+					continue
+				}
 				fmt.Fprintf(a.io.Err, "agentctl: note: %s\n", n)
 			}
 			argv := args[1:]
@@ -199,6 +222,7 @@ image, the hub's store, logs or activity, or the container's configuration.`,
 	f.StringArrayVar(&req.Allow, "allow", nil, "HOST[:PORT] or *.DOMAIN[:PORT] the sandbox may reach through the hub's egress proxy, besides the profile's allow list (repeatable; port 443 unless given)")
 	f.DurationVar(&ttl, "ttl", 0, "how long the sandbox lives (default: the profile's TTL)")
 	f.StringArrayVar(&secrets, "secret", nil, "NAME=ref:PATH: the agent's commands get NAME from the hub's secret provider (repeatable)")
+	f.StringArrayVar(&req.SecretHeaders, "secret-header", nil, "HOST[:PORT]:HEADER=VALUE with ref:PATH in VALUE: the hub's egress proxy sets HEADER on the sandbox's requests to HOST, the secret never entering the sandbox (repeatable)")
 	f.DurationVar(&timeout, "timeout", 0, "with -- ARGS: kill the agent's process group after this long (exit 124)")
 	return cmd
 }

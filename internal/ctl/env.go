@@ -401,6 +401,9 @@ func writeEnv(w io.Writer, e *hubv1.Environment) error {
 	if len(e.GetAllow()) > 0 {
 		row("allow", strings.Join(e.GetAllow(), ", ")+" (new sandboxes reach only these, through the hub's egress proxy)")
 	}
+	if l := e.GetAllowPrivate(); len(l) > 0 {
+		row("allow private", strings.Join(l, ", ")+" (through the egress proxy, besides the hub's)")
+	}
 	if e.GetWorkspaceMaxBytes() > 0 || e.GetWorkspaceBound() != "" {
 		row("workspace", workspaceBound(e))
 	}

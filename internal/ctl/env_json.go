@@ -29,10 +29,13 @@ type envDoc struct {
 	WorkspaceBound    string `json:"workspace_bound"`
 	// The lifecycle policy of its sandboxes: a duration or "never" each
 	// (empty: not a sandbox environment).
-	PauseAfter   string     `json:"pause_after,omitempty"`
-	StopAfter    string     `json:"stop_after,omitempty"`
-	ArchiveAfter string     `json:"archive_after,omitempty"`
-	DeleteAfter  string     `json:"delete_after,omitempty"`
+	PauseAfter   string `json:"pause_after,omitempty"`
+	StopAfter    string `json:"stop_after,omitempty"`
+	ArchiveAfter string `json:"archive_after,omitempty"`
+	DeleteAfter  string `json:"delete_after,omitempty"`
+	// AllowPrivate are the private destinations its sandboxes may reach
+	// besides the hub's.
+	AllowPrivate []string   `json:"allow_private,omitempty"`
 	Report       []checkDoc `json:"report"`
 	Inventory    invDoc     `json:"inventory"`
 	Created      *time.Time `json:"created,omitempty"`
@@ -54,7 +57,7 @@ type invDoc struct {
 
 func envDocOf(e *hubv1.Environment) envDoc {
 	d := envDoc{Name: e.GetName(), Kind: envKind(e.GetKind()), State: envState(e.GetState()), Default: e.GetDefault(),
-		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(), Isolation: e.GetIsolation(), Allow: e.GetAllow(),
+		Image: e.GetImage(), Pinned: e.GetPinned(), Reason: e.GetReason(), Network: e.GetNetwork(), Isolation: e.GetIsolation(), Allow: e.GetAllow(), AllowPrivate: e.GetAllowPrivate(),
 		WorkspaceMaxBytes: e.GetWorkspaceMaxBytes(), WorkspaceBound: e.GetWorkspaceBound(),
 		PauseAfter: e.GetPauseAfter(), StopAfter: e.GetStopAfter(), ArchiveAfter: e.GetArchiveAfter(), DeleteAfter: e.GetDeleteAfter(),
 		Report:    []checkDoc{},

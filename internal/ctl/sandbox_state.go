@@ -143,10 +143,10 @@ func pastTense(action string) string {
 // its isolation and its idle policy.
 func (a *app) envSetCmd(org *string) *cobra.Command {
 	var pause, stop, arch, del, isolation string
-	var allow []string
+	var allow, allowPrivate []string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--archive-after D] [--delete-after D|never] [--allow HOST[:PORT]]...",
-		Short: "Change an environment's settings (builtin included): isolation, idle policy, allow list",
+		Use:   "set NAME [--isolation runc|gvisor] [--pause-after D] [--stop-after D] [--archive-after D] [--delete-after D|never] [--allow HOST[:PORT]]... [--allow-private CIDR|HOST]...",
+		Short: "Change an environment's settings (builtin included): isolation, idle policy, allow lists",
 		Long: `Change an environment's own settings; builtin is the org's own to set. Flags
 not given keep their value. Needs an admin token.
 
@@ -168,6 +168,13 @@ removed with its /workspace only when a delete-after says so. Each value is a du
 5m, 2h, 7d), never, or default (the hub's again). Prints the environment as
 env show does.
 
+--allow-private CIDR|ADDRESS|HOST (repeatable, or comma-separated) replaces
+the private destinations a custom environment's sandboxes may reach through
+the hub's egress proxy, besides the hub's own (agenthub serve
+--egress-allow-private); "" clears them. Loopback and the hub's host stay
+refused. New connections see the new list; env show shows it. The public
+network's kernel rules take the hub's list only.
+
 The policy is set first, so a bad value changes nothing; if the isolation is
 then refused, the message says the policy was set. Setting the isolation an
 environment has already changes nothing.
@@ -186,7 +193,8 @@ entry changes nothing.`,
   agentctl env set py --archive-after 2d --delete-after 30d
   agentctl env set py --pause-after never --stop-after default
   agentctl env set py --allow pypi.org,files.pythonhosted.org --allow '*.github.com'
-  agentctl env set py --allow ''`,
+  agentctl env set py --allow ''
+  agentctl env set py --allow-private 10.20.0.0/16,mirror.internal`,
 		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &hubv1.SetEnvironmentPolicyRequest{Org: *org, Name: args[0]}
@@ -203,8 +211,9 @@ entry changes nothing.`,
 			policy := req.PauseAfter != nil || req.StopAfter != nil || req.ArchiveAfter != nil || req.DeleteAfter != nil
 			iso := cmd.Flags().Changed("isolation")
 			setAllow := cmd.Flags().Changed("allow")
-			if !policy && !iso && !setAllow {
-				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --archive-after, --delete-after or --allow")
+			private := cmd.Flags().Changed("allow-private")
+			if !policy && !iso && !setAllow && !private {
+				return usagef("env set needs a setting to change: --isolation runc|gvisor, --pause-after, --stop-after, --archive-after, --delete-after, --allow or --allow-private")
 			}
 			allow = slices.DeleteFunc(allow, func(s string) bool { return strings.TrimSpace(s) == "" })
 			if _, err := allowlist.ParseList(allow); err != nil {
@@ -234,6 +243,22 @@ entry changes nothing.`,
 					}
 					env = resp.GetEnvironment()
 				}
+				if private {
+					var l []string
+					for _, s := range allowPrivate {
+						if s != "" {
+							l = append(l, s)
+						}
+					}
+					resp, err := ec.SetEnvironmentAllowPrivate(ctx, &hubv1.SetEnvironmentAllowPrivateRequest{Org: *org, Name: args[0], AllowPrivate: l})
+					if err != nil {
+						if policy {
+							return fmt.Errorf("the idle policy was set, but --allow-private was refused: %w", err)
+						}
+						return err
+					}
+					env = resp.GetEnvironment()
+				}
 				if iso {
 					resp, err := ec.SetEnvironmentIsolation(ctx, &hubv1.SetEnvironmentIsolationRequest{Org: *org, Name: args[0], Isolation: isolation})
 					if err != nil {
@@ -251,6 +276,7 @@ entry changes nothing.`,
 			})
 		},
 	}
+	cmd.Flags().StringArrayVar(&allowPrivate, "allow-private", nil, "private destination (CIDR, address or host name) its sandboxes may reach through the egress proxy; repeatable or comma-separated; replaces the list (\"\" clears it)")
 	cmd.Flags().StringVar(&isolation, "isolation", "", "runc (a container of the host's kernel) or gvisor (gVisor's user-space kernel)")
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")

@@ -50,6 +50,11 @@ type PublicDialer struct {
 	// those of its network interfaces, read at each dial (a network the
 	// host joins later is refused as well).
 	HostPrefixes func() ([]netip.Prefix, error)
+	// AllowPrivate are private destinations every sandbox may reach
+	// (agenthub serve --egress-allow-private); a context from
+	// WithPrivateAllow adds a sandbox's own. Loopback and the hub host's
+	// own addresses stay refused. Default none.
+	AllowPrivate PrivateAllow
 }
 
 // Dial connects to host:port if host is, or resolves to, a public address;
@@ -79,9 +84,14 @@ func (d *PublicDialer) Dial(ctx context.Context, host string, port int) (net.Con
 		dial = (&net.Dialer{}).DialContext
 	}
 	var refused, failed error
+	allow := d.AllowPrivate.Merge(privateAllowFrom(ctx))
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		if why := forbidden(a, own); why != "" {
+		why := forbidden(a, own)
+		if why != "" && allow.Allows(host, a) {
+			why = hardForbidden(a, own)
+		}
+		if why != "" {
 			if refused == nil {
 				refused = &AddressError{Host: host, Addr: a, Why: why}
 			}

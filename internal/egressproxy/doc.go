@@ -31,4 +31,12 @@
 // origin-form over a CONNECT to host:80, one request per connection. A
 // refusal is the hub's 403 with a body naming the allow list, passed on to
 // the client as is.
+//
+// One exception to "the hub only splices bytes": a host with an inject rule
+// (a brokered credential, intercept.go). There the hub ends the sandbox's
+// TLS with a leaf of the org's CA (package orgca), sets the rule's header on
+// each HTTP/1.1 request and sends it over its own verified TLS connection
+// to the real host, so that the credential never enters the sandbox. Every
+// other host stays a plain tunnel. PrivateAllow (allowprivate.go) is what
+// an admin lets sandboxes reach although it is private.
 package egressproxy

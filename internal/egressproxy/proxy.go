@@ -3,6 +3,8 @@ package egressproxy
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +37,16 @@ type Grant struct {
 	// connections: a tunnel opened under an earlier generation to a
 	// destination Allow no longer matches is closed (0: none).
 	CutGen int64
+	// Inject are the headers the hub sets for the sandbox (see
+	// intercept.go): a CONNECT to a host:port with a rule is intercepted,
+	// every other one stays a plain tunnel.
+	Inject []Inject
+	// Leaf mints the certificate the proxy shows the sandbox for a host
+	// it intercepts (the org CA's). Needed only with Inject.
+	Leaf func(host string) (*tls.Certificate, error)
+	// AllowPrivate are private destinations this sandbox may reach besides
+	// the dialer's own (its environment's).
+	AllowPrivate PrivateAllow
 }
 
 // Event is one connection asked for, allowed or refused, for the org's
@@ -46,6 +58,9 @@ type Event struct {
 	// Err is why it was refused, or (Allowed) why the connection failed;
 	// nil for a connection made.
 	Err error
+	// Brokered names the headers the hub sets on this connection's
+	// requests (an intercepted one); empty for a plain tunnel.
+	Brokered []string
 }
 
 // ProxyOptions configures a Proxy. Zero fields get the defaults documented
@@ -72,6 +87,10 @@ type ProxyOptions struct {
 	// allows (a change made on another hub replica). Default 500 ms;
 	// negative: never (Recheck alone).
 	RecheckEvery time.Duration
+	// UpstreamRoots verify the real hosts of intercepted connections.
+	// Default nil: the system's roots (SSL_CERT_FILE and SSL_CERT_DIR are
+	// honoured, as Go does on Linux).
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is the hub's end: an http.Handler for CONNECT requests on the
@@ -171,7 +190,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, err.Error()+"; "+DeniedHint)
 		return
 	}
-	dctx, cancel := context.WithTimeout(r.Context(), p.o.DialTimeout)
+	if rules := g.injectsFor(host, port); len(rules) > 0 {
+		p.intercept(w, id, target, host, port, g, rules)
+		return
+	}
+	dctx, cancel := context.WithTimeout(WithPrivateAllow(r.Context(), g.AllowPrivate), p.o.DialTimeout)
 	up, err := p.o.Dial(dctx, allowlist.Normalize(host), port)
 	cancel()
 	if err != nil {

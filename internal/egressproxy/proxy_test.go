@@ -40,7 +40,9 @@ type chain struct {
 
 const sandboxID = "sb-test1"
 
-func startChain(t testing.TB, allow []string, names map[string]string) *chain {
+// startChain starts a chain; mods change the proxy's options and the
+// sandbox's grant before the proxy is made.
+func startChain(t testing.TB, allow []string, names map[string]string, mods ...func(*ProxyOptions, *Grant)) *chain {
 	t.Helper()
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -51,12 +53,13 @@ func startChain(t testing.TB, allow []string, names map[string]string) *chain {
 		t.Fatal(err)
 	}
 	ch := &chain{key: key, socket: filepath.Join(t.TempDir(), "hub.sock")}
-	ch.proxy, err = NewProxy(ProxyOptions{
+	grant := Grant{Key: pub, Allow: list}
+	o := ProxyOptions{
 		Lookup: func(_ context.Context, id string) (Grant, error) {
 			if id != sandboxID {
 				return Grant{}, ErrUnknownSandbox
 			}
-			return Grant{Key: pub, Allow: list}, nil
+			return grant, nil
 		},
 		Dial: func(ctx context.Context, host string, port int) (net.Conn, error) {
 			addr, ok := names[fmt.Sprintf("%s:%d", host, port)]
@@ -73,12 +76,19 @@ func startChain(t testing.TB, allow []string, names map[string]string) *chain {
 			if ev.Err != nil {
 				s += " err=" + ev.Err.Error()
 			}
+			if len(ev.Brokered) > 0 {
+				s += " brokered=" + strings.Join(ev.Brokered, ",")
+			}
 			ch.mu.Lock()
 			ch.events = append(ch.events, s)
 			ch.mu.Unlock()
 		},
 		Logger: zaptest.NewLogger(t),
-	})
+	}
+	for _, m := range mods {
+		m(&o, &grant)
+	}
+	ch.proxy, err = NewProxy(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/agentimage/imagebuild"
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/broker"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -198,10 +199,25 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
-	secrets, err := g.s.resolveSecrets(ctx, req.GetSecrets())
+	res := broker.Resolver{NotFound: ErrNoSecret}
+	if g.s.opts.Secrets != nil {
+		res.Resolve = g.s.opts.Secrets.Resolve
+	}
+	// A profile's key variable among the secrets is brokered, the others delivered.
+	plan, err := broker.New(ctx, res, p, req.GetSecrets(), req.GetSecretHeaders(), network)
 	if err != nil {
 		return nil, err
 	}
+	for _, e := range plan.Hosts {
+		if !slices.Contains(allow, e) {
+			allow = append(allow, e)
+		}
+	}
+	secrets, err := g.s.resolveSecrets(ctx, plan.Values)
+	if err != nil {
+		return nil, err
+	}
+	notices = append(notices, broker.EnteringNotice(secrets)...)
 
 	// The image by id: what was checked is what runs, and a missing one is
 	// an error that names the fix, never another image.
@@ -223,7 +239,8 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	// HOME (and the XDG directories) in the workspace: what the agent
 	// keeps goes with its sandbox, and the HOME tmpfs stays small.
 	run := sandboxes.Run{Environment: agentEnvPrefix + p.Name, Image: img.ID, Network: network, Limits: limits, TTL: ttl,
-		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0, Isolation: p.Isolation}
+		Home: sandbox.WorkspaceDir + "/.home", Allow: allow, Secrets: len(secrets) > 0 || len(plan.Inject) > 0, Isolation: p.Isolation,
+		Inject: plan.Inject, Rules: plan.Rules, Env: plan.Env}
 	sb, err := m.StartRun(ctx, org, run)
 	if err != nil {
 		if errs.KindOf(err) == errs.Unknown && rpcerr.Code(err) == codes.Internal {
@@ -232,10 +249,13 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 		return nil, err
 	}
 
+	// Known before they are there: their values (brokered ones too) are
+	// redacted from the sandbox's activity from the start.
+	if held := maps.Clone(plan.Held); len(held)+len(secrets) > 0 {
+		maps.Copy(held, secrets)
+		g.s.activity.Hold(sb.ID, held)
+	}
 	if len(secrets) > 0 {
-		// Known before they are there: their values are redacted from
-		// the sandbox's activity from the start.
-		g.s.activity.Hold(sb.ID, secrets)
 		if err := g.s.deliverSecrets(ctx, sb.ID, secrets); err != nil {
 			m.Destroy(context.WithoutCancel(ctx), sb, "its secrets could not be delivered")
 			return nil, err
@@ -257,6 +277,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	what := fmt.Sprintf("ran agent %s in %s (image %s, network %s, ttl %s)", p.Name, sb.ID, image, shown, ttl)
 	if len(secrets) > 0 {
 		what += ", secrets " + strings.Join(slices.Sorted(maps.Keys(secrets)), ", ")
+	}
+	if len(plan.Names) > 0 {
+		what += ", brokered " + strings.Join(plan.Names, ", ")
 	}
 	if network == "public" {
 		what += ": the public network, as asked (--network open)"

@@ -192,7 +192,27 @@ func (v *environmentService) GetEnvironment(ctx context.Context, req *hubv1.GetE
 	if err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
-	return &hubv1.GetEnvironmentResponse{Environment: v.withPolicy(ctx, org.ID, v.environmentProto(e, def))}, nil
+	p := v.withPolicy(ctx, org.ID, v.environmentProto(e, def))
+	p.AllowPrivate, _ = v.s.store.EnvironmentAllowPrivate(ctx, org.ID, e.Name)
+	return &hubv1.GetEnvironmentResponse{Environment: p}, nil
+}
+
+// SetEnvironmentAllowPrivate: see sandboxes.Manager.SetAllowPrivate.
+func (v *environmentService) SetEnvironmentAllowPrivate(ctx context.Context, req *hubv1.SetEnvironmentAllowPrivateRequest) (*hubv1.SetEnvironmentAllowPrivateResponse, error) {
+	c, org, err := v.a.org(ctx, req.GetOrg())
+	if err == nil {
+		err = needAdmin(c)
+	}
+	if m, merr := v.sandboxes(); err == nil && merr == nil {
+		err = m.SetAllowPrivate(ctx, org, req.GetName(), req.GetAllowPrivate())
+	} else if err == nil {
+		err = merr
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp, err := v.GetEnvironment(ctx, &hubv1.GetEnvironmentRequest{Org: req.GetOrg(), Name: req.GetName()})
+	return &hubv1.SetEnvironmentAllowPrivateResponse{Environment: resp.GetEnvironment()}, err
 }
 
 func (v *environmentService) CreateEnvironment(ctx context.Context, req *hubv1.CreateEnvironmentRequest) (*hubv1.CreateEnvironmentResponse, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/devdepot-ai/agentd/internal/hub/broker"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
@@ -73,6 +74,10 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 	}
 	o.Now = s.opts.Now
 	o.Logger = s.log
+	if o.ResolveSecret == nil && s.opts.Secrets != nil {
+		o.ResolveSecret = s.opts.Secrets.Resolve
+	}
+	o.OrgCA = (&broker.CAs{Store: s.store, Now: s.opts.Now}).Get
 	m, err := sandboxes.New(o)
 	if err != nil {
 		return err

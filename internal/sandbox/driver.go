@@ -40,6 +40,7 @@ const (
 	LabelConv       = "ai.devdepot.agentd.sandbox.conversation" // conversation id ("" for a warm-pool sandbox)
 	LabelWarm       = "ai.devdepot.agentd.sandbox.warm"         // "1" while in the warm pool
 	LabelEgress     = "ai.devdepot.agentd.sandbox.egress"       // the allow list, comma-separated (none: no proxy)
+	LabelBroker     = "ai.devdepot.agentd.sandbox.broker"       // brokered credentials' rules, JSON, references only (never values)
 	LabelNetwork    = "ai.devdepot.agentd.sandbox.network"      // the Docker network it joined ("none": no network)
 	LabelBaseMarker = "ai.devdepot.sandbox-base.contract"       // on the base image: contract version, "1"
 	LabelBaseBuild  = "ai.devdepot.sandbox-base.build"          // on the base image: its build id
@@ -50,6 +51,7 @@ const (
 	AgentdDir       = "/opt/agentd"     // read-only; holds the agentd binary
 	HubSocketDir    = "/run/agentd"     // read-only; holds hub.sock
 	KeyDir          = "/run/agentd-key" // the sandbox's own; holds its key until agentd has read it
+	CADir           = "/run/agentd-ca"  // read-only; the trust bundle of a sandbox with brokered secrets
 	HomeDir         = "/home/agent"     // tmpfs; HOME
 )
 
@@ -75,6 +77,10 @@ type Spec struct {
 	// read-write at KeyDir: the hub puts the sandbox's key there before
 	// each start, agentd reads and removes it.
 	KeyHostDir string
+	// CAHostDir, when set, is a host directory mounted read-only at CADir:
+	// the trust bundle (system roots and the org's CA) of a sandbox whose
+	// credentials the hub's egress proxy brokers.
+	CAHostDir string
 	// Network is "none" or the name of the sandbox bridge network.
 	Network string
 	// Limits bound what the sandbox may use.

@@ -2,6 +2,7 @@ package sandboxes
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,8 +21,12 @@ import (
 // allow list: the list, and where its records go.
 type egressGrant struct {
 	org   string // org id
+	env   string // environment name
 	conv  string
 	allow allowlist.List
+	// inject and leaf: brokered credentials (broker.go).
+	inject []egressproxy.Inject
+	leaf   func(host string) (*tls.Certificate, error)
 }
 
 // grantEgress sets up a new sandbox with an allow list (none: nothing to
@@ -54,7 +59,8 @@ func (m *Manager) egressLookup(ctx context.Context, id string) (egressproxy.Gran
 	if err != nil {
 		return egressproxy.Grant{}, err
 	}
-	grant := egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow}
+	grant := egressproxy.Grant{Key: mc.PublicKey, Allow: g.allow, Inject: g.inject, Leaf: g.leaf,
+		AllowPrivate: m.envAllowPrivate(ctx, g)}
 	// The list as it is now (live_egress.go), on whichever replica it
 	// changed; none stored: the list it was made with.
 	if es := m.egressStore(); es != nil {
@@ -100,7 +106,8 @@ func (m *Manager) egressGrant(ctx context.Context, id string) (egressGrant, erro
 	if err != nil {
 		return egressGrant{}, fmt.Errorf("sandbox %s's allow list: %w", id, err)
 	}
-	g = egressGrant{org: sb.OrgID, conv: sb.Conversation, allow: allow}
+	g = egressGrant{org: sb.OrgID, env: sb.Environment, conv: sb.Conversation, allow: allow}
+	m.restoreBroker(ctx, &g, info.Labels)
 	m.setEgress(id, &g)
 	return g, nil
 }
@@ -129,6 +136,9 @@ func (m *Manager) recordEgress(ctx context.Context, ev egressproxy.Event) {
 	case ev.Allowed && ev.Err == nil:
 		r.Kind, r.Outcome = wire.KindEgressAllow, agentdv1.Outcome_OUTCOME_OK
 		r.Summary = fmt.Sprintf("egress to %s from %s", ev.Target, ev.Sandbox)
+		if len(ev.Brokered) > 0 {
+			r.Summary += " (brokered: the hub set " + strings.Join(ev.Brokered, ", ") + ")"
+		}
 	case ev.Allowed:
 		r.Kind, r.Outcome, r.Error = wire.KindEgressAllow, agentdv1.Outcome_OUTCOME_ERROR, ev.Err.Error()
 		r.Summary = fmt.Sprintf("egress to %s from %s allowed, but it failed: %v", ev.Target, ev.Sandbox, ev.Err)

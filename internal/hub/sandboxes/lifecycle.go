@@ -344,6 +344,9 @@ func (m *Manager) build(ctx context.Context, org store.Org, env envSpec, conv st
 	if err := m.saveKey(id, key.Seed()); err != nil {
 		return failed(unavailable("sandbox key", err))
 	}
+	if err := m.grantBroker(ctx, &spec, org.ID, id, env); err != nil {
+		return failed(err)
+	}
 	cid, err := m.createContainer(ctx, spec)
 	if err != nil {
 		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
@@ -391,7 +394,7 @@ func (m *Manager) spec(org store.Org, env envSpec, id, conv, network, runtime st
 		spec.Limits.WorkspaceBytes = env.workspaceMax
 	}
 	spec.Home = env.home
-	m.grantEgress(&spec, egressGrant{org: org.ID, conv: conv, allow: env.allow}, id)
+	m.grantEgress(&spec, egressGrant{org: org.ID, env: env.name, conv: conv, allow: env.allow}, id)
 	return spec
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devdepot-ai/agentd/internal/allowlist"
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
@@ -35,6 +36,11 @@ type envSpec struct {
 	// admins and the token that started it may call it: the hub's
 	// sandboxAccess).
 	secrets bool
+	// An agent run's: the headers the egress proxy sets for it (brokered
+	// credentials) and the variables it gets (their placeholders).
+	inject []egressproxy.Inject
+	rules  []BrokerRule
+	env    []string
 }
 
 // Manager runs an org's sandboxes: get-or-create per (org, environment,

@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"net"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/agentimage"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/orgca"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/imagecheck"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
@@ -106,6 +108,18 @@ type Options struct {
 	// (it resolves the name and dials public addresses only). Tests map
 	// names to servers on loopback with it.
 	EgressDial func(ctx context.Context, host string, port int) (net.Conn, error)
+	// EgressRoots verify the real hosts the egress proxy connects to for
+	// brokered credentials. Nil: the system's roots (SSL_CERT_FILE and
+	// SSL_CERT_DIR are honoured). Tests trust their own CA with it.
+	EgressRoots *x509.CertPool
+	// ResolveSecret resolves a secret reference (the hub's secret
+	// provider), for the brokered credentials of a sandbox found again
+	// after a restart. Nil: they are not restored (those hosts become
+	// plain tunnels).
+	ResolveSecret func(ctx context.Context, ref string) ([]byte, error)
+	// OrgCA returns an org's CA, made on first use, for brokered
+	// credentials. Nil: runs with inject rules are refused.
+	OrgCA func(ctx context.Context, orgID string) (*orgca.CA, error)
 	// Releases tells RunAgent the newest release of an agent, for the
 	// notice that a newer one than the image's exists. Nil: no notice (as
 	// offline: the image in place is used either way).
@@ -188,6 +202,8 @@ type Store interface {
 	SetValidationReason(ctx context.Context, orgID, name string, generation int64, reason string, at time.Time) error
 	FinishValidation(ctx context.Context, orgID, name string, generation int64, out store.Environment, at time.Time) (store.Environment, error)
 	ListReplicas(ctx context.Context) ([]store.Replica, error)
+	EnvironmentAllowPrivate(ctx context.Context, orgID, name string) ([]string, error)
+	SetEnvironmentAllowPrivate(ctx context.Context, orgID, name string, list []string, at time.Time) error
 }
 
 // Tunnels is what the manager asks of the hub's tunnel registry.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/devdepot-ai/agentd/internal/allowlist"
+	"github.com/devdepot-ai/agentd/internal/egressproxy"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -34,6 +35,16 @@ type Run struct {
 	// Secrets says its resolved secrets go into it (then only admins and
 	// the token that started it may call it).
 	Secrets bool
+	// Inject are the headers the hub's egress proxy sets on its requests
+	// (brokered credentials: the proxy intercepts those hosts with the
+	// org's CA, which the sandbox then trusts). Needs Allow.
+	Inject []egressproxy.Inject
+	// Rules are Inject as references (the container keeps them, so that a
+	// restarted hub resolves them again); one per Inject, same order.
+	Rules []BrokerRule
+	// Env are variables its processes get (the placeholders of brokered
+	// keys).
+	Env []string
 }
 
 // StartRun makes an agent run's sandbox in org (a conversation of its
@@ -41,7 +52,7 @@ type Run struct {
 func (m *Manager) StartRun(ctx context.Context, org store.Org, r Run) (store.Sandbox, error) {
 	limits := r.Limits
 	env := envSpec{name: r.Environment, image: r.Image, network: r.Network, limits: &limits, ttl: r.TTL,
-		home: r.Home, allow: r.Allow, secrets: r.Secrets, isolation: r.Isolation}
+		home: r.Home, allow: r.Allow, secrets: r.Secrets, isolation: r.Isolation, inject: r.Inject, rules: r.Rules, env: r.Env}
 	return m.create(ctx, org, env, store.NewID("run-"), false)
 }
 

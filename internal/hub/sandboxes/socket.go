@@ -92,8 +92,10 @@ func (m *Manager) listen() (*socket, error) {
 	s.egress, err = egressproxy.NewProxy(egressproxy.ProxyOptions{
 		Lookup: m.egressLookup,
 		Dial:   o.EgressDial,
-		Record: m.recordEgress,
-		Logger: o.Logger.Named("sandbox"),
+		// The real hosts of brokered credentials.
+		UpstreamRoots: o.EgressRoots,
+		Record:        m.recordEgress,
+		Logger:        o.Logger.Named("sandbox"),
 		// Now stays the real clock, not Options.Now: the sandboxes sign
 		// their requests with it.
 	})

@@ -60,6 +60,7 @@ type Store interface {
 	ConsoleSessions
 	Exposures
 	EgressLists
+	Broker
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

@@ -81,6 +81,7 @@ func validate(s sandbox.Spec) error {
 		{"agentd host dir", s.AgentdHostDir},
 		{"hub socket host dir", s.HubSocketHostDir},
 		{"key host dir", s.KeyHostDir},
+		{"CA host dir", s.CAHostDir},
 	} {
 		if p.dir != "" && !filepath.IsAbs(p.dir) {
 			errs = append(errs, fmt.Errorf("%s %q is not absolute", p.name, p.dir))
@@ -345,6 +346,7 @@ func hostConfig(s sandbox.Spec, vol string, copyUp bool) *container.HostConfig {
 	for _, b := range []struct{ host, target string }{
 		{s.AgentdHostDir, sandbox.AgentdDir},
 		{s.HubSocketHostDir, sandbox.HubSocketDir},
+		{s.CAHostDir, sandbox.CADir},
 	} {
 		if b.host != "" {
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.host, Target: b.target, ReadOnly: true})

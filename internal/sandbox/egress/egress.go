@@ -89,6 +89,10 @@ type Options struct {
 	// host's, when /etc/resolv.conf names one) is unreachable. Default
 	// none.
 	AllowDNS []netip.Addr
+	// AllowPrivate are private IPv4 destinations sandboxes may reach
+	// (agenthub serve --egress-allow-private), accepted before the drops;
+	// the host's own addresses stay dropped. Default none.
+	AllowPrivate []netip.Prefix
 	// Logger receives one line per install; named "egress" here. Default
 	// a no-op logger.
 	Logger *zap.Logger
@@ -126,6 +130,11 @@ func (o Options) withDefaults() (Options, error) {
 	for _, p := range o.ExtraBlocked {
 		if !p.IsValid() {
 			return o, fmt.Errorf("%w: extra blocked prefix %s", ErrInvalidOptions, p)
+		}
+	}
+	for _, p := range o.AllowPrivate {
+		if !p.IsValid() || !p.Addr().Unmap().Is4() || p.Bits() < 8 {
+			return o, fmt.Errorf("%w: allowed private destination %s: want an IPv4 prefix of /8 or longer", ErrInvalidOptions, p)
 		}
 	}
 	for _, a := range o.AllowDNS {
@@ -194,7 +203,7 @@ func Ensure(ctx context.Context, opts Options) (*Network, error) {
 		}
 	}
 	n.Bridge = o.BridgeName
-	n.in = ruleInput{bridge: o.BridgeName, subnet: o.Subnet, extra: o.ExtraBlocked, allowDNS: o.AllowDNS}
+	n.in = ruleInput{bridge: o.BridgeName, subnet: o.Subnet, extra: o.ExtraBlocked, allowDNS: o.AllowDNS, allow: o.AllowPrivate}
 	if err := n.install(ctx); err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ type ruleInput struct {
 	subnet   netip.Prefix
 	extra    []netip.Prefix
 	allowDNS []netip.Addr
+	allow    []netip.Prefix // private destinations an admin allows (IPv4)
 	host     []netip.Prefix // every address the host holds, with its on-link prefix length (any family)
 }
 
@@ -60,6 +61,14 @@ func buildRules(in ruleInput) ruleset {
 		egress = append(egress,
 			fmt.Sprintf("ip daddr %s udp dport 53 accept", a),
 			fmt.Sprintf("ip daddr %s tcp dport 53 accept", a))
+	}
+	if len(in.allow) > 0 {
+		// Allowed private destinations, but never the host itself: its
+		// own addresses are dropped first.
+		egress = append(egress, "fib daddr type local drop")
+		for _, p := range in.allow {
+			egress = append(egress, "ip daddr "+prefixString(p.Masked())+" accept")
+		}
 	}
 	for _, p := range in.extra {
 		p = p.Masked()

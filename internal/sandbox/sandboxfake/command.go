@@ -28,6 +28,7 @@ func command(s sandbox.Spec, p paths) (argv, env []string) {
 		{sandbox.AgentdDir, s.AgentdHostDir},
 		{sandbox.HubSocketDir, s.HubSocketHostDir},
 		{sandbox.KeyDir, s.KeyHostDir},
+		{sandbox.CADir, s.CAHostDir},
 	} {
 		if m.host != "" {
 			mounts = append(mounts, m)

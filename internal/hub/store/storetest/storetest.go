@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 		{"SandboxArchive", testSandboxArchive},
 		{"Exposures", testExposures},
 		{"EgressLists", testEgressLists},
+		{"Broker", testBroker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

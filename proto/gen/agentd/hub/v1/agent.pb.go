@@ -268,7 +268,14 @@ type RunAgentRequest struct {
 	// *.DOMAIN, each with an optional :PORT (default 443). The sandbox keeps
 	// no network but loopback and reaches them through the hub's egress
 	// proxy. Refused with network "open", which reaches every public host.
-	Allow         []string `protobuf:"bytes,7,rep,name=allow,proto3" json:"allow,omitempty"`
+	Allow []string `protobuf:"bytes,7,rep,name=allow,proto3" json:"allow,omitempty"`
+	// Credentials the hub's egress proxy sets on the sandbox's requests to a
+	// host, so that they never enter the sandbox:
+	// "HOST[:PORT]:HEADER=VALUE", VALUE holding one "ref:PATH" that the hub
+	// resolves (e.g. "api.openai.com:Authorization=Bearer ref:team/openai").
+	// The host joins the run's allow list; the proxy terminates the
+	// sandbox's TLS to it with the org's CA, which the sandbox trusts.
+	SecretHeaders []string `protobuf:"bytes,8,rep,name=secret_headers,json=secretHeaders,proto3" json:"secret_headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +355,13 @@ func (x *RunAgentRequest) GetSecrets() map[string]string {
 func (x *RunAgentRequest) GetAllow() []string {
 	if x != nil {
 		return x.Allow
+	}
+	return nil
+}
+
+func (x *RunAgentRequest) GetSecretHeaders() []string {
+	if x != nil {
+		return x.SecretHeaders
 	}
 	return nil
 }
@@ -479,7 +493,7 @@ const file_agentd_hub_v1_agent_proto_rawDesc = "" +
 	"risk_notes\x18\v \x03(\tR\triskNotes\"\x13\n" +
 	"\x11ListAgentsRequest\"B\n" +
 	"\x12ListAgentsResponse\x12,\n" +
-	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\xb3\x02\n" +
+	"\x06agents\x18\x01 \x03(\v2\x14.agentd.hub.v1.AgentR\x06agents\"\xda\x02\n" +
 	"\x0fRunAgentRequest\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x10\n" +
 	"\x03org\x18\x02 \x01(\tR\x03org\x12\x14\n" +
@@ -487,7 +501,8 @@ const file_agentd_hub_v1_agent_proto_rawDesc = "" +
 	"\anetwork\x18\x04 \x01(\tR\anetwork\x12+\n" +
 	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12E\n" +
 	"\asecrets\x18\x06 \x03(\v2+.agentd.hub.v1.RunAgentRequest.SecretsEntryR\asecrets\x12\x14\n" +
-	"\x05allow\x18\a \x03(\tR\x05allow\x1a:\n" +
+	"\x05allow\x18\a \x03(\tR\x05allow\x12%\n" +
+	"\x0esecret_headers\x18\b \x03(\tR\rsecretHeaders\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\x01\n" +

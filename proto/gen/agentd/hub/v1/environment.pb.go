@@ -377,7 +377,11 @@ type Environment struct {
 	// The allow list of its new sandboxes (host:port entries; empty: none,
 	// they get its network). Numbered apart from the fields above, which
 	// other changes extend.
-	Allow         []string `protobuf:"bytes,30,rep,name=allow,proto3" json:"allow,omitempty"`
+	Allow []string `protobuf:"bytes,30,rep,name=allow,proto3" json:"allow,omitempty"`
+	// Private destinations (CIDR, address or host name) its sandboxes may
+	// reach besides the hub's --egress-allow-private ones, through the
+	// hub's egress proxy (sandboxes with an allow list); empty: none.
+	AllowPrivate  []string `protobuf:"bytes,31,rep,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +552,13 @@ func (x *Environment) GetIsolation() string {
 func (x *Environment) GetAllow() []string {
 	if x != nil {
 		return x.Allow
+	}
+	return nil
+}
+
+func (x *Environment) GetAllowPrivate() []string {
+	if x != nil {
+		return x.AllowPrivate
 	}
 	return nil
 }
@@ -2845,6 +2856,116 @@ func (x *CreateSandboxResponse) GetCreated() bool {
 	return false
 }
 
+// SetEnvironmentAllowPrivateRequest names the environment and its list.
+type SetEnvironmentAllowPrivateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Org name (empty: the caller's).
+	Org string `protobuf:"bytes,1,opt,name=org,proto3" json:"org,omitempty"`
+	// Environment name (a custom one).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// CIDR, address or host name each; empty: none.
+	AllowPrivate  []string `protobuf:"bytes,3,rep,name=allow_private,json=allowPrivate,proto3" json:"allow_private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) Reset() {
+	*x = SetEnvironmentAllowPrivateRequest{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowPrivateRequest) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowPrivateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowPrivateRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowPrivateRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetOrg() string {
+	if x != nil {
+		return x.Org
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetEnvironmentAllowPrivateRequest) GetAllowPrivate() []string {
+	if x != nil {
+		return x.AllowPrivate
+	}
+	return nil
+}
+
+// SetEnvironmentAllowPrivateResponse is the environment.
+type SetEnvironmentAllowPrivateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The environment.
+	Environment   *Environment `protobuf:"bytes,1,opt,name=environment,proto3" json:"environment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) Reset() {
+	*x = SetEnvironmentAllowPrivateResponse{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvironmentAllowPrivateResponse) ProtoMessage() {}
+
+func (x *SetEnvironmentAllowPrivateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvironmentAllowPrivateResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvironmentAllowPrivateResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *SetEnvironmentAllowPrivateResponse) GetEnvironment() *Environment {
+	if x != nil {
+		return x.Environment
+	}
+	return nil
+}
+
 var File_agentd_hub_v1_environment_proto protoreflect.FileDescriptor
 
 const file_agentd_hub_v1_environment_proto_rawDesc = "" +
@@ -2858,7 +2979,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x03fix\x18\x05 \x01(\tR\x03fix\"J\n" +
 	"\tInventory\x12\x14\n" +
 	"\x05tools\x18\x01 \x03(\tR\x05tools\x12'\n" +
-	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\xed\x05\n" +
+	"\x0fpython_packages\x18\x02 \x03(\tR\x0epythonPackages\"\x92\x06\n" +
 	"\vEnvironment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.agentd.hub.v1.EnvironmentKindR\x04kind\x125\n" +
@@ -2882,7 +3003,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\fdelete_after\x18\x11 \x01(\tR\vdeleteAfter\x12#\n" +
 	"\rarchive_after\x18\x13 \x01(\tR\farchiveAfter\x12\x1c\n" +
 	"\tisolation\x18\x12 \x01(\tR\tisolation\x12\x14\n" +
-	"\x05allow\x18\x1e \x03(\tR\x05allow\"\xc8\x04\n" +
+	"\x05allow\x18\x1e \x03(\tR\x05allow\x12#\n" +
+	"\rallow_private\x18\x1f \x03(\tR\fallowPrivate\"\xc8\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -3034,7 +3156,13 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\fconversation\x18\x03 \x01(\tR\fconversation\"c\n" +
 	"\x15CreateSandboxResponse\x120\n" +
 	"\asandbox\x18\x01 \x01(\v2\x16.agentd.hub.v1.SandboxR\asandbox\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated*\x8b\x01\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"n\n" +
+	"!SetEnvironmentAllowPrivateRequest\x12\x10\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
+	"\rallow_private\x18\x03 \x03(\tR\fallowPrivate\"b\n" +
+	"\"SetEnvironmentAllowPrivateResponse\x12<\n" +
+	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment*\x8b\x01\n" +
 	"\x0fEnvironmentKind\x12 \n" +
 	"\x1cENVIRONMENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ENVIRONMENT_KIND_BUILTIN\x10\x01\x12\x1a\n" +
@@ -3049,7 +3177,7 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x18CHECK_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHECK_STATUS_PASS\x10\x01\x12\x15\n" +
 	"\x11CHECK_STATUS_WARN\x10\x02\x12\x15\n" +
-	"\x11CHECK_STATUS_FAIL\x10\x032\xed\r\n" +
+	"\x11CHECK_STATUS_FAIL\x10\x032\xf1\x0e\n" +
 	"\x12EnvironmentService\x12c\n" +
 	"\x10ListEnvironments\x12&.agentd.hub.v1.ListEnvironmentsRequest\x1a'.agentd.hub.v1.ListEnvironmentsResponse\x12]\n" +
 	"\x0eGetEnvironment\x12$.agentd.hub.v1.GetEnvironmentRequest\x1a%.agentd.hub.v1.GetEnvironmentResponse\x12f\n" +
@@ -3067,7 +3195,8 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x13ChangeSandboxEgress\x12).agentd.hub.v1.ChangeSandboxEgressRequest\x1a*.agentd.hub.v1.ChangeSandboxEgressResponse\x12l\n" +
 	"\x13SetEnvironmentAllow\x12).agentd.hub.v1.SetEnvironmentAllowRequest\x1a*.agentd.hub.v1.SetEnvironmentAllowResponse\x12T\n" +
 	"\vForkSandbox\x12!.agentd.hub.v1.ForkSandboxRequest\x1a\".agentd.hub.v1.ForkSandboxResponse\x12Z\n" +
-	"\rCreateSandbox\x12#.agentd.hub.v1.CreateSandboxRequest\x1a$.agentd.hub.v1.CreateSandboxResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
+	"\rCreateSandbox\x12#.agentd.hub.v1.CreateSandboxRequest\x1a$.agentd.hub.v1.CreateSandboxResponse\x12\x81\x01\n" +
+	"\x1aSetEnvironmentAllowPrivate\x120.agentd.hub.v1.SetEnvironmentAllowPrivateRequest\x1a1.agentd.hub.v1.SetEnvironmentAllowPrivateResponseB=Z;github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_agentd_hub_v1_environment_proto_rawDescOnce sync.Once
@@ -3082,52 +3211,54 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
-	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
-	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
-	(CheckStatus)(0),                        // 2: agentd.hub.v1.CheckStatus
-	(*Check)(nil),                           // 3: agentd.hub.v1.Check
-	(*Inventory)(nil),                       // 4: agentd.hub.v1.Inventory
-	(*Environment)(nil),                     // 5: agentd.hub.v1.Environment
-	(*Sandbox)(nil),                         // 6: agentd.hub.v1.Sandbox
-	(*SandboxEgress)(nil),                   // 7: agentd.hub.v1.SandboxEgress
-	(*ChangeSandboxEgressRequest)(nil),      // 8: agentd.hub.v1.ChangeSandboxEgressRequest
-	(*ChangeSandboxEgressResponse)(nil),     // 9: agentd.hub.v1.ChangeSandboxEgressResponse
-	(*SetEnvironmentAllowRequest)(nil),      // 10: agentd.hub.v1.SetEnvironmentAllowRequest
-	(*SetEnvironmentAllowResponse)(nil),     // 11: agentd.hub.v1.SetEnvironmentAllowResponse
-	(*ListEnvironmentsRequest)(nil),         // 12: agentd.hub.v1.ListEnvironmentsRequest
-	(*ListEnvironmentsResponse)(nil),        // 13: agentd.hub.v1.ListEnvironmentsResponse
-	(*GetEnvironmentRequest)(nil),           // 14: agentd.hub.v1.GetEnvironmentRequest
-	(*GetEnvironmentResponse)(nil),          // 15: agentd.hub.v1.GetEnvironmentResponse
-	(*CreateEnvironmentRequest)(nil),        // 16: agentd.hub.v1.CreateEnvironmentRequest
-	(*CreateEnvironmentResponse)(nil),       // 17: agentd.hub.v1.CreateEnvironmentResponse
-	(*UpdateEnvironmentRequest)(nil),        // 18: agentd.hub.v1.UpdateEnvironmentRequest
-	(*UpdateEnvironmentResponse)(nil),       // 19: agentd.hub.v1.UpdateEnvironmentResponse
-	(*RevalidateEnvironmentRequest)(nil),    // 20: agentd.hub.v1.RevalidateEnvironmentRequest
-	(*RevalidateEnvironmentResponse)(nil),   // 21: agentd.hub.v1.RevalidateEnvironmentResponse
-	(*SetDefaultEnvironmentRequest)(nil),    // 22: agentd.hub.v1.SetDefaultEnvironmentRequest
-	(*SetDefaultEnvironmentResponse)(nil),   // 23: agentd.hub.v1.SetDefaultEnvironmentResponse
-	(*DeleteEnvironmentRequest)(nil),        // 24: agentd.hub.v1.DeleteEnvironmentRequest
-	(*DeleteEnvironmentResponse)(nil),       // 25: agentd.hub.v1.DeleteEnvironmentResponse
-	(*ListSandboxesRequest)(nil),            // 26: agentd.hub.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),           // 27: agentd.hub.v1.ListSandboxesResponse
-	(*RemoveSandboxRequest)(nil),            // 28: agentd.hub.v1.RemoveSandboxRequest
-	(*RemoveSandboxResponse)(nil),           // 29: agentd.hub.v1.RemoveSandboxResponse
-	(*ChangeSandboxStateRequest)(nil),       // 30: agentd.hub.v1.ChangeSandboxStateRequest
-	(*ChangeSandboxStateResponse)(nil),      // 31: agentd.hub.v1.ChangeSandboxStateResponse
-	(*SetEnvironmentPolicyRequest)(nil),     // 32: agentd.hub.v1.SetEnvironmentPolicyRequest
-	(*SetEnvironmentPolicyResponse)(nil),    // 33: agentd.hub.v1.SetEnvironmentPolicyResponse
-	(*SetEnvironmentIsolationRequest)(nil),  // 34: agentd.hub.v1.SetEnvironmentIsolationRequest
-	(*SetEnvironmentIsolationResponse)(nil), // 35: agentd.hub.v1.SetEnvironmentIsolationResponse
-	(*SandboxStatsRequest)(nil),             // 36: agentd.hub.v1.SandboxStatsRequest
-	(*SandboxStatsResponse)(nil),            // 37: agentd.hub.v1.SandboxStatsResponse
-	(*SandboxUsage)(nil),                    // 38: agentd.hub.v1.SandboxUsage
-	(*ForkSandboxRequest)(nil),              // 39: agentd.hub.v1.ForkSandboxRequest
-	(*ForkSandboxResponse)(nil),             // 40: agentd.hub.v1.ForkSandboxResponse
-	(*CreateSandboxRequest)(nil),            // 41: agentd.hub.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),           // 42: agentd.hub.v1.CreateSandboxResponse
-	(*timestamppb.Timestamp)(nil),           // 43: google.protobuf.Timestamp
+	(EnvironmentKind)(0),                       // 0: agentd.hub.v1.EnvironmentKind
+	(EnvironmentState)(0),                      // 1: agentd.hub.v1.EnvironmentState
+	(CheckStatus)(0),                           // 2: agentd.hub.v1.CheckStatus
+	(*Check)(nil),                              // 3: agentd.hub.v1.Check
+	(*Inventory)(nil),                          // 4: agentd.hub.v1.Inventory
+	(*Environment)(nil),                        // 5: agentd.hub.v1.Environment
+	(*Sandbox)(nil),                            // 6: agentd.hub.v1.Sandbox
+	(*SandboxEgress)(nil),                      // 7: agentd.hub.v1.SandboxEgress
+	(*ChangeSandboxEgressRequest)(nil),         // 8: agentd.hub.v1.ChangeSandboxEgressRequest
+	(*ChangeSandboxEgressResponse)(nil),        // 9: agentd.hub.v1.ChangeSandboxEgressResponse
+	(*SetEnvironmentAllowRequest)(nil),         // 10: agentd.hub.v1.SetEnvironmentAllowRequest
+	(*SetEnvironmentAllowResponse)(nil),        // 11: agentd.hub.v1.SetEnvironmentAllowResponse
+	(*ListEnvironmentsRequest)(nil),            // 12: agentd.hub.v1.ListEnvironmentsRequest
+	(*ListEnvironmentsResponse)(nil),           // 13: agentd.hub.v1.ListEnvironmentsResponse
+	(*GetEnvironmentRequest)(nil),              // 14: agentd.hub.v1.GetEnvironmentRequest
+	(*GetEnvironmentResponse)(nil),             // 15: agentd.hub.v1.GetEnvironmentResponse
+	(*CreateEnvironmentRequest)(nil),           // 16: agentd.hub.v1.CreateEnvironmentRequest
+	(*CreateEnvironmentResponse)(nil),          // 17: agentd.hub.v1.CreateEnvironmentResponse
+	(*UpdateEnvironmentRequest)(nil),           // 18: agentd.hub.v1.UpdateEnvironmentRequest
+	(*UpdateEnvironmentResponse)(nil),          // 19: agentd.hub.v1.UpdateEnvironmentResponse
+	(*RevalidateEnvironmentRequest)(nil),       // 20: agentd.hub.v1.RevalidateEnvironmentRequest
+	(*RevalidateEnvironmentResponse)(nil),      // 21: agentd.hub.v1.RevalidateEnvironmentResponse
+	(*SetDefaultEnvironmentRequest)(nil),       // 22: agentd.hub.v1.SetDefaultEnvironmentRequest
+	(*SetDefaultEnvironmentResponse)(nil),      // 23: agentd.hub.v1.SetDefaultEnvironmentResponse
+	(*DeleteEnvironmentRequest)(nil),           // 24: agentd.hub.v1.DeleteEnvironmentRequest
+	(*DeleteEnvironmentResponse)(nil),          // 25: agentd.hub.v1.DeleteEnvironmentResponse
+	(*ListSandboxesRequest)(nil),               // 26: agentd.hub.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),              // 27: agentd.hub.v1.ListSandboxesResponse
+	(*RemoveSandboxRequest)(nil),               // 28: agentd.hub.v1.RemoveSandboxRequest
+	(*RemoveSandboxResponse)(nil),              // 29: agentd.hub.v1.RemoveSandboxResponse
+	(*ChangeSandboxStateRequest)(nil),          // 30: agentd.hub.v1.ChangeSandboxStateRequest
+	(*ChangeSandboxStateResponse)(nil),         // 31: agentd.hub.v1.ChangeSandboxStateResponse
+	(*SetEnvironmentPolicyRequest)(nil),        // 32: agentd.hub.v1.SetEnvironmentPolicyRequest
+	(*SetEnvironmentPolicyResponse)(nil),       // 33: agentd.hub.v1.SetEnvironmentPolicyResponse
+	(*SetEnvironmentIsolationRequest)(nil),     // 34: agentd.hub.v1.SetEnvironmentIsolationRequest
+	(*SetEnvironmentIsolationResponse)(nil),    // 35: agentd.hub.v1.SetEnvironmentIsolationResponse
+	(*SandboxStatsRequest)(nil),                // 36: agentd.hub.v1.SandboxStatsRequest
+	(*SandboxStatsResponse)(nil),               // 37: agentd.hub.v1.SandboxStatsResponse
+	(*SandboxUsage)(nil),                       // 38: agentd.hub.v1.SandboxUsage
+	(*ForkSandboxRequest)(nil),                 // 39: agentd.hub.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),                // 40: agentd.hub.v1.ForkSandboxResponse
+	(*CreateSandboxRequest)(nil),               // 41: agentd.hub.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),              // 42: agentd.hub.v1.CreateSandboxResponse
+	(*SetEnvironmentAllowPrivateRequest)(nil),  // 43: agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	(*SetEnvironmentAllowPrivateResponse)(nil), // 44: agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	(*timestamppb.Timestamp)(nil),              // 45: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -3135,14 +3266,14 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	43, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	43, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	43, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	43, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	43, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	43, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	45, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	45, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	45, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	45, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	45, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	45, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	7,  // 11: agentd.hub.v1.Sandbox.egress:type_name -> agentd.hub.v1.SandboxEgress
-	43, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
+	45, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
 	7,  // 13: agentd.hub.v1.ChangeSandboxEgressResponse.egress:type_name -> agentd.hub.v1.SandboxEgress
 	5,  // 14: agentd.hub.v1.SetEnvironmentAllowResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 15: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
@@ -3153,48 +3284,51 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 20: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 21: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 22: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	43, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	45, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
 	38, // 24: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
 	6,  // 25: agentd.hub.v1.CreateSandboxResponse.sandbox:type_name -> agentd.hub.v1.Sandbox
-	12, // 26: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	14, // 27: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	16, // 28: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	18, // 29: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	20, // 30: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	22, // 31: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	24, // 32: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	26, // 33: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	28, // 34: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	30, // 35: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	32, // 36: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	34, // 37: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	36, // 38: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 39: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
-	10, // 40: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
-	39, // 41: agentd.hub.v1.EnvironmentService.ForkSandbox:input_type -> agentd.hub.v1.ForkSandboxRequest
-	41, // 42: agentd.hub.v1.EnvironmentService.CreateSandbox:input_type -> agentd.hub.v1.CreateSandboxRequest
-	13, // 43: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	15, // 44: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	17, // 45: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	19, // 46: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	21, // 47: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	23, // 48: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	25, // 49: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	27, // 50: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	29, // 51: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	31, // 52: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	33, // 53: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	35, // 54: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	37, // 55: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	9,  // 56: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
-	11, // 57: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
-	40, // 58: agentd.hub.v1.EnvironmentService.ForkSandbox:output_type -> agentd.hub.v1.ForkSandboxResponse
-	42, // 59: agentd.hub.v1.EnvironmentService.CreateSandbox:output_type -> agentd.hub.v1.CreateSandboxResponse
-	43, // [43:60] is the sub-list for method output_type
-	26, // [26:43] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	5,  // 26: agentd.hub.v1.SetEnvironmentAllowPrivateResponse.environment:type_name -> agentd.hub.v1.Environment
+	12, // 27: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	14, // 28: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	16, // 29: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	18, // 30: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	20, // 31: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	22, // 32: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	24, // 33: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	26, // 34: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	28, // 35: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	30, // 36: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	32, // 37: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	34, // 38: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	36, // 39: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 40: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
+	10, // 41: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
+	39, // 42: agentd.hub.v1.EnvironmentService.ForkSandbox:input_type -> agentd.hub.v1.ForkSandboxRequest
+	41, // 43: agentd.hub.v1.EnvironmentService.CreateSandbox:input_type -> agentd.hub.v1.CreateSandboxRequest
+	43, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:input_type -> agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	13, // 45: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	15, // 46: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	17, // 47: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	19, // 48: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	21, // 49: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	23, // 50: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	25, // 51: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	27, // 52: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	29, // 53: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	31, // 54: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	33, // 55: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	35, // 56: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	37, // 57: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	9,  // 58: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
+	11, // 59: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
+	40, // 60: agentd.hub.v1.EnvironmentService.ForkSandbox:output_type -> agentd.hub.v1.ForkSandboxResponse
+	42, // 61: agentd.hub.v1.EnvironmentService.CreateSandbox:output_type -> agentd.hub.v1.CreateSandboxResponse
+	44, // 62: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:output_type -> agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	45, // [45:63] is the sub-list for method output_type
+	27, // [27:45] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -3209,7 +3343,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

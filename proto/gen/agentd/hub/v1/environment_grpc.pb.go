@@ -19,23 +19,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EnvironmentService_ListEnvironments_FullMethodName        = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
-	EnvironmentService_GetEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
-	EnvironmentService_CreateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
-	EnvironmentService_UpdateEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
-	EnvironmentService_RevalidateEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
-	EnvironmentService_SetDefaultEnvironment_FullMethodName   = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
-	EnvironmentService_DeleteEnvironment_FullMethodName       = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
-	EnvironmentService_ListSandboxes_FullMethodName           = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
-	EnvironmentService_RemoveSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
-	EnvironmentService_ChangeSandboxState_FullMethodName      = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
-	EnvironmentService_SetEnvironmentPolicy_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
-	EnvironmentService_SetEnvironmentIsolation_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
-	EnvironmentService_SandboxStats_FullMethodName            = "/agentd.hub.v1.EnvironmentService/SandboxStats"
-	EnvironmentService_ChangeSandboxEgress_FullMethodName     = "/agentd.hub.v1.EnvironmentService/ChangeSandboxEgress"
-	EnvironmentService_SetEnvironmentAllow_FullMethodName     = "/agentd.hub.v1.EnvironmentService/SetEnvironmentAllow"
-	EnvironmentService_ForkSandbox_FullMethodName             = "/agentd.hub.v1.EnvironmentService/ForkSandbox"
-	EnvironmentService_CreateSandbox_FullMethodName           = "/agentd.hub.v1.EnvironmentService/CreateSandbox"
+	EnvironmentService_ListEnvironments_FullMethodName           = "/agentd.hub.v1.EnvironmentService/ListEnvironments"
+	EnvironmentService_GetEnvironment_FullMethodName             = "/agentd.hub.v1.EnvironmentService/GetEnvironment"
+	EnvironmentService_CreateEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/CreateEnvironment"
+	EnvironmentService_UpdateEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/UpdateEnvironment"
+	EnvironmentService_RevalidateEnvironment_FullMethodName      = "/agentd.hub.v1.EnvironmentService/RevalidateEnvironment"
+	EnvironmentService_SetDefaultEnvironment_FullMethodName      = "/agentd.hub.v1.EnvironmentService/SetDefaultEnvironment"
+	EnvironmentService_DeleteEnvironment_FullMethodName          = "/agentd.hub.v1.EnvironmentService/DeleteEnvironment"
+	EnvironmentService_ListSandboxes_FullMethodName              = "/agentd.hub.v1.EnvironmentService/ListSandboxes"
+	EnvironmentService_RemoveSandbox_FullMethodName              = "/agentd.hub.v1.EnvironmentService/RemoveSandbox"
+	EnvironmentService_ChangeSandboxState_FullMethodName         = "/agentd.hub.v1.EnvironmentService/ChangeSandboxState"
+	EnvironmentService_SetEnvironmentPolicy_FullMethodName       = "/agentd.hub.v1.EnvironmentService/SetEnvironmentPolicy"
+	EnvironmentService_SetEnvironmentIsolation_FullMethodName    = "/agentd.hub.v1.EnvironmentService/SetEnvironmentIsolation"
+	EnvironmentService_SandboxStats_FullMethodName               = "/agentd.hub.v1.EnvironmentService/SandboxStats"
+	EnvironmentService_ChangeSandboxEgress_FullMethodName        = "/agentd.hub.v1.EnvironmentService/ChangeSandboxEgress"
+	EnvironmentService_SetEnvironmentAllow_FullMethodName        = "/agentd.hub.v1.EnvironmentService/SetEnvironmentAllow"
+	EnvironmentService_ForkSandbox_FullMethodName                = "/agentd.hub.v1.EnvironmentService/ForkSandbox"
+	EnvironmentService_CreateSandbox_FullMethodName              = "/agentd.hub.v1.EnvironmentService/CreateSandbox"
+	EnvironmentService_SetEnvironmentAllowPrivate_FullMethodName = "/agentd.hub.v1.EnvironmentService/SetEnvironmentAllowPrivate"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -104,6 +105,10 @@ type EnvironmentServiceClient interface {
 	// CreateSandbox gets or creates the sandbox of an environment's
 	// conversation, as a call for them would, and describes it.
 	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
+	// SetEnvironmentAllowPrivate replaces the private destinations a custom
+	// environment's sandboxes may reach (admins only): new connections see
+	// the new list.
+	SetEnvironmentAllowPrivate(ctx context.Context, in *SetEnvironmentAllowPrivateRequest, opts ...grpc.CallOption) (*SetEnvironmentAllowPrivateResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -284,6 +289,16 @@ func (c *environmentServiceClient) CreateSandbox(ctx context.Context, in *Create
 	return out, nil
 }
 
+func (c *environmentServiceClient) SetEnvironmentAllowPrivate(ctx context.Context, in *SetEnvironmentAllowPrivateRequest, opts ...grpc.CallOption) (*SetEnvironmentAllowPrivateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetEnvironmentAllowPrivateResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_SetEnvironmentAllowPrivate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -350,6 +365,10 @@ type EnvironmentServiceServer interface {
 	// CreateSandbox gets or creates the sandbox of an environment's
 	// conversation, as a call for them would, and describes it.
 	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
+	// SetEnvironmentAllowPrivate replaces the private destinations a custom
+	// environment's sandboxes may reach (admins only): new connections see
+	// the new list.
+	SetEnvironmentAllowPrivate(context.Context, *SetEnvironmentAllowPrivateRequest) (*SetEnvironmentAllowPrivateResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -410,6 +429,9 @@ func (UnimplementedEnvironmentServiceServer) ForkSandbox(context.Context, *ForkS
 }
 func (UnimplementedEnvironmentServiceServer) CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSandbox not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) SetEnvironmentAllowPrivate(context.Context, *SetEnvironmentAllowPrivateRequest) (*SetEnvironmentAllowPrivateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetEnvironmentAllowPrivate not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -738,6 +760,24 @@ func _EnvironmentService_CreateSandbox_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_SetEnvironmentAllowPrivate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetEnvironmentAllowPrivateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).SetEnvironmentAllowPrivate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_SetEnvironmentAllowPrivate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).SetEnvironmentAllowPrivate(ctx, req.(*SetEnvironmentAllowPrivateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -812,6 +852,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateSandbox",
 			Handler:    _EnvironmentService_CreateSandbox_Handler,
+		},
+		{
+			MethodName: "SetEnvironmentAllowPrivate",
+			Handler:    _EnvironmentService_SetEnvironmentAllowPrivate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
