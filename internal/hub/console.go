@@ -174,6 +174,36 @@ func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, f
 	}
 }
 
+// Process routes one ProcessService call of a console terminal through
+// the hub's routing, as agentctl's calls are (the client is named
+// "agenthub-console" in the hub's records).
+func (b *consoleBackend) Process(ctx context.Context, machine, method string) (context.Context, agentdv1.ProcessServiceClient, func(error) error, error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine, wire.MDClient, consoleClient))
+	r, err := b.s.route(ctx, method)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := r.Done
+	if done == nil {
+		done = func(err error) error { return err }
+	}
+	return metadata.NewOutgoingContext(ctx, r.MD), agentdv1.NewProcessServiceClient(r.Conn), done, nil
+}
+
+// consoleClient names the console as the client of the calls it makes.
+const consoleClient = "agenthub-console"
+
+// Record stores a record of the hub's own about machine in the org of
+// ctx's caller.
+func (b *consoleBackend) Record(ctx context.Context, machine string, r *agentdv1.ActivityRecord) {
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return
+	}
+	r.Client = consoleClient
+	b.s.activity.Record(ctx, c.org.ID, machine, r)
+}
+
 // listTimeout bounds one machine's process list when the console has
 // set no shorter deadline.
 const listTimeout = 5 * time.Second

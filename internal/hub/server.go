@@ -87,6 +87,10 @@ type Options struct {
 	// holds open on the sandboxes' socket: its tunnel and its egress.
 	// Default conns.DefaultMaxConnsPerSandbox; negative: no cap.
 	MaxConnsPerSandbox int
+	// RecordTerminalInput stores what people type into the console's
+	// terminals in activity (agenthub serve --record-terminal-input);
+	// the terminal page says so.
+	RecordTerminalInput bool
 	// PreviewURL is the base URL the preview server is reached at
 	// (ServePreview's listener, agenthub serve --preview-listen), which
 	// agentctl port expose prints URLs under. Empty: previews are off.
@@ -230,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	})
 	s.mux.HandleFunc("GET /metrics", s.ownerOnly(s.handleMetrics))
 	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
-		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now})
+		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now, RecordTerminalInput: opts.RecordTerminalInput})
 	if err != nil {
 		s.Close()
 		return nil, err
