@@ -269,7 +269,8 @@ func TestConsoleTerminalRecordsInput(t *testing.T) {
 }
 
 // TestConsoleTerminalRefusals: a foreign Origin, no session, a bad size,
-// an unknown process, another org's machine: each refused, nothing started.
+// an unknown process, another org's machine: each refused, nothing
+// started. A member is not refused (members exec through the API too).
 func TestConsoleTerminalRefusals(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
@@ -294,6 +295,17 @@ func TestConsoleTerminalRefusals(t *testing.T) {
 	if e := tc.control("error"); !strings.Contains(e["text"].(string), "no-such-process") {
 		t.Errorf("unknown process: %v", e)
 	}
+	// A member may open a terminal, as a member may exec through the API.
+	memberTok, _ := h.newToken("mia", store.RoleMember)
+	mia := newBrowser(t, h.url)
+	mia.signIn(memberTok)
+	if p := mia.get("/console/terminal/" + m.id); p.code != http.StatusOK {
+		t.Errorf("a member's terminal page = %d, want 200", p.code)
+	}
+	mt := dialTerm(t, mia, m.id, nil)
+	mt.typed("echo member-$((2+3))\r")
+	mt.sees("member-5")
+
 	// Another org's admin does not find the machine.
 	o2, err := h.store.CreateOrg(t.Context(), "other", time.Now())
 	if err != nil {
