@@ -328,3 +328,44 @@ func TestConsoleTerminalRefusals(t *testing.T) {
 		t.Errorf("another org's machine: %v", e)
 	}
 }
+
+// TestConsoleTerminalSessionAndBadInput: a message over the size limit
+// closes that connection only (the shell runs on, and reattaching works);
+// a revoked token ends its open terminals, saying why, and the page does
+// not reconnect (final).
+func TestConsoleTerminalSessionAndBadInput(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	secret, tok := h.newToken("mia", store.RoleMember)
+	b := newBrowser(t, h.url)
+	b.signIn(secret)
+
+	tc := dialTerm(t, b, m.id, nil)
+	tc.typed("echo before-$((1+1))\r")
+	tc.sees("before-2")
+	if err := tc.ws.Write(t.Context(), websocket.MessageBinary, make([]byte, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := tc.ws.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+				t.Errorf("after a 100 KiB message: %v, want close 1009 (message too big)", err)
+			}
+			break
+		}
+	}
+	again := dialTerm(t, b, m.id, url.Values{"p": {tc.id}})
+	again.typed("echo still-$((2+2))\r")
+	again.sees("still-4")
+
+	if err := h.store.RevokeToken(t.Context(), h.hub.Org.ID, tok.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e := again.control("error")
+	if !strings.Contains(e["text"].(string), "sign in again") || e["final"] != true {
+		t.Errorf("after the token's revocation: %v, want a final error saying to sign in again", e)
+	}
+}

@@ -111,6 +111,9 @@ type Console struct {
 	log     *zap.Logger
 	handler http.Handler
 	pages   *pages
+	// sizes is the last size this hub gave each terminal's PTY, so that
+	// a page reattaching at the same size does not make the shell redraw.
+	sizes termSizes
 }
 
 //go:generate go run ./xtermbundle

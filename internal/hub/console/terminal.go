@@ -114,6 +114,7 @@ type termMsg struct {
 	Offset int64  `json:"offset,omitempty"`
 	Bytes  int64  `json:"bytes,omitempty"`
 	Text   string `json:"text,omitempty"`
+	Final  bool   `json:"final,omitempty"` // an error after which reconnecting is useless
 }
 
 // terminalSocket is a page's connection to one PTY: it starts the shell
@@ -142,16 +143,47 @@ func (c *Console) terminalSocket(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	ws.SetReadLimit(maxTermFrame)
 	t := &terminal{c: c, ws: ws, machine: machine, who: s.who.Name, began: c.opts.Now(), reattach: id != ""}
-	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	go t.recheckSession(ctx, r, cancel)
 	err = t.run(ctx, id, from, rows, cols)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrSignedOut) {
+		t.mu.Lock()
+		t.signedOut = true
+		t.mu.Unlock()
+		t.record(context.WithoutCancel(s.ctx), nil)
+		return // recheckSession told the page
+	}
 	t.record(context.WithoutCancel(s.ctx), err)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		t.sendJSON(context.Background(), termMsg{T: "error", Text: rpcerr.Message(err)})
+		_ = t.sendJSON(context.Background(), termMsg{T: "error", Text: rpcerr.Message(err)})
 		_ = ws.Close(websocket.StatusPolicyViolation, "")
 		return
 	}
 	_ = ws.Close(websocket.StatusNormalClosure, "")
+}
+
+// sessionRecheck is how often an open terminal checks that its session
+// still stands: a revoked token or a sign-out ends its terminals too.
+const sessionRecheck = 10 * time.Second
+
+func (t *terminal) recheckSession(ctx context.Context, r *http.Request, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(sessionRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := t.c.session(r.WithContext(ctx)); errors.Is(err, ErrSignedOut) || errors.Is(err, errNoSession) {
+			err := fmt.Errorf("%w: sign in again to reattach (the shell keeps running)", ErrSignedOut)
+			// Told before the cancel: cancelling a read closes the websocket.
+			_ = t.sendJSON(ctx, termMsg{T: "error", Text: err.Error(), Final: true})
+			cancel(err)
+			return
+		}
+	}
 }
 
 func termDim(s string, def uint32) uint32 {
@@ -181,6 +213,7 @@ type terminal struct {
 	in, out   int64 // bytes typed, bytes shown
 	exit      string
 	ended     bool   // the page asked to end it
+	signedOut bool   // the session ended under it
 	typed     []byte // keystrokes not yet recorded (recording on)
 	typedWhen time.Time
 }
@@ -232,7 +265,9 @@ func (t *terminal) run(ctx context.Context, id string, from int64, rows, cols ui
 	if err := t.sendJSON(ctx, termMsg{T: "started", ID: t.id}); err != nil {
 		return doneOut(err)
 	}
-	if id != "" {
+	if id == "" {
+		t.c.sizes.set(t.id, rows, cols)
+	} else if !t.c.sizes.is(t.id, rows, cols) {
 		// A page that reattaches may have another size than the PTY.
 		if err := t.resize(ctx, rows, cols); err != nil {
 			t.c.log.Debug("terminal resize", zap.Error(err))
@@ -397,7 +432,33 @@ func (t *terminal) resize(ctx context.Context, rows, cols uint32) error {
 		return err
 	}
 	_, err = pc.Resize(cctx, &agentdv1.ResizeRequest{Id: t.id, Size: &agentdv1.PtySize{Rows: rows, Cols: cols}})
+	if err == nil {
+		t.c.sizes.set(t.id, rows, cols)
+	}
 	return done(err)
+}
+
+// termSizes remembers the last size of at most maxSizes PTYs.
+type termSizes struct {
+	mu sync.Mutex
+	m  map[string][2]uint32
+}
+
+const maxSizes = 4096
+
+func (s *termSizes) set(id string, rows, cols uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= maxSizes {
+		s.m = map[string][2]uint32{} // forgetting costs one redraw
+	}
+	s.m[id] = [2]uint32{rows, cols}
+}
+
+func (s *termSizes) is(id string, rows, cols uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id] == [2]uint32{rows, cols}
 }
 
 // end hangs up the shell, as closing a terminal window does (the shell

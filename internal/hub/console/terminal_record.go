@@ -73,6 +73,8 @@ func (t *terminal) record(ctx context.Context, err error) {
 		how = "ended it (End session)"
 	case t.exit != "":
 		how = "the shell " + t.exit
+	case t.signedOut:
+		how = "the session ended (signed out or token revoked), the shell left running"
 	}
 	r := &agentdv1.ActivityRecord{
 		Actor: t.who, Kind: KindTerminal, ObjectId: t.id, Bytes: t.in + t.out,

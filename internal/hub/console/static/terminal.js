@@ -29,7 +29,10 @@
     }
 
     function send(data) {
-      if (ws && ws.readyState === WebSocket.OPEN) { ws.send(data); }
+      if (!ws || ws.readyState !== WebSocket.OPEN) { return; }
+      if (typeof data === "string") { ws.send(data); return; }
+      // A paste can be large: the hub takes messages of up to 64 KiB.
+      for (var i = 0; i < data.length; i += 16384) { ws.send(data.subarray(i, i + 16384)); }
     }
 
     function onControl(m) {
@@ -51,7 +54,7 @@
         say("The shell " + m.text + ". Open a new terminal to start another.");
       } else if (m.t === "error") {
         say("Error: " + m.text);
-        if (!everStarted) { finished = true; }
+        if (!everStarted || m.final) { finished = true; }
       }
     }
 
