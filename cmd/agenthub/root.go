@@ -193,6 +193,11 @@ CAP_NET_ADMIN), environments that need a network are refused.
 owner's API token (Authorization: Bearer agt_…); --metrics-listen serves it
 without a token on a loopback address for a local Prometheus.
 
+The web console (/console/) can open a terminal on a machine or in a
+sandbox. Activity records who opened it, how it ended and the bytes each
+way; --record-terminal-input records what is typed too (for every org of
+this hub; the terminal page then says so).
+
 Connections are capped per client address (--max-conns-per-client; a
 --trusted-proxy is not capped) and per sandbox on its socket
 (--max-conns-per-sandbox); the excess is closed at once. Raise the file
