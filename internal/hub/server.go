@@ -508,7 +508,7 @@ func (s *Server) countStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return h(srv, ss)
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.fleet.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
@@ -524,4 +524,5 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	for _, r := range refused {
 		fmt.Fprintf(w, "agenthub_tunnel_handshakes_refused_total{reason=%q} %d\n", r.Reason, r.Count)
 	}
+	s.sandboxMetrics(r.Context(), w)
 }
