@@ -11,15 +11,29 @@ import (
 )
 
 // SandboxStats samples the org's running and paused sandboxes that this
-// replica drives (agentctl top); members may read it, as ListSandboxes.
+// replica drives, and its online machines (agentctl top); members may
+// read it, as ListSandboxes.
 func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.SandboxStatsRequest) (*hubv1.SandboxStatsResponse, error) {
-	_, org, err := v.a.org(ctx, req.GetOrg())
+	c, org, err := v.a.org(ctx, req.GetOrg())
 	if err != nil {
 		return nil, err
 	}
+	// The machines are asked meanwhile (their first samples wait a second
+	// too, as the sandboxes' do).
+	var machines []*hubv1.MachineUsage
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		machines = v.s.machineUsage(ctx, c, org)
+	}()
+	defer func() { <-asked }()
+	resp := &hubv1.SandboxStatsResponse{Sampled: timestamppb.New(v.s.opts.Now())}
 	m, err := v.sandboxes()
 	if err != nil {
-		return nil, err
+		// A hub that runs no sandboxes still has machines.
+		<-asked
+		resp.Machines = machines
+		return resp, nil
 	}
 	sbs, err := v.s.store.ListSandboxes(ctx, org.ID)
 	if err != nil {
@@ -29,7 +43,6 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	resp := &hubv1.SandboxStatsResponse{Sampled: timestamppb.New(v.s.opts.Now())}
 	for _, u := range us {
 		sb := u.Sandbox
 		conv := sb.Conversation
@@ -45,5 +58,7 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 			WorkspaceBytes: sb.WorkspaceBytes,
 		})
 	}
+	<-asked
+	resp.Machines = machines
 	return resp, nil
 }

@@ -117,7 +117,9 @@ type Server struct {
 	preview   *preview.Server    // served by ServePreview
 
 	calls, pairs atomic.Int64
-	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
+	// machineSamples keeps each machine's last Stats sample (agentctl top).
+	machineSamples machineSamples
+	conns          *conns.Limiter // connections open, on the port and the sandboxes' socket
 
 	life life // background work and closing
 }

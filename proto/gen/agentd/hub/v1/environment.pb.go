@@ -2030,7 +2030,9 @@ type SandboxStatsResponse struct {
 	// When the hub took the samples.
 	Sampled *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
 	// One per sandbox, oldest first.
-	Sandboxes     []*SandboxUsage `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	Sandboxes []*SandboxUsage `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// One per online machine of the org (paired machines, not sandboxes).
+	Machines      []*MachineUsage `protobuf:"bytes,3,rep,name=machines,proto3" json:"machines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2079,6 +2081,148 @@ func (x *SandboxStatsResponse) GetSandboxes() []*SandboxUsage {
 	return nil
 }
 
+func (x *SandboxStatsResponse) GetMachines() []*MachineUsage {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
+// MachineUsage is what the commands agentd started on a machine use, and
+// the machine's load, as its agentd reports them (SystemService.Stats).
+type MachineUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Machine id, m-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Set when the machine did not answer in time (or failed): the rest is
+	// empty.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// CPU of the commands agentd started, since the hub's previous sample of
+	// the machine (or over about a second), in percent of one core.
+	CpuPercent float64 `protobuf:"fixed64,4,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	// Resident memory and processes of those commands, and how many run.
+	MemoryBytes int64 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Processes   int64 `protobuf:"varint,6,opt,name=processes,proto3" json:"processes,omitempty"`
+	Commands    int32 `protobuf:"varint,7,opt,name=commands,proto3" json:"commands,omitempty"`
+	// The host's 1-minute load average and its logical CPUs.
+	Load1 float64 `protobuf:"fixed64,8,opt,name=load1,proto3" json:"load1,omitempty"`
+	Cpus  int32   `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// The host's memory, total and available, in bytes (0: unknown).
+	MemoryTotalBytes     int64 `protobuf:"varint,10,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3" json:"memory_total_bytes,omitempty"`
+	MemoryAvailableBytes int64 `protobuf:"varint,11,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *MachineUsage) Reset() {
+	*x = MachineUsage{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineUsage) ProtoMessage() {}
+
+func (x *MachineUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineUsage.ProtoReflect.Descriptor instead.
+func (*MachineUsage) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MachineUsage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetCpuPercent() float64 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetProcesses() int64 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetCommands() int32 {
+	if x != nil {
+		return x.Commands
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetLoad1() float64 {
+	if x != nil {
+		return x.Load1
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryTotalBytes() int64 {
+	if x != nil {
+		return x.MemoryTotalBytes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryAvailableBytes() int64 {
+	if x != nil {
+		return x.MemoryAvailableBytes
+	}
+	return 0
+}
+
 // SandboxUsage is what one sandbox uses, as its container engine reports it.
 type SandboxUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2111,7 +2255,7 @@ type SandboxUsage struct {
 
 func (x *SandboxUsage) Reset() {
 	*x = SandboxUsage{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2267,7 @@ func (x *SandboxUsage) String() string {
 func (*SandboxUsage) ProtoMessage() {}
 
 func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[30]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2280,7 @@ func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxUsage.ProtoReflect.Descriptor instead.
 func (*SandboxUsage) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{30}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SandboxUsage) GetId() string {
@@ -2348,10 +2492,25 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x1fSetEnvironmentIsolationResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"'\n" +
 	"\x13SandboxStatsRequest\x12\x10\n" +
-	"\x03org\x18\x01 \x01(\tR\x03org\"\x87\x01\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\"\xc0\x01\n" +
 	"\x14SandboxStatsResponse\x124\n" +
 	"\asampled\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asampled\x129\n" +
-	"\tsandboxes\x18\x02 \x03(\v2\x1b.agentd.hub.v1.SandboxUsageR\tsandboxes\"\x81\x03\n" +
+	"\tsandboxes\x18\x02 \x03(\v2\x1b.agentd.hub.v1.SandboxUsageR\tsandboxes\x127\n" +
+	"\bmachines\x18\x03 \x03(\v2\x1b.agentd.hub.v1.MachineUsageR\bmachines\"\xd4\x02\n" +
+	"\fMachineUsage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
+	"\vcpu_percent\x18\x04 \x01(\x01R\n" +
+	"cpuPercent\x12!\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
+	"\tprocesses\x18\x06 \x01(\x03R\tprocesses\x12\x1a\n" +
+	"\bcommands\x18\a \x01(\x05R\bcommands\x12\x14\n" +
+	"\x05load1\x18\b \x01(\x01R\x05load1\x12\x12\n" +
+	"\x04cpus\x18\t \x01(\x05R\x04cpus\x12,\n" +
+	"\x12memory_total_bytes\x18\n" +
+	" \x01(\x03R\x10memoryTotalBytes\x124\n" +
+	"\x16memory_available_bytes\x18\v \x01(\x03R\x14memoryAvailableBytes\"\x81\x03\n" +
 	"\fSandboxUsage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -2414,7 +2573,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                    // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                   // 1: agentd.hub.v1.EnvironmentState
@@ -2449,8 +2608,9 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*SetEnvironmentIsolationResponse)(nil), // 30: agentd.hub.v1.SetEnvironmentIsolationResponse
 	(*SandboxStatsRequest)(nil),             // 31: agentd.hub.v1.SandboxStatsRequest
 	(*SandboxStatsResponse)(nil),            // 32: agentd.hub.v1.SandboxStatsResponse
-	(*SandboxUsage)(nil),                    // 33: agentd.hub.v1.SandboxUsage
-	(*timestamppb.Timestamp)(nil),           // 34: google.protobuf.Timestamp
+	(*MachineUsage)(nil),                    // 33: agentd.hub.v1.MachineUsage
+	(*SandboxUsage)(nil),                    // 34: agentd.hub.v1.SandboxUsage
+	(*timestamppb.Timestamp)(nil),           // 35: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -2458,12 +2618,12 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	34, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	34, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	34, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	34, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	34, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	34, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	35, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	35, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	35, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	35, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	35, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	35, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	5,  // 11: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
 	5,  // 12: agentd.hub.v1.GetEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 13: agentd.hub.v1.CreateEnvironmentResponse.environment:type_name -> agentd.hub.v1.Environment
@@ -2472,39 +2632,40 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 16: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 17: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 18: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	34, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
-	33, // 20: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
-	7,  // 21: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	9,  // 22: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	11, // 23: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	13, // 24: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	15, // 25: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	17, // 26: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	19, // 27: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	21, // 28: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	23, // 29: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	25, // 30: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	27, // 31: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	29, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	31, // 33: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 34: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	10, // 35: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	12, // 36: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	14, // 37: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	16, // 38: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	18, // 39: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	20, // 40: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	22, // 41: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	24, // 42: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	26, // 43: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	28, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	30, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	32, // 46: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	35, // 19: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	34, // 20: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
+	33, // 21: agentd.hub.v1.SandboxStatsResponse.machines:type_name -> agentd.hub.v1.MachineUsage
+	7,  // 22: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	9,  // 23: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	11, // 24: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	13, // 25: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	15, // 26: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	17, // 27: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	19, // 28: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	21, // 29: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	23, // 30: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	25, // 31: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	27, // 32: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	29, // 33: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	31, // 34: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 35: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	10, // 36: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	12, // 37: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	14, // 38: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	16, // 39: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	18, // 40: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	20, // 41: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	22, // 42: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	24, // 43: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	26, // 44: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	28, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	30, // 46: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	32, // 47: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -2519,7 +2680,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
