@@ -211,6 +211,10 @@ func TestConsoleTerminal(t *testing.T) {
 	if !opened || !ended {
 		t.Errorf("activity lacks the opening or the End session: %v", recs)
 	}
+	// The console's activity links a terminal's record to the terminal.
+	if p := b.get("/console/activity"); !strings.Contains(p.body, `href="/console/terminal/`+m.id+`?p=`+one.id+`"`) {
+		t.Errorf("activity page has no link back to the terminal:\n%s", p.body)
+	}
 }
 
 // terminalRecords waits for at least n records of kind terminal* in the
@@ -259,7 +263,8 @@ func TestConsoleTerminalRecordsInput(t *testing.T) {
 	recs := h.terminalRecords(t, 1)
 	found := false
 	for _, r := range recs {
-		if r.GetKind() == "terminal.input" && strings.Contains(string(r.GetOutput()), "echo secret-typing") && r.GetActor() == "tester" {
+		if r.GetKind() == "terminal.input" && strings.Contains(string(r.GetOutput()), "echo secret-typing") && r.GetActor() == "tester" &&
+			strings.Contains(r.GetSummary(), `typed "echo secret-typing\r" into terminal`) {
 			found = true
 		}
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -49,9 +50,18 @@ func (t *terminal) flushTyped(ctx context.Context, all bool) {
 	t.mu.Unlock()
 	t.c.opts.Backend.Record(ctx, t.machine, &agentdv1.ActivityRecord{
 		Actor: t.who, Kind: KindTerminalInput, ObjectId: id, Bytes: int64(len(typed)), Output: typed,
-		Summary: fmt.Sprintf("typed %d bytes into terminal %s on %s", len(typed), id, t.machine),
+		Summary: fmt.Sprintf("typed %s into terminal %s on %s", quoteTyped(typed), id, t.machine),
 		Outcome: agentdv1.Outcome_OUTCOME_OK,
 	})
+}
+
+// quoteTyped shows keystrokes in a summary: quoted, control keys escaped
+// (Enter is \r), at most 200 bytes of them.
+func quoteTyped(b []byte) string {
+	if len(b) > 200 {
+		return strconv.Quote(string(b[:200])) + fmt.Sprintf(" and %d bytes more", len(b)-200)
+	}
+	return strconv.Quote(string(b))
 }
 
 // record stores the hub's record of this page's time on the terminal.
