@@ -374,3 +374,31 @@ func TestConsoleTerminalSessionAndBadInput(t *testing.T) {
 		t.Errorf("after the token's revocation: %v, want a final error saying to sign in again", e)
 	}
 }
+
+// TestConsoleTerminalWakesSandbox: a terminal on a paused sandbox wakes
+// it, as any call does, and then works (the real engine).
+func TestConsoleTerminalWakesSandbox(t *testing.T) {
+	h := startSandboxHub(t, nil)
+	if out, code, err := h.run(h.ctx("builtin", "term-wake"), "true"); err != nil || code != 0 {
+		t.Fatalf("make the sandbox: %v %d %s", err, code, out)
+	}
+	sbs, err := h.Store.ListSandboxes(t.Context(), h.Org.ID)
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes: %v %v", sbs, err)
+	}
+	id := sbs[0].ID
+	if code, out, errs := h.agentctl()("sandbox", "pause", id); code != 0 {
+		t.Fatalf("sandbox pause = %d %q %q", code, out, errs)
+	}
+	if sb, err := h.Store.Sandbox(t.Context(), id); err != nil || sb.State != store.SandboxPaused {
+		t.Fatalf("after pause: %+v %v", sb, err)
+	}
+	b := newBrowser(t, h.URL)
+	b.signIn(h.Token)
+	tc := dialTerm(t, b, id, nil)
+	tc.typed("echo woke-$((3*3))\r")
+	tc.sees("woke-9")
+	if sb, err := h.Store.Sandbox(t.Context(), id); err != nil || sb.State != store.SandboxRunning {
+		t.Errorf("after the terminal: %+v %v, want running", sb, err)
+	}
+}
