@@ -146,6 +146,7 @@ func (c *Console) terminalSocket(w http.ResponseWriter, r *http.Request, s *sess
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	go t.recheckSession(ctx, r, cancel)
+	go t.keepalive(ctx)
 	err = t.run(ctx, id, from, rows, cols)
 	if cause := context.Cause(ctx); errors.Is(cause, ErrSignedOut) {
 		t.mu.Lock()
@@ -181,6 +182,34 @@ func (t *terminal) recheckSession(ctx context.Context, r *http.Request, cancel c
 			// Told before the cancel: cancelling a read closes the websocket.
 			_ = t.sendJSON(ctx, termMsg{T: "error", Text: err.Error(), Final: true})
 			cancel(err)
+			return
+		}
+	}
+}
+
+// pingEvery is how often the hub pings a terminal's page: proxies and
+// load balancers cut websockets idle for a minute (the page would
+// reattach, but need not).
+const pingEvery = 15 * time.Second
+
+// keepalive pings the page until ctx ends. A page that does not answer
+// within pingEvery is gone (a laptop that slept, a network that vanished
+// without a word): the connection is closed, so that its Attach stream
+// ends and a sandbox it kept in use can idle (a live page reattaches).
+func (t *terminal) keepalive(ctx context.Context) {
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, pingEvery)
+		err := t.ws.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			_ = t.ws.CloseNow()
 			return
 		}
 	}
