@@ -18,21 +18,12 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	// The machines are asked meanwhile (their first samples wait a second
-	// too, as the sandboxes' do).
-	var machines []*hubv1.MachineUsage
-	asked := make(chan struct{})
-	go func() {
-		defer close(asked)
-		machines = v.s.machineUsage(ctx, c, org)
-	}()
-	defer func() { <-asked }()
+	machines := make(chan []*hubv1.MachineUsage, 1) // asked meanwhile (their first samples wait too)
+	go func() { machines <- v.machineUsage(ctx, c, org) }()
 	resp := &hubv1.SandboxStatsResponse{Sampled: timestamppb.New(v.s.opts.Now())}
 	m, err := v.sandboxes()
 	if err != nil {
-		// A hub that runs no sandboxes still has machines.
-		<-asked
-		resp.Machines = machines
+		resp.Machines = <-machines // a hub that runs no sandboxes still has machines
 		return resp, nil
 	}
 	sbs, err := v.s.store.ListSandboxes(ctx, org.ID)
@@ -58,7 +49,6 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 			WorkspaceBytes: sb.WorkspaceBytes,
 		})
 	}
-	<-asked
-	resp.Machines = machines
+	resp.Machines = <-machines
 	return resp, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/fleet"
+	"github.com/devdepot-ai/agentd/internal/hub/machinetop"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
@@ -117,9 +118,7 @@ type Server struct {
 	preview   *preview.Server    // served by ServePreview
 
 	calls, pairs atomic.Int64
-	// machineSamples keeps each machine's last Stats sample (agentctl top).
-	machineSamples machineSamples
-	conns          *conns.Limiter // connections open, on the port and the sandboxes' socket
+	conns        *conns.Limiter // connections open, on the port and the sandboxes' socket
 
 	life life // background work and closing
 }
@@ -221,7 +220,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	hubv1.RegisterActivityServiceServer(s.grpc, &activityService{s: s})
 	admin := &adminService{s: s}
-	envs := &environmentService{s: s, a: admin}
+	envs := &environmentService{s: s, a: admin, top: machinetop.New(machinetop.Options{})}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
@@ -526,5 +525,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, r := range refused {
 		fmt.Fprintf(w, "agenthub_tunnel_handshakes_refused_total{reason=%q} %d\n", r.Reason, r.Count)
 	}
-	s.sandboxMetrics(r.Context(), w)
+	if s.sandboxes != nil {
+		if err := s.sandboxes.WriteMetrics(r.Context(), w); err != nil {
+			s.log.Warn("metrics", zap.Error(err))
+		}
+	}
 }
