@@ -166,3 +166,33 @@ func (y *systemService) Inventory(ctx context.Context, req *agentdv1.InventoryRe
 	}
 	return resp, nil
 }
+
+// Stats samples the commands this daemon started and its host's load.
+func (y *systemService) Stats(context.Context, *agentdv1.StatsRequest) (*agentdv1.StatsResponse, error) {
+	resp := &agentdv1.StatsResponse{Cpus: int32(runtime.NumCPU())}
+	if p := y.s.procs; p != nil {
+		u := p.m.Usage()
+		resp.CpuNanos, resp.MemoryBytes, resp.Processes = u.CPUNanos, u.MemoryBytes, u.Processes
+		resp.Commands, resp.ProcessStats = int32(u.Commands), u.Counted
+	}
+	resp.Load1, resp.Load5, resp.Load15 = loadAvg()
+	resp.MemoryTotalBytes, resp.MemoryAvailableBytes = memInfo()
+	resp.Sampled = timestamppb.New(time.Now())
+	return resp, nil
+}
+
+// loadAvg reads the load averages from /proc/loadavg (Linux); zero elsewhere.
+func loadAvg() (l1, l5, l15 float64) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, 0, 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return 0, 0, 0
+	}
+	l1, _ = strconv.ParseFloat(f[0], 64)
+	l5, _ = strconv.ParseFloat(f[1], 64)
+	l15, _ = strconv.ParseFloat(f[2], 64)
+	return l1, l5, l15
+}

@@ -166,6 +166,7 @@ admin tokens of the first org manage that org only.`,
 
 func newServeCmd() *cobra.Command {
 	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr, previewAddr string
+	var recordTerminalInput bool
 	var maxPerClient, maxPerSandbox int
 	var proxies []string
 	activityKeepBytes := "256MiB"
@@ -198,6 +199,11 @@ SSL_CERT_FILE or SSL_CERT_DIR adds a private CA there.
 /metrics shows every org's calls, so on the hub's port it needs the hub
 owner's API token (Authorization: Bearer agt_…); --metrics-listen serves it
 without a token on a loopback address for a local Prometheus.
+
+The web console (/console/) can open a terminal on a machine or in a
+sandbox. Activity records who opened it, how it ended and the bytes each
+way; --record-terminal-input records what is typed too (for every org of
+this hub; the terminal page then says so).
 
 Connections are capped per client address (--max-conns-per-client; a
 --trusted-proxy is not capped) and per sandbox on its socket
@@ -306,6 +312,7 @@ it into the engine.`,
 				MaxConnsPerClient:       noCapIsNegative(maxPerClient),
 				MaxConnsPerSandbox:      noCapIsNegative(maxPerSandbox),
 				ActivityKeepBytesPerOrg: keepBytes,
+				RecordTerminalInput:     recordTerminalInput,
 			})
 			if errors.Is(err, listen.ErrInUse) {
 				// Another hub took the socket since the check in options.
@@ -370,6 +377,7 @@ it into the engine.`,
 	f.IntVar(&maxPerClient, "max-conns-per-client", conns.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
 	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", conns.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
 	f.StringVar(&activityKeepBytes, "activity-keep-bytes", activityKeepBytes, "bytes of activity records kept per org (the oldest go first), beside the 100,000 records kept per org")
+	f.BoolVar(&recordTerminalInput, "record-terminal-input", false, "record what people type into the console's terminals in each org's activity (the terminal page says so); off: activity has who opened which terminal, when it closed and the bytes each way, not the keystrokes")
 	sb.register(f)
 	return cmd
 }

@@ -24,7 +24,7 @@ func (a *app) topCmd() *cobra.Command {
 	interval := 5 * time.Second
 	cmd := &cobra.Command{
 		Use:   "top [--once] [--interval D] [--org O]",
-		Short: "Show what the org's running and paused sandboxes use, live: CPU, memory, processes, network, workspace",
+		Short: "Show what the org's sandboxes and machines use, live: CPU, memory, processes, network, workspace, load",
 		Long: `Show what each of the org's running and paused sandboxes uses, as its
 container engine reports it, redrawn every --interval (5s) like docker stats:
 CPU in percent of one core (since the hub's previous sample of the sandbox;
@@ -32,6 +32,12 @@ the first answer waits a second for a second sample), memory and processes
 with their limits, bytes received and sent over the network, and what its
 /workspace held when last measured ("-": not yet). Stopped sandboxes use
 nothing and are left out; so are sandboxes another hub replica drives.
+
+Below, one row per online machine of the org: what the commands its agentd
+started use (each command's whole process group: how many run, CPU since
+the hub's previous sample, resident memory, processes), the host's 1-minute
+load against its CPUs, and its available and total memory. A machine that
+does not answer within 3 s says so; offline machines are left out.
 
 On a terminal the table is redrawn in place; otherwise each sample is printed
 below the last. --once prints one sample and exits; --json prints one JSON
@@ -118,6 +124,27 @@ func (a *app) printTop(resp *hubv1.SandboxStatsResponse, clear bool) error {
 	}
 	if len(resp.GetSandboxes()) == 0 {
 		fmt.Fprintln(tw, "(no running or paused sandboxes)")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(resp.GetMachines()) == 0 {
+		return nil
+	}
+	fmt.Fprintln(a.io.Out)
+	tw = tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tNAME\tCOMMANDS\tCPU %\tMEM\tPROCS\tLOAD / CPUS\tHOST MEM AVAIL / TOTAL")
+	for _, m := range resp.GetMachines() {
+		if m.GetError() != "" {
+			fmt.Fprintf(tw, "%s\t%s\tno answer: %s\n", m.GetId(), m.GetName(), m.GetError())
+			continue
+		}
+		host := "-"
+		if m.GetMemoryTotalBytes() > 0 {
+			host = units.Bytes(m.GetMemoryAvailableBytes()) + " / " + units.Bytes(m.GetMemoryTotalBytes())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%s\t%d\t%.2f / %d\t%s\n", m.GetId(), m.GetName(), m.GetCommands(), m.GetCpuPercent(),
+			units.Bytes(m.GetMemoryBytes()), m.GetProcesses(), m.GetLoad1(), m.GetCpus(), host)
 	}
 	return tw.Flush()
 }

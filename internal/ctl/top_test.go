@@ -15,7 +15,11 @@ func (f *fakeHub) SandboxStats(context.Context, *hubv1.SandboxStatsRequest) (*hu
 	return &hubv1.SandboxStatsResponse{Sandboxes: []*hubv1.SandboxUsage{{
 		Id: "sb-1", Environment: "builtin", Conversation: "c-1", State: "running", CpuPercent: 12.5,
 		MemoryBytes: 100 << 20, MemoryLimit: 512 << 20, Pids: 7, PidsLimit: 256, NetRxBytes: 2048, WorkspaceBytes: -1,
-	}}}, nil
+	}}, Machines: []*hubv1.MachineUsage{
+		{Id: "m-1", Name: "laptop", Commands: 2, CpuPercent: 150, MemoryBytes: 64 << 20, Processes: 5, Load1: 1.25, Cpus: 8,
+			MemoryTotalBytes: 16 << 30, MemoryAvailableBytes: 9 << 30},
+		{Id: "m-2", Name: "slow", Error: "deadline exceeded"},
+	}}, nil
 }
 
 // TestTopFollow: agentctl top, not on a terminal, prints a new table (or
@@ -26,6 +30,10 @@ func TestTopFollow(t *testing.T) {
 	if r := f.run(t, "top", "--once"); r.code != 0 || strings.Count(r.stdout, "ID ") != 1 ||
 		!strings.Contains(r.stdout, "sb-1  builtin  c-1           running  12.5%  100.0 MiB / 512.0 MiB  19.5%  7 / 256  2.0 KiB / 0 B  -") {
 		t.Errorf("top --once = %+v", r)
+	}
+	if r := f.run(t, "top", "--once"); !strings.Contains(r.stdout, "m-1      laptop  2         150.0%  64.0 MiB  5      1.25 / 8     9.0 GiB / 16.0 GiB") ||
+		!strings.Contains(r.stdout, "m-2      slow    no answer: deadline exceeded") {
+		t.Errorf("top --once's machine rows:\n%s", r.stdout)
 	}
 	for _, tc := range []struct {
 		name, sep string

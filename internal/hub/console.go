@@ -137,7 +137,7 @@ func (b *consoleBackend) Output(ctx context.Context, machine, id string) ([]*age
 		return nil, err
 	}
 	defer cancel() // ends the reader below when the page has what it shows
-	return collectOutput(ctx, st, outputIdle)
+	return console.CollectOutput(ctx, st, console.OutputIdle)
 }
 
 // FollowOutput streams a running process's output through the hub's
@@ -174,6 +174,36 @@ func (b *consoleBackend) FollowOutput(ctx context.Context, machine, id string, f
 	}
 }
 
+// Process routes one ProcessService call of a console terminal through
+// the hub's routing, as agentctl's calls are (the client is named
+// "agenthub-console" in the hub's records).
+func (b *consoleBackend) Process(ctx context.Context, machine, method string) (context.Context, agentdv1.ProcessServiceClient, func(error) error, error) {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.MDMachine, machine, wire.MDClient, consoleClient))
+	r, err := b.s.route(ctx, method)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := r.Done
+	if done == nil {
+		done = func(err error) error { return err }
+	}
+	return metadata.NewOutgoingContext(ctx, r.MD), agentdv1.NewProcessServiceClient(r.Conn), done, nil
+}
+
+// consoleClient names the console as the client of the calls it makes.
+const consoleClient = "agenthub-console"
+
+// Record stores a record of the hub's own about machine in the org of
+// ctx's caller.
+func (b *consoleBackend) Record(ctx context.Context, machine string, r *agentdv1.ActivityRecord) {
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return
+	}
+	r.Client = consoleClient
+	b.s.activity.Record(ctx, c.org.ID, machine, r)
+}
+
 // listTimeout bounds one machine's process list when the console has
 // set no shorter deadline.
 const listTimeout = 5 * time.Second
@@ -205,58 +235,4 @@ func (b *consoleBackend) OnlineSince() map[string]time.Time {
 		out[ti.MachineID] = ti.Since
 	}
 	return out
-}
-
-// outputIdle is how long a running process's output may stay quiet before
-// the page shows what it has (the replay of retained output comes at once).
-const outputIdle = 500 * time.Millisecond
-
-// collectOutput reads events until the process's exit, the stream's end, or
-// (a process still running) a quiet spell of idle.
-func collectOutput(ctx context.Context, st agentdv1.ProcessService_AttachClient, idle time.Duration) ([]*agentdv1.ProcessEvent, error) {
-	type ev struct {
-		e   *agentdv1.ProcessEvent
-		err error
-	}
-	ch := make(chan ev, 16)
-	go func() {
-		defer close(ch)
-		for {
-			m, err := st.Recv()
-			select {
-			case ch <- ev{m.GetEvent(), err}:
-			case <-ctx.Done(): // the caller returned and cancelled ctx
-				return
-			}
-			if err != nil || m.GetEvent().GetExited() != nil {
-				return
-			}
-		}
-	}()
-	var evs []*agentdv1.ProcessEvent
-	t := time.NewTimer(idle)
-	defer t.Stop()
-	for {
-		select {
-		case e, ok := <-ch:
-			switch {
-			case !ok || errors.Is(e.err, io.EOF):
-				return evs, nil
-			case e.err != nil && rpcerr.Code(e.err) == codes.DeadlineExceeded && len(evs) > 0:
-				return evs, nil
-			case e.err != nil:
-				return nil, e.err
-			}
-			evs = append(evs, e.e)
-			if e.e.GetExited() != nil {
-				return evs, nil
-			}
-			t.Reset(idle)
-		case <-t.C:
-			if len(evs) > 0 {
-				return evs, nil // still running: what it wrote so far
-			}
-			t.Reset(idle)
-		}
-	}
 }

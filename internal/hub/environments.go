@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/machinetop"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -23,8 +24,9 @@ import (
 // environmentService is agentd.hub.v1.EnvironmentService.
 type environmentService struct {
 	hubv1.UnimplementedEnvironmentServiceServer
-	s *Server
-	a *adminService // org resolution
+	s   *Server
+	a   *adminService   // org resolution
+	top *machinetop.Top // agentctl top's machines
 }
 
 var _ hubv1.EnvironmentServiceServer = (*environmentService)(nil)

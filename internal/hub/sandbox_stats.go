@@ -11,15 +11,20 @@ import (
 )
 
 // SandboxStats samples the org's running and paused sandboxes that this
-// replica drives (agentctl top); members may read it, as ListSandboxes.
+// replica drives, and its online machines (agentctl top); members may
+// read it, as ListSandboxes.
 func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.SandboxStatsRequest) (*hubv1.SandboxStatsResponse, error) {
-	_, org, err := v.a.org(ctx, req.GetOrg())
+	c, org, err := v.a.org(ctx, req.GetOrg())
 	if err != nil {
 		return nil, err
 	}
+	machines := make(chan []*hubv1.MachineUsage, 1) // asked meanwhile (their first samples wait too)
+	go func() { machines <- v.machineUsage(ctx, c, org) }()
+	resp := &hubv1.SandboxStatsResponse{Sampled: timestamppb.New(v.s.opts.Now())}
 	m, err := v.sandboxes()
 	if err != nil {
-		return nil, err
+		resp.Machines = <-machines // a hub that runs no sandboxes still has machines
+		return resp, nil
 	}
 	sbs, err := v.s.store.ListSandboxes(ctx, org.ID)
 	if err != nil {
@@ -29,7 +34,6 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 	if err != nil {
 		return nil, err
 	}
-	resp := &hubv1.SandboxStatsResponse{Sampled: timestamppb.New(v.s.opts.Now())}
 	for _, u := range us {
 		sb := u.Sandbox
 		conv := sb.Conversation
@@ -45,5 +49,6 @@ func (v *environmentService) SandboxStats(ctx context.Context, req *hubv1.Sandbo
 			WorkspaceBytes: sb.WorkspaceBytes,
 		})
 	}
+	resp.Machines = <-machines
 	return resp, nil
 }

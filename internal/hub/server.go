@@ -26,6 +26,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/fleet"
+	"github.com/devdepot-ai/agentd/internal/hub/machinetop"
 	"github.com/devdepot-ai/agentd/internal/hub/pairing"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/replica"
@@ -87,6 +88,10 @@ type Options struct {
 	// holds open on the sandboxes' socket: its tunnel and its egress.
 	// Default conns.DefaultMaxConnsPerSandbox; negative: no cap.
 	MaxConnsPerSandbox int
+	// RecordTerminalInput stores what people type into the console's
+	// terminals in activity (agenthub serve --record-terminal-input);
+	// the terminal page says so.
+	RecordTerminalInput bool
 	// PreviewURL is the base URL the preview server is reached at
 	// (ServePreview's listener, agenthub serve --preview-listen), which
 	// agentctl port expose prints URLs under. Empty: previews are off.
@@ -215,7 +220,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterAdminServiceServer(s.grpc, &adminService{s: s})
 	hubv1.RegisterActivityServiceServer(s.grpc, &activityService{s: s})
 	admin := &adminService{s: s}
-	envs := &environmentService{s: s, a: admin}
+	envs := &environmentService{s: s, a: admin, top: machinetop.New(machinetop.Options{})}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
@@ -230,7 +235,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	})
 	s.mux.HandleFunc("GET /metrics", s.ownerOnly(s.handleMetrics))
 	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
-		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now})
+		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now, RecordTerminalInput: opts.RecordTerminalInput})
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -504,7 +509,7 @@ func (s *Server) countStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return h(srv, ss)
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprintf(w, "# HELP agenthub_tunnels Machines with a live tunnel.\n# TYPE agenthub_tunnels gauge\nagenthub_tunnels %d\n", s.fleet.Len())
 	fmt.Fprintf(w, "# HELP agenthub_grpc_calls_total gRPC calls received.\n# TYPE agenthub_grpc_calls_total counter\nagenthub_grpc_calls_total %d\n", s.calls.Load())
@@ -519,5 +524,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, r := range refused {
 		fmt.Fprintf(w, "agenthub_tunnel_handshakes_refused_total{reason=%q} %d\n", r.Reason, r.Count)
+	}
+	if s.sandboxes != nil {
+		if err := s.sandboxes.WriteMetrics(r.Context(), w); err != nil {
+			s.log.Warn("metrics", zap.Error(err))
+		}
 	}
 }

@@ -63,6 +63,15 @@ type Backend interface {
 	// routing (as agentctl ps does): an offline machine fails at once, and
 	// ctx's deadline bounds one that does not answer.
 	Processes(ctx context.Context, machine string) ([]*agentdv1.ProcessInfo, error)
+	// Process routes one ProcessService call (method: its full name) to
+	// a machine or sandbox as the hub routes every call, as the caller of
+	// ctx (its org and rights; a paused or stopped sandbox wakes): the
+	// context and client for the call, and done, to be called with the
+	// call's error when it has ended (it returns the error to report).
+	Process(ctx context.Context, machine, method string) (context.Context, agentdv1.ProcessServiceClient, func(error) error, error)
+	// Record stores one record of the hub's own about machine (a machine
+	// or sandbox id) in the org of ctx's caller.
+	Record(ctx context.Context, machine string, r *agentdv1.ActivityRecord)
 	// OnlineSince says since when each machine with a live tunnel has
 	// been online (ids of every org: look up only ids the caller may see).
 	OnlineSince() map[string]time.Time
@@ -86,6 +95,10 @@ type Options struct {
 	// the machines page's running-commands count (default 2 s): one that
 	// does not answer in time shows "no answer", never holding the page.
 	ListTimeout time.Duration
+	// RecordTerminalInput stores what is typed into console terminals in
+	// activity (terminal.input records); the terminal page says so. Off:
+	// only who opened which terminal, when, and the bytes each way.
+	RecordTerminalInput bool
 	// Logger receives the console's logs. Default: a no-op logger.
 	Logger *zap.Logger
 	// Now is the clock. Default time.Now.
@@ -98,7 +111,12 @@ type Console struct {
 	log     *zap.Logger
 	handler http.Handler
 	pages   *pages
+	// sizes is the last size this hub gave each terminal's PTY, so that
+	// a page reattaching at the same size does not make the shell redraw.
+	sizes termSizes
 }
+
+//go:generate go run ./xtermbundle
 
 //go:embed static
 var staticFS embed.FS
@@ -162,6 +180,9 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+Prefix+"activity/events", c.auth(c.activityEvents))
 	mux.Handle("GET "+Prefix+"activity/{id}/output", c.auth(c.output))
 	mux.Handle("GET "+Prefix+"activity/{id}/output/events", c.auth(c.outputEvents))
+
+	mux.Handle("GET "+Prefix+"terminal/{machine}", c.auth(c.terminalPage))
+	mux.Handle("GET "+Prefix+"terminal/{machine}/ws", c.auth(c.terminalSocket))
 
 	mux.Handle("GET "+Prefix+"environments", c.auth(c.environments))
 	mux.Handle("POST "+Prefix+"environments", c.auth(c.createEnvironment))

@@ -15,8 +15,10 @@ type environmentsData struct {
 	Builtin  []*hubv1.Environment
 	Images   []*hubv1.Environment
 	Machines []*hubv1.Environment
-	Plot     *plot
-	Form     envForm
+	// Sandboxes are the org's sandboxes, each with a terminal to open.
+	Sandboxes []*hubv1.Sandbox
+	Plot      *plot
+	Form      envForm
 }
 
 // envForm is the new-environment form, refilled after a refusal.
@@ -47,6 +49,7 @@ func (c *Console) environmentsWith(w http.ResponseWriter, r *http.Request, s *se
 	}
 	if sbs, err := c.opts.Backend.Environments().ListSandboxes(s.ctx, &hubv1.ListSandboxesRequest{}); err == nil {
 		d.Plot = sandboxStarts(sbs.GetSandboxes())
+		d.Sandboxes = sbs.GetSandboxes()
 	}
 	c.render(w, code, c.view("environments", s, d))
 }

@@ -73,7 +73,7 @@ func (c *Console) auth(h sessionHandler) http.Handler {
 				return
 			}
 			c.clearCookie(w, r)
-			if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") {
+			if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") && !strings.HasSuffix(r.URL.Path, "/ws") {
 				http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 				return
 			}

@@ -37,6 +37,8 @@ type Options struct {
 	Now func() time.Time
 	// Secrets resolves agent runs' secret references; nil: none.
 	Secrets hub.SecretResolver
+	// RecordTerminalInput is the hub's (see hub.Options).
+	RecordTerminalInput bool
 	// Store is the store to serve, which the test closes; default a new
 	// SQLite file, closed when the test ends.
 	Store store.Store
@@ -167,7 +169,8 @@ func (h *Hub) Serve(addr string) {
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		PreviewURL: h.PreviewURL,
 		Store:      h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
-		Heartbeat: h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
+		RecordTerminalInput: h.opts.RecordTerminalInput,
+		Heartbeat:           h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
 		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
 	})
 	if err != nil {

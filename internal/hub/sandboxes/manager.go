@@ -71,6 +71,7 @@ type Manager struct {
 	trans   map[string]*sync.Mutex   // sandbox id → held while it changes state
 	stops   map[string]stopMark      // sandbox id → its last stop here
 	samples map[string]sandbox.Stats // sandbox id → its last Usage sample
+	cpu     cpuCount                 // CPU seconds per org, for /metrics
 	// found is set while reconcile has succeeded since the last container
 	// that could not be removed: until then, the reaper's ticks reconcile
 	// again (the engine may be down for a while).

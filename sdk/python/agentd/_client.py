@@ -240,6 +240,10 @@ class Target:
         """Command-line tools on PATH and Python packages."""
         return _call(lambda: self._system.Inventory(system_pb2.InventoryRequest(), metadata=self._md))
 
+    def stats(self) -> system_pb2.StatsResponse:
+        """What the commands the daemon started use now (CPU nanoseconds so far, memory, processes) and the host's load."""
+        return _call(lambda: self._system.Stats(system_pb2.StatsRequest(), metadata=self._md))
+
 
 # Re-exported for the signatures above.
 Exit = c.Exit

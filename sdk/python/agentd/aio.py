@@ -240,6 +240,10 @@ class Target:
         """Command-line tools on PATH and Python packages."""
         return await _call(self._system.Inventory(system_pb2.InventoryRequest(), metadata=self._md))
 
+    async def stats(self) -> system_pb2.StatsResponse:
+        """What the commands the daemon started use now (CPU nanoseconds so far, memory, processes) and the host's load."""
+        return await _call(self._system.Stats(system_pb2.StatsRequest(), metadata=self._md))
+
 
 class Process:
     """A running or finished command, for asyncio: ``async for`` its events.

@@ -22,6 +22,189 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// StatsRequest has no options yet.
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_agentd_v1_system_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_system_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{0}
+}
+
+// StatsResponse is one sample of the daemon's commands and its host.
+type StatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it was taken.
+	Sampled *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// CPU time the running commands' processes (each command's whole
+	// process group) have used so far, in nanoseconds; the caller's CPU %
+	// is its growth between two samples.
+	CpuNanos uint64 `protobuf:"varint,2,opt,name=cpu_nanos,json=cpuNanos,proto3" json:"cpu_nanos,omitempty"`
+	// Resident memory of those processes, in bytes.
+	MemoryBytes int64 `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// How many processes (not threads) those groups hold.
+	Processes int64 `protobuf:"varint,4,opt,name=processes,proto3" json:"processes,omitempty"`
+	// Commands the daemon started that still run.
+	Commands int32 `protobuf:"varint,5,opt,name=commands,proto3" json:"commands,omitempty"`
+	// The host's load averages over 1, 5 and 15 minutes (0 where the OS
+	// gives none).
+	Load1  float64 `protobuf:"fixed64,6,opt,name=load1,proto3" json:"load1,omitempty"`
+	Load5  float64 `protobuf:"fixed64,7,opt,name=load5,proto3" json:"load5,omitempty"`
+	Load15 float64 `protobuf:"fixed64,8,opt,name=load15,proto3" json:"load15,omitempty"`
+	// Logical CPUs of the host.
+	Cpus int32 `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// The host's memory, total and available, in bytes (0: unknown).
+	MemoryTotalBytes     int64 `protobuf:"varint,10,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3" json:"memory_total_bytes,omitempty"`
+	MemoryAvailableBytes int64 `protobuf:"varint,11,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
+	// False where the OS gives no per-process counters (the per-command
+	// fields are then 0).
+	ProcessStats  bool `protobuf:"varint,12,opt,name=process_stats,json=processStats,proto3" json:"process_stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_agentd_v1_system_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_system_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StatsResponse) GetSampled() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Sampled
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetCpuNanos() uint64 {
+	if x != nil {
+		return x.CpuNanos
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetProcesses() int64 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetCommands() int32 {
+	if x != nil {
+		return x.Commands
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLoad1() float64 {
+	if x != nil {
+		return x.Load1
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLoad5() float64 {
+	if x != nil {
+		return x.Load5
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLoad15() float64 {
+	if x != nil {
+		return x.Load15
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetMemoryTotalBytes() int64 {
+	if x != nil {
+		return x.MemoryTotalBytes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetMemoryAvailableBytes() int64 {
+	if x != nil {
+		return x.MemoryAvailableBytes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetProcessStats() bool {
+	if x != nil {
+		return x.ProcessStats
+	}
+	return false
+}
+
 // InfoRequest has no options yet.
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -31,7 +214,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_agentd_v1_system_proto_msgTypes[0]
+	mi := &file_agentd_v1_system_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +226,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[0]
+	mi := &file_agentd_v1_system_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +239,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{2}
 }
 
 // InfoResponse describes the daemon and its machine.
@@ -118,7 +301,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_agentd_v1_system_proto_msgTypes[1]
+	mi := &file_agentd_v1_system_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +313,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[1]
+	mi := &file_agentd_v1_system_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +326,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -332,7 +515,7 @@ type TunnelStatus struct {
 
 func (x *TunnelStatus) Reset() {
 	*x = TunnelStatus{}
-	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	mi := &file_agentd_v1_system_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +527,7 @@ func (x *TunnelStatus) String() string {
 func (*TunnelStatus) ProtoMessage() {}
 
 func (x *TunnelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[2]
+	mi := &file_agentd_v1_system_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +540,7 @@ func (x *TunnelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStatus.ProtoReflect.Descriptor instead.
 func (*TunnelStatus) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TunnelStatus) GetHub() string {
@@ -431,7 +614,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_agentd_v1_system_proto_msgTypes[3]
+	mi := &file_agentd_v1_system_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +626,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[3]
+	mi := &file_agentd_v1_system_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +639,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Tool) GetName() string {
@@ -493,7 +676,7 @@ type PythonPackage struct {
 
 func (x *PythonPackage) Reset() {
 	*x = PythonPackage{}
-	mi := &file_agentd_v1_system_proto_msgTypes[4]
+	mi := &file_agentd_v1_system_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +688,7 @@ func (x *PythonPackage) String() string {
 func (*PythonPackage) ProtoMessage() {}
 
 func (x *PythonPackage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[4]
+	mi := &file_agentd_v1_system_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +701,7 @@ func (x *PythonPackage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PythonPackage.ProtoReflect.Descriptor instead.
 func (*PythonPackage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PythonPackage) GetName() string {
@@ -548,7 +731,7 @@ type InventoryRequest struct {
 
 func (x *InventoryRequest) Reset() {
 	*x = InventoryRequest{}
-	mi := &file_agentd_v1_system_proto_msgTypes[5]
+	mi := &file_agentd_v1_system_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +743,7 @@ func (x *InventoryRequest) String() string {
 func (*InventoryRequest) ProtoMessage() {}
 
 func (x *InventoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[5]
+	mi := &file_agentd_v1_system_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +756,7 @@ func (x *InventoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryRequest.ProtoReflect.Descriptor instead.
 func (*InventoryRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InventoryRequest) GetBase() *InventoryResponse {
@@ -603,7 +786,7 @@ type InventoryResponse struct {
 
 func (x *InventoryResponse) Reset() {
 	*x = InventoryResponse{}
-	mi := &file_agentd_v1_system_proto_msgTypes[6]
+	mi := &file_agentd_v1_system_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +798,7 @@ func (x *InventoryResponse) String() string {
 func (*InventoryResponse) ProtoMessage() {}
 
 func (x *InventoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_system_proto_msgTypes[6]
+	mi := &file_agentd_v1_system_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +811,7 @@ func (x *InventoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryResponse.ProtoReflect.Descriptor instead.
 func (*InventoryResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_system_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_system_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InventoryResponse) GetTools() []*Tool {
@@ -649,7 +832,22 @@ var File_agentd_v1_system_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_system_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
+	"\x16agentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0e\n" +
+	"\fStatsRequest\"\xa0\x03\n" +
+	"\rStatsResponse\x124\n" +
+	"\asampled\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asampled\x12\x1b\n" +
+	"\tcpu_nanos\x18\x02 \x01(\x04R\bcpuNanos\x12!\n" +
+	"\fmemory_bytes\x18\x03 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
+	"\tprocesses\x18\x04 \x01(\x03R\tprocesses\x12\x1a\n" +
+	"\bcommands\x18\x05 \x01(\x05R\bcommands\x12\x14\n" +
+	"\x05load1\x18\x06 \x01(\x01R\x05load1\x12\x14\n" +
+	"\x05load5\x18\a \x01(\x01R\x05load5\x12\x16\n" +
+	"\x06load15\x18\b \x01(\x01R\x06load15\x12\x12\n" +
+	"\x04cpus\x18\t \x01(\x05R\x04cpus\x12,\n" +
+	"\x12memory_total_bytes\x18\n" +
+	" \x01(\x03R\x10memoryTotalBytes\x124\n" +
+	"\x16memory_available_bytes\x18\v \x01(\x03R\x14memoryAvailableBytes\x12#\n" +
+	"\rprocess_stats\x18\f \x01(\bR\fprocessStats\"\r\n" +
 	"\vInfoRequest\"\xc2\x05\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
@@ -701,10 +899,11 @@ const file_agentd_v1_system_proto_rawDesc = "" +
 	"noVersions\"}\n" +
 	"\x11InventoryResponse\x12%\n" +
 	"\x05tools\x18\x01 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\x12A\n" +
-	"\x0fpython_packages\x18\x02 \x03(\v2\x18.agentd.v1.PythonPackageR\x0epythonPackages2\x90\x01\n" +
+	"\x0fpython_packages\x18\x02 \x03(\v2\x18.agentd.v1.PythonPackageR\x0epythonPackages2\xcc\x01\n" +
 	"\rSystemService\x127\n" +
 	"\x04Info\x12\x16.agentd.v1.InfoRequest\x1a\x17.agentd.v1.InfoResponse\x12F\n" +
-	"\tInventory\x12\x1b.agentd.v1.InventoryRequest\x1a\x1c.agentd.v1.InventoryResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"
+	"\tInventory\x12\x1b.agentd.v1.InventoryRequest\x1a\x1c.agentd.v1.InventoryResponse\x12:\n" +
+	"\x05Stats\x12\x17.agentd.v1.StatsRequest\x1a\x18.agentd.v1.StatsResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_system_proto_rawDescOnce sync.Once
@@ -718,35 +917,40 @@ func file_agentd_v1_system_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_system_proto_rawDescData
 }
 
-var file_agentd_v1_system_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_agentd_v1_system_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentd_v1_system_proto_goTypes = []any{
-	(*InfoRequest)(nil),           // 0: agentd.v1.InfoRequest
-	(*InfoResponse)(nil),          // 1: agentd.v1.InfoResponse
-	(*TunnelStatus)(nil),          // 2: agentd.v1.TunnelStatus
-	(*Tool)(nil),                  // 3: agentd.v1.Tool
-	(*PythonPackage)(nil),         // 4: agentd.v1.PythonPackage
-	(*InventoryRequest)(nil),      // 5: agentd.v1.InventoryRequest
-	(*InventoryResponse)(nil),     // 6: agentd.v1.InventoryResponse
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*StatsRequest)(nil),          // 0: agentd.v1.StatsRequest
+	(*StatsResponse)(nil),         // 1: agentd.v1.StatsResponse
+	(*InfoRequest)(nil),           // 2: agentd.v1.InfoRequest
+	(*InfoResponse)(nil),          // 3: agentd.v1.InfoResponse
+	(*TunnelStatus)(nil),          // 4: agentd.v1.TunnelStatus
+	(*Tool)(nil),                  // 5: agentd.v1.Tool
+	(*PythonPackage)(nil),         // 6: agentd.v1.PythonPackage
+	(*InventoryRequest)(nil),      // 7: agentd.v1.InventoryRequest
+	(*InventoryResponse)(nil),     // 8: agentd.v1.InventoryResponse
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_agentd_v1_system_proto_depIdxs = []int32{
-	7,  // 0: agentd.v1.InfoResponse.started:type_name -> google.protobuf.Timestamp
-	2,  // 1: agentd.v1.InfoResponse.tunnel:type_name -> agentd.v1.TunnelStatus
-	7,  // 2: agentd.v1.TunnelStatus.since:type_name -> google.protobuf.Timestamp
-	7,  // 3: agentd.v1.TunnelStatus.connected_since:type_name -> google.protobuf.Timestamp
-	7,  // 4: agentd.v1.TunnelStatus.next_attempt:type_name -> google.protobuf.Timestamp
-	6,  // 5: agentd.v1.InventoryRequest.base:type_name -> agentd.v1.InventoryResponse
-	3,  // 6: agentd.v1.InventoryResponse.tools:type_name -> agentd.v1.Tool
-	4,  // 7: agentd.v1.InventoryResponse.python_packages:type_name -> agentd.v1.PythonPackage
-	0,  // 8: agentd.v1.SystemService.Info:input_type -> agentd.v1.InfoRequest
-	5,  // 9: agentd.v1.SystemService.Inventory:input_type -> agentd.v1.InventoryRequest
-	1,  // 10: agentd.v1.SystemService.Info:output_type -> agentd.v1.InfoResponse
-	6,  // 11: agentd.v1.SystemService.Inventory:output_type -> agentd.v1.InventoryResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	9,  // 0: agentd.v1.StatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	9,  // 1: agentd.v1.InfoResponse.started:type_name -> google.protobuf.Timestamp
+	4,  // 2: agentd.v1.InfoResponse.tunnel:type_name -> agentd.v1.TunnelStatus
+	9,  // 3: agentd.v1.TunnelStatus.since:type_name -> google.protobuf.Timestamp
+	9,  // 4: agentd.v1.TunnelStatus.connected_since:type_name -> google.protobuf.Timestamp
+	9,  // 5: agentd.v1.TunnelStatus.next_attempt:type_name -> google.protobuf.Timestamp
+	8,  // 6: agentd.v1.InventoryRequest.base:type_name -> agentd.v1.InventoryResponse
+	5,  // 7: agentd.v1.InventoryResponse.tools:type_name -> agentd.v1.Tool
+	6,  // 8: agentd.v1.InventoryResponse.python_packages:type_name -> agentd.v1.PythonPackage
+	2,  // 9: agentd.v1.SystemService.Info:input_type -> agentd.v1.InfoRequest
+	7,  // 10: agentd.v1.SystemService.Inventory:input_type -> agentd.v1.InventoryRequest
+	0,  // 11: agentd.v1.SystemService.Stats:input_type -> agentd.v1.StatsRequest
+	3,  // 12: agentd.v1.SystemService.Info:output_type -> agentd.v1.InfoResponse
+	8,  // 13: agentd.v1.SystemService.Inventory:output_type -> agentd.v1.InventoryResponse
+	1,  // 14: agentd.v1.SystemService.Stats:output_type -> agentd.v1.StatsResponse
+	12, // [12:15] is the sub-list for method output_type
+	9,  // [9:12] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_system_proto_init() }
@@ -760,7 +964,7 @@ func file_agentd_v1_system_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_system_proto_rawDesc), len(file_agentd_v1_system_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	SystemService_Info_FullMethodName      = "/agentd.v1.SystemService/Info"
 	SystemService_Inventory_FullMethodName = "/agentd.v1.SystemService/Inventory"
+	SystemService_Stats_FullMethodName     = "/agentd.v1.SystemService/Stats"
 )
 
 // SystemServiceClient is the client API for SystemService service.
@@ -34,6 +35,9 @@ type SystemServiceClient interface {
 	// Inventory lists the command-line tools and Python packages available,
 	// optionally minus a base inventory: what this environment adds.
 	Inventory(ctx context.Context, in *InventoryRequest, opts ...grpc.CallOption) (*InventoryResponse, error)
+	// Stats samples what the commands the daemon started use now, and its
+	// host's load (agentctl top's machine rows).
+	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 }
 
 type systemServiceClient struct {
@@ -64,6 +68,16 @@ func (c *systemServiceClient) Inventory(ctx context.Context, in *InventoryReques
 	return out, nil
 }
 
+func (c *systemServiceClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatsResponse)
+	err := c.cc.Invoke(ctx, SystemService_Stats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SystemServiceServer is the server API for SystemService service.
 // All implementations must embed UnimplementedSystemServiceServer
 // for forward compatibility.
@@ -75,6 +89,9 @@ type SystemServiceServer interface {
 	// Inventory lists the command-line tools and Python packages available,
 	// optionally minus a base inventory: what this environment adds.
 	Inventory(context.Context, *InventoryRequest) (*InventoryResponse, error)
+	// Stats samples what the commands the daemon started use now, and its
+	// host's load (agentctl top's machine rows).
+	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	mustEmbedUnimplementedSystemServiceServer()
 }
 
@@ -90,6 +107,9 @@ func (UnimplementedSystemServiceServer) Info(context.Context, *InfoRequest) (*In
 }
 func (UnimplementedSystemServiceServer) Inventory(context.Context, *InventoryRequest) (*InventoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Inventory not implemented")
+}
+func (UnimplementedSystemServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
 }
 func (UnimplementedSystemServiceServer) mustEmbedUnimplementedSystemServiceServer() {}
 func (UnimplementedSystemServiceServer) testEmbeddedByValue()                       {}
@@ -148,6 +168,24 @@ func _SystemService_Inventory_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SystemService_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SystemServiceServer).Stats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SystemService_Stats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SystemServiceServer).Stats(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SystemService_ServiceDesc is the grpc.ServiceDesc for SystemService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,6 +200,10 @@ var SystemService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Inventory",
 			Handler:    _SystemService_Inventory_Handler,
+		},
+		{
+			MethodName: "Stats",
+			Handler:    _SystemService_Stats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

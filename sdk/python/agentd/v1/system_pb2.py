@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n\x0bInfoRequest\"\xe2\x03\n\x0cInfoResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\n\n\x02os\x18\x04 \x01(\t\x12\x0c\n\x04\x61rch\x18\x05 \x01(\t\x12\x0c\n\x04user\x18\x06 \x01(\t\x12\x0b\n\x03uid\x18\x07 \x01(\x05\x12\x0c\n\x04home\x18\x08 \x01(\t\x12\x11\n\tworkspace\x18\t \x01(\t\x12\r\n\x05shell\x18\n \x01(\t\x12\x0c\n\x04\x63pus\x18\x0b \x01(\x05\x12\x14\n\x0cmemory_bytes\x18\x0c \x01(\x03\x12\x17\n\x0f\x64isk_free_bytes\x18\r \x01(\x03\x12\x16\n\x0epython_version\x18\x0e \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x0f \x03(\t\x12\x12\n\nos_version\x18\x10 \x01(\t\x12\x1e\n\x16memory_available_bytes\x18\x11 \x01(\x03\x12+\n\x07started\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06tunnel\x18\x13 \x01(\x0b\x32\x17.agentd.v1.TunnelStatus\x12\x13\n\x0b\x65nvironment\x18\x14 \x01(\t\x12\r\n\x05image\x18\x15 \x01(\t\x12\x11\n\tisolation\x18\x16 \x01(\t\x12\x10\n\x08platform\x18\x17 \x01(\t\"\xf1\x01\n\x0cTunnelStatus\x12\x0b\n\x03hub\x18\x01 \x01(\t\x12\x12\n\nmachine_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12)\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0f\x63onnected_since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x30\n\x0cnext_attempt\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03org\x18\x08 \x01(\t\"3\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\".\n\rPythonPackage\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\"S\n\x10InventoryRequest\x12*\n\x04\x62\x61se\x18\x01 \x01(\x0b\x32\x1c.agentd.v1.InventoryResponse\x12\x13\n\x0bno_versions\x18\x02 \x01(\x08\"f\n\x11InventoryResponse\x12\x1e\n\x05tools\x18\x01 \x03(\x0b\x32\x0f.agentd.v1.Tool\x12\x31\n\x0fpython_packages\x18\x02 \x03(\x0b\x32\x18.agentd.v1.PythonPackage2\x90\x01\n\rSystemService\x12\x37\n\x04Info\x12\x16.agentd.v1.InfoRequest\x1a\x17.agentd.v1.InfoResponse\x12\x46\n\tInventory\x12\x1b.agentd.v1.InventoryRequest\x1a\x1c.agentd.v1.InventoryResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentd/v1/system.proto\x12\tagentd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0e\n\x0cStatsRequest\"\x99\x02\n\rStatsResponse\x12+\n\x07sampled\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tcpu_nanos\x18\x02 \x01(\x04\x12\x14\n\x0cmemory_bytes\x18\x03 \x01(\x03\x12\x11\n\tprocesses\x18\x04 \x01(\x03\x12\x10\n\x08\x63ommands\x18\x05 \x01(\x05\x12\r\n\x05load1\x18\x06 \x01(\x01\x12\r\n\x05load5\x18\x07 \x01(\x01\x12\x0e\n\x06load15\x18\x08 \x01(\x01\x12\x0c\n\x04\x63pus\x18\t \x01(\x05\x12\x1a\n\x12memory_total_bytes\x18\n \x01(\x03\x12\x1e\n\x16memory_available_bytes\x18\x0b \x01(\x03\x12\x15\n\rprocess_stats\x18\x0c \x01(\x08\"\r\n\x0bInfoRequest\"\xe2\x03\n\x0cInfoResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\n\n\x02os\x18\x04 \x01(\t\x12\x0c\n\x04\x61rch\x18\x05 \x01(\t\x12\x0c\n\x04user\x18\x06 \x01(\t\x12\x0b\n\x03uid\x18\x07 \x01(\x05\x12\x0c\n\x04home\x18\x08 \x01(\t\x12\x11\n\tworkspace\x18\t \x01(\t\x12\r\n\x05shell\x18\n \x01(\t\x12\x0c\n\x04\x63pus\x18\x0b \x01(\x05\x12\x14\n\x0cmemory_bytes\x18\x0c \x01(\x03\x12\x17\n\x0f\x64isk_free_bytes\x18\r \x01(\x03\x12\x16\n\x0epython_version\x18\x0e \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x0f \x03(\t\x12\x12\n\nos_version\x18\x10 \x01(\t\x12\x1e\n\x16memory_available_bytes\x18\x11 \x01(\x03\x12+\n\x07started\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\'\n\x06tunnel\x18\x13 \x01(\x0b\x32\x17.agentd.v1.TunnelStatus\x12\x13\n\x0b\x65nvironment\x18\x14 \x01(\t\x12\r\n\x05image\x18\x15 \x01(\t\x12\x11\n\tisolation\x18\x16 \x01(\t\x12\x10\n\x08platform\x18\x17 \x01(\t\"\xf1\x01\n\x0cTunnelStatus\x12\x0b\n\x03hub\x18\x01 \x01(\t\x12\x12\n\nmachine_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12)\n\x05since\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0f\x63onnected_since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x30\n\x0cnext_attempt\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03org\x18\x08 \x01(\t\"3\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\".\n\rPythonPackage\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\"S\n\x10InventoryRequest\x12*\n\x04\x62\x61se\x18\x01 \x01(\x0b\x32\x1c.agentd.v1.InventoryResponse\x12\x13\n\x0bno_versions\x18\x02 \x01(\x08\"f\n\x11InventoryResponse\x12\x1e\n\x05tools\x18\x01 \x03(\x0b\x32\x0f.agentd.v1.Tool\x12\x31\n\x0fpython_packages\x18\x02 \x03(\x0b\x32\x18.agentd.v1.PythonPackage2\xcc\x01\n\rSystemService\x12\x37\n\x04Info\x12\x16.agentd.v1.InfoRequest\x1a\x17.agentd.v1.InfoResponse\x12\x46\n\tInventory\x12\x1b.agentd.v1.InventoryRequest\x1a\x1c.agentd.v1.InventoryResponse\x12:\n\x05Stats\x12\x17.agentd.v1.StatsRequest\x1a\x18.agentd.v1.StatsResponseB<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.system_pb2', globals())
@@ -22,20 +22,24 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1'
-  _INFOREQUEST._serialized_start=70
-  _INFOREQUEST._serialized_end=83
-  _INFORESPONSE._serialized_start=86
-  _INFORESPONSE._serialized_end=568
-  _TUNNELSTATUS._serialized_start=571
-  _TUNNELSTATUS._serialized_end=812
-  _TOOL._serialized_start=814
-  _TOOL._serialized_end=865
-  _PYTHONPACKAGE._serialized_start=867
-  _PYTHONPACKAGE._serialized_end=913
-  _INVENTORYREQUEST._serialized_start=915
-  _INVENTORYREQUEST._serialized_end=998
-  _INVENTORYRESPONSE._serialized_start=1000
-  _INVENTORYRESPONSE._serialized_end=1102
-  _SYSTEMSERVICE._serialized_start=1105
-  _SYSTEMSERVICE._serialized_end=1249
+  _STATSREQUEST._serialized_start=70
+  _STATSREQUEST._serialized_end=84
+  _STATSRESPONSE._serialized_start=87
+  _STATSRESPONSE._serialized_end=368
+  _INFOREQUEST._serialized_start=370
+  _INFOREQUEST._serialized_end=383
+  _INFORESPONSE._serialized_start=386
+  _INFORESPONSE._serialized_end=868
+  _TUNNELSTATUS._serialized_start=871
+  _TUNNELSTATUS._serialized_end=1112
+  _TOOL._serialized_start=1114
+  _TOOL._serialized_end=1165
+  _PYTHONPACKAGE._serialized_start=1167
+  _PYTHONPACKAGE._serialized_end=1213
+  _INVENTORYREQUEST._serialized_start=1215
+  _INVENTORYREQUEST._serialized_end=1298
+  _INVENTORYRESPONSE._serialized_start=1300
+  _INVENTORYRESPONSE._serialized_end=1402
+  _SYSTEMSERVICE._serialized_start=1405
+  _SYSTEMSERVICE._serialized_end=1609
 # @@protoc_insertion_point(module_scope)

@@ -84,6 +84,38 @@ class PythonPackage(_message.Message):
     version: str
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
+class StatsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ["commands", "cpu_nanos", "cpus", "load1", "load15", "load5", "memory_available_bytes", "memory_bytes", "memory_total_bytes", "process_stats", "processes", "sampled"]
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    CPU_NANOS_FIELD_NUMBER: _ClassVar[int]
+    LOAD15_FIELD_NUMBER: _ClassVar[int]
+    LOAD1_FIELD_NUMBER: _ClassVar[int]
+    LOAD5_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_AVAILABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_STATS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_FIELD_NUMBER: _ClassVar[int]
+    commands: int
+    cpu_nanos: int
+    cpus: int
+    load1: float
+    load15: float
+    load5: float
+    memory_available_bytes: int
+    memory_bytes: int
+    memory_total_bytes: int
+    process_stats: bool
+    processes: int
+    sampled: _timestamp_pb2.Timestamp
+    def __init__(self, sampled: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., cpu_nanos: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., processes: _Optional[int] = ..., commands: _Optional[int] = ..., load1: _Optional[float] = ..., load5: _Optional[float] = ..., load15: _Optional[float] = ..., cpus: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., memory_available_bytes: _Optional[int] = ..., process_stats: bool = ...) -> None: ...
+
 class Tool(_message.Message):
     __slots__ = ["name", "path", "version"]
     NAME_FIELD_NUMBER: _ClassVar[int]

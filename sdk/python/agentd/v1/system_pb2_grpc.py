@@ -25,6 +25,11 @@ class SystemServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_system__pb2.InventoryRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_system__pb2.InventoryResponse.FromString,
                 )
+        self.Stats = channel.unary_unary(
+                '/agentd.v1.SystemService/Stats',
+                request_serializer=agentd_dot_v1_dot_system__pb2.StatsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_system__pb2.StatsResponse.FromString,
+                )
 
 
 class SystemServiceServicer(object):
@@ -46,6 +51,14 @@ class SystemServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """Stats samples what the commands the daemon started use now, and its
+        host's load (agentctl top's machine rows).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SystemServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +71,11 @@ def add_SystemServiceServicer_to_server(servicer, server):
                     servicer.Inventory,
                     request_deserializer=agentd_dot_v1_dot_system__pb2.InventoryRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_system__pb2.InventoryResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=agentd_dot_v1_dot_system__pb2.StatsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_system__pb2.StatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,5 +119,22 @@ class SystemService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.SystemService/Inventory',
             agentd_dot_v1_dot_system__pb2.InventoryRequest.SerializeToString,
             agentd_dot_v1_dot_system__pb2.InventoryResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.SystemService/Stats',
+            agentd_dot_v1_dot_system__pb2.StatsRequest.SerializeToString,
+            agentd_dot_v1_dot_system__pb2.StatsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

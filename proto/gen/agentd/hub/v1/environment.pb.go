@@ -2424,7 +2424,9 @@ type SandboxStatsResponse struct {
 	// When the hub took the samples.
 	Sampled *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=sampled,proto3" json:"sampled,omitempty"`
 	// One per sandbox, oldest first.
-	Sandboxes     []*SandboxUsage `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	Sandboxes []*SandboxUsage `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// One per online machine of the org (paired machines, not sandboxes).
+	Machines      []*MachineUsage `protobuf:"bytes,3,rep,name=machines,proto3" json:"machines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2473,6 +2475,148 @@ func (x *SandboxStatsResponse) GetSandboxes() []*SandboxUsage {
 	return nil
 }
 
+func (x *SandboxStatsResponse) GetMachines() []*MachineUsage {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
+// MachineUsage is what the commands agentd started on a machine use, and
+// the machine's load, as its agentd reports them (SystemService.Stats).
+type MachineUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Machine id, m-….
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Set when the machine did not answer in time (or failed): the rest is
+	// empty.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// CPU of the commands agentd started, since the hub's previous sample of
+	// the machine (or over about a second), in percent of one core.
+	CpuPercent float64 `protobuf:"fixed64,4,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	// Resident memory and processes of those commands, and how many run.
+	MemoryBytes int64 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Processes   int64 `protobuf:"varint,6,opt,name=processes,proto3" json:"processes,omitempty"`
+	Commands    int32 `protobuf:"varint,7,opt,name=commands,proto3" json:"commands,omitempty"`
+	// The host's 1-minute load average and its logical CPUs.
+	Load1 float64 `protobuf:"fixed64,8,opt,name=load1,proto3" json:"load1,omitempty"`
+	Cpus  int32   `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// The host's memory, total and available, in bytes (0: unknown).
+	MemoryTotalBytes     int64 `protobuf:"varint,10,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3" json:"memory_total_bytes,omitempty"`
+	MemoryAvailableBytes int64 `protobuf:"varint,11,opt,name=memory_available_bytes,json=memoryAvailableBytes,proto3" json:"memory_available_bytes,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *MachineUsage) Reset() {
+	*x = MachineUsage{}
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineUsage) ProtoMessage() {}
+
+func (x *MachineUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineUsage.ProtoReflect.Descriptor instead.
+func (*MachineUsage) Descriptor() ([]byte, []int) {
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *MachineUsage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *MachineUsage) GetCpuPercent() float64 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetProcesses() int64 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetCommands() int32 {
+	if x != nil {
+		return x.Commands
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetLoad1() float64 {
+	if x != nil {
+		return x.Load1
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetCpus() int32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryTotalBytes() int64 {
+	if x != nil {
+		return x.MemoryTotalBytes
+	}
+	return 0
+}
+
+func (x *MachineUsage) GetMemoryAvailableBytes() int64 {
+	if x != nil {
+		return x.MemoryAvailableBytes
+	}
+	return 0
+}
+
 // SandboxUsage is what one sandbox uses, as its container engine reports it.
 type SandboxUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2505,7 +2649,7 @@ type SandboxUsage struct {
 
 func (x *SandboxUsage) Reset() {
 	*x = SandboxUsage{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2661,7 @@ func (x *SandboxUsage) String() string {
 func (*SandboxUsage) ProtoMessage() {}
 
 func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[35]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2674,7 @@ func (x *SandboxUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxUsage.ProtoReflect.Descriptor instead.
 func (*SandboxUsage) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{35}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SandboxUsage) GetId() string {
@@ -2635,7 +2779,7 @@ type ForkSandboxRequest struct {
 
 func (x *ForkSandboxRequest) Reset() {
 	*x = ForkSandboxRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2791,7 @@ func (x *ForkSandboxRequest) String() string {
 func (*ForkSandboxRequest) ProtoMessage() {}
 
 func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[36]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2804,7 @@ func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
 func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{36}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForkSandboxRequest) GetId() string {
@@ -2702,7 +2846,7 @@ type ForkSandboxResponse struct {
 
 func (x *ForkSandboxResponse) Reset() {
 	*x = ForkSandboxResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2858,7 @@ func (x *ForkSandboxResponse) String() string {
 func (*ForkSandboxResponse) ProtoMessage() {}
 
 func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[37]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2871,7 @@ func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{37}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForkSandboxResponse) GetIds() []string {
@@ -2752,7 +2896,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2908,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[38]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2921,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{38}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateSandboxRequest) GetOrg() string {
@@ -2814,7 +2958,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +2970,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[39]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +2983,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{39}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -2871,7 +3015,7 @@ type SetEnvironmentAllowPrivateRequest struct {
 
 func (x *SetEnvironmentAllowPrivateRequest) Reset() {
 	*x = SetEnvironmentAllowPrivateRequest{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3027,7 @@ func (x *SetEnvironmentAllowPrivateRequest) String() string {
 func (*SetEnvironmentAllowPrivateRequest) ProtoMessage() {}
 
 func (x *SetEnvironmentAllowPrivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[40]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3040,7 @@ func (x *SetEnvironmentAllowPrivateRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use SetEnvironmentAllowPrivateRequest.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentAllowPrivateRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{40}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetEnvironmentAllowPrivateRequest) GetOrg() string {
@@ -2931,7 +3075,7 @@ type SetEnvironmentAllowPrivateResponse struct {
 
 func (x *SetEnvironmentAllowPrivateResponse) Reset() {
 	*x = SetEnvironmentAllowPrivateResponse{}
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3087,7 @@ func (x *SetEnvironmentAllowPrivateResponse) String() string {
 func (*SetEnvironmentAllowPrivateResponse) ProtoMessage() {}
 
 func (x *SetEnvironmentAllowPrivateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_hub_v1_environment_proto_msgTypes[41]
+	mi := &file_agentd_hub_v1_environment_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3100,7 @@ func (x *SetEnvironmentAllowPrivateResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use SetEnvironmentAllowPrivateResponse.ProtoReflect.Descriptor instead.
 func (*SetEnvironmentAllowPrivateResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{41}
+	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetEnvironmentAllowPrivateResponse) GetEnvironment() *Environment {
@@ -3121,10 +3265,25 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x1fSetEnvironmentIsolationResponse\x12<\n" +
 	"\venvironment\x18\x01 \x01(\v2\x1a.agentd.hub.v1.EnvironmentR\venvironment\"'\n" +
 	"\x13SandboxStatsRequest\x12\x10\n" +
-	"\x03org\x18\x01 \x01(\tR\x03org\"\x87\x01\n" +
+	"\x03org\x18\x01 \x01(\tR\x03org\"\xc0\x01\n" +
 	"\x14SandboxStatsResponse\x124\n" +
 	"\asampled\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\asampled\x129\n" +
-	"\tsandboxes\x18\x02 \x03(\v2\x1b.agentd.hub.v1.SandboxUsageR\tsandboxes\"\x81\x03\n" +
+	"\tsandboxes\x18\x02 \x03(\v2\x1b.agentd.hub.v1.SandboxUsageR\tsandboxes\x127\n" +
+	"\bmachines\x18\x03 \x03(\v2\x1b.agentd.hub.v1.MachineUsageR\bmachines\"\xd4\x02\n" +
+	"\fMachineUsage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
+	"\vcpu_percent\x18\x04 \x01(\x01R\n" +
+	"cpuPercent\x12!\n" +
+	"\fmemory_bytes\x18\x05 \x01(\x03R\vmemoryBytes\x12\x1c\n" +
+	"\tprocesses\x18\x06 \x01(\x03R\tprocesses\x12\x1a\n" +
+	"\bcommands\x18\a \x01(\x05R\bcommands\x12\x14\n" +
+	"\x05load1\x18\b \x01(\x01R\x05load1\x12\x12\n" +
+	"\x04cpus\x18\t \x01(\x05R\x04cpus\x12,\n" +
+	"\x12memory_total_bytes\x18\n" +
+	" \x01(\x03R\x10memoryTotalBytes\x124\n" +
+	"\x16memory_available_bytes\x18\v \x01(\x03R\x14memoryAvailableBytes\"\x81\x03\n" +
 	"\fSandboxUsage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\x12\"\n" +
@@ -3211,7 +3370,7 @@ func file_agentd_hub_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_hub_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_agentd_hub_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(EnvironmentKind)(0),                       // 0: agentd.hub.v1.EnvironmentKind
 	(EnvironmentState)(0),                      // 1: agentd.hub.v1.EnvironmentState
@@ -3251,14 +3410,15 @@ var file_agentd_hub_v1_environment_proto_goTypes = []any{
 	(*SetEnvironmentIsolationResponse)(nil),    // 35: agentd.hub.v1.SetEnvironmentIsolationResponse
 	(*SandboxStatsRequest)(nil),                // 36: agentd.hub.v1.SandboxStatsRequest
 	(*SandboxStatsResponse)(nil),               // 37: agentd.hub.v1.SandboxStatsResponse
-	(*SandboxUsage)(nil),                       // 38: agentd.hub.v1.SandboxUsage
-	(*ForkSandboxRequest)(nil),                 // 39: agentd.hub.v1.ForkSandboxRequest
-	(*ForkSandboxResponse)(nil),                // 40: agentd.hub.v1.ForkSandboxResponse
-	(*CreateSandboxRequest)(nil),               // 41: agentd.hub.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),              // 42: agentd.hub.v1.CreateSandboxResponse
-	(*SetEnvironmentAllowPrivateRequest)(nil),  // 43: agentd.hub.v1.SetEnvironmentAllowPrivateRequest
-	(*SetEnvironmentAllowPrivateResponse)(nil), // 44: agentd.hub.v1.SetEnvironmentAllowPrivateResponse
-	(*timestamppb.Timestamp)(nil),              // 45: google.protobuf.Timestamp
+	(*MachineUsage)(nil),                       // 38: agentd.hub.v1.MachineUsage
+	(*SandboxUsage)(nil),                       // 39: agentd.hub.v1.SandboxUsage
+	(*ForkSandboxRequest)(nil),                 // 40: agentd.hub.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),                // 41: agentd.hub.v1.ForkSandboxResponse
+	(*CreateSandboxRequest)(nil),               // 42: agentd.hub.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),              // 43: agentd.hub.v1.CreateSandboxResponse
+	(*SetEnvironmentAllowPrivateRequest)(nil),  // 44: agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	(*SetEnvironmentAllowPrivateResponse)(nil), // 45: agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	(*timestamppb.Timestamp)(nil),              // 46: google.protobuf.Timestamp
 }
 var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	2,  // 0: agentd.hub.v1.Check.status:type_name -> agentd.hub.v1.CheckStatus
@@ -3266,14 +3426,14 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	1,  // 2: agentd.hub.v1.Environment.state:type_name -> agentd.hub.v1.EnvironmentState
 	3,  // 3: agentd.hub.v1.Environment.report:type_name -> agentd.hub.v1.Check
 	4,  // 4: agentd.hub.v1.Environment.inventory:type_name -> agentd.hub.v1.Inventory
-	45, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
-	45, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
-	45, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
-	45, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
-	45, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
-	45, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
+	46, // 5: agentd.hub.v1.Environment.created:type_name -> google.protobuf.Timestamp
+	46, // 6: agentd.hub.v1.Environment.updated:type_name -> google.protobuf.Timestamp
+	46, // 7: agentd.hub.v1.Sandbox.created:type_name -> google.protobuf.Timestamp
+	46, // 8: agentd.hub.v1.Sandbox.last_used:type_name -> google.protobuf.Timestamp
+	46, // 9: agentd.hub.v1.Sandbox.expires:type_name -> google.protobuf.Timestamp
+	46, // 10: agentd.hub.v1.Sandbox.workspace_measured:type_name -> google.protobuf.Timestamp
 	7,  // 11: agentd.hub.v1.Sandbox.egress:type_name -> agentd.hub.v1.SandboxEgress
-	45, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
+	46, // 12: agentd.hub.v1.SandboxEgress.changed:type_name -> google.protobuf.Timestamp
 	7,  // 13: agentd.hub.v1.ChangeSandboxEgressResponse.egress:type_name -> agentd.hub.v1.SandboxEgress
 	5,  // 14: agentd.hub.v1.SetEnvironmentAllowResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 15: agentd.hub.v1.ListEnvironmentsResponse.environments:type_name -> agentd.hub.v1.Environment
@@ -3284,51 +3444,52 @@ var file_agentd_hub_v1_environment_proto_depIdxs = []int32{
 	6,  // 20: agentd.hub.v1.ListSandboxesResponse.sandboxes:type_name -> agentd.hub.v1.Sandbox
 	5,  // 21: agentd.hub.v1.SetEnvironmentPolicyResponse.environment:type_name -> agentd.hub.v1.Environment
 	5,  // 22: agentd.hub.v1.SetEnvironmentIsolationResponse.environment:type_name -> agentd.hub.v1.Environment
-	45, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
-	38, // 24: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
-	6,  // 25: agentd.hub.v1.CreateSandboxResponse.sandbox:type_name -> agentd.hub.v1.Sandbox
-	5,  // 26: agentd.hub.v1.SetEnvironmentAllowPrivateResponse.environment:type_name -> agentd.hub.v1.Environment
-	12, // 27: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
-	14, // 28: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
-	16, // 29: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
-	18, // 30: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
-	20, // 31: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
-	22, // 32: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
-	24, // 33: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
-	26, // 34: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
-	28, // 35: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
-	30, // 36: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
-	32, // 37: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
-	34, // 38: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
-	36, // 39: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
-	8,  // 40: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
-	10, // 41: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
-	39, // 42: agentd.hub.v1.EnvironmentService.ForkSandbox:input_type -> agentd.hub.v1.ForkSandboxRequest
-	41, // 43: agentd.hub.v1.EnvironmentService.CreateSandbox:input_type -> agentd.hub.v1.CreateSandboxRequest
-	43, // 44: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:input_type -> agentd.hub.v1.SetEnvironmentAllowPrivateRequest
-	13, // 45: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
-	15, // 46: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
-	17, // 47: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
-	19, // 48: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
-	21, // 49: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
-	23, // 50: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
-	25, // 51: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
-	27, // 52: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
-	29, // 53: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
-	31, // 54: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
-	33, // 55: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
-	35, // 56: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
-	37, // 57: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
-	9,  // 58: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
-	11, // 59: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
-	40, // 60: agentd.hub.v1.EnvironmentService.ForkSandbox:output_type -> agentd.hub.v1.ForkSandboxResponse
-	42, // 61: agentd.hub.v1.EnvironmentService.CreateSandbox:output_type -> agentd.hub.v1.CreateSandboxResponse
-	44, // 62: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:output_type -> agentd.hub.v1.SetEnvironmentAllowPrivateResponse
-	45, // [45:63] is the sub-list for method output_type
-	27, // [27:45] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	46, // 23: agentd.hub.v1.SandboxStatsResponse.sampled:type_name -> google.protobuf.Timestamp
+	39, // 24: agentd.hub.v1.SandboxStatsResponse.sandboxes:type_name -> agentd.hub.v1.SandboxUsage
+	38, // 25: agentd.hub.v1.SandboxStatsResponse.machines:type_name -> agentd.hub.v1.MachineUsage
+	6,  // 26: agentd.hub.v1.CreateSandboxResponse.sandbox:type_name -> agentd.hub.v1.Sandbox
+	5,  // 27: agentd.hub.v1.SetEnvironmentAllowPrivateResponse.environment:type_name -> agentd.hub.v1.Environment
+	12, // 28: agentd.hub.v1.EnvironmentService.ListEnvironments:input_type -> agentd.hub.v1.ListEnvironmentsRequest
+	14, // 29: agentd.hub.v1.EnvironmentService.GetEnvironment:input_type -> agentd.hub.v1.GetEnvironmentRequest
+	16, // 30: agentd.hub.v1.EnvironmentService.CreateEnvironment:input_type -> agentd.hub.v1.CreateEnvironmentRequest
+	18, // 31: agentd.hub.v1.EnvironmentService.UpdateEnvironment:input_type -> agentd.hub.v1.UpdateEnvironmentRequest
+	20, // 32: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:input_type -> agentd.hub.v1.RevalidateEnvironmentRequest
+	22, // 33: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:input_type -> agentd.hub.v1.SetDefaultEnvironmentRequest
+	24, // 34: agentd.hub.v1.EnvironmentService.DeleteEnvironment:input_type -> agentd.hub.v1.DeleteEnvironmentRequest
+	26, // 35: agentd.hub.v1.EnvironmentService.ListSandboxes:input_type -> agentd.hub.v1.ListSandboxesRequest
+	28, // 36: agentd.hub.v1.EnvironmentService.RemoveSandbox:input_type -> agentd.hub.v1.RemoveSandboxRequest
+	30, // 37: agentd.hub.v1.EnvironmentService.ChangeSandboxState:input_type -> agentd.hub.v1.ChangeSandboxStateRequest
+	32, // 38: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:input_type -> agentd.hub.v1.SetEnvironmentPolicyRequest
+	34, // 39: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:input_type -> agentd.hub.v1.SetEnvironmentIsolationRequest
+	36, // 40: agentd.hub.v1.EnvironmentService.SandboxStats:input_type -> agentd.hub.v1.SandboxStatsRequest
+	8,  // 41: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:input_type -> agentd.hub.v1.ChangeSandboxEgressRequest
+	10, // 42: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:input_type -> agentd.hub.v1.SetEnvironmentAllowRequest
+	40, // 43: agentd.hub.v1.EnvironmentService.ForkSandbox:input_type -> agentd.hub.v1.ForkSandboxRequest
+	42, // 44: agentd.hub.v1.EnvironmentService.CreateSandbox:input_type -> agentd.hub.v1.CreateSandboxRequest
+	44, // 45: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:input_type -> agentd.hub.v1.SetEnvironmentAllowPrivateRequest
+	13, // 46: agentd.hub.v1.EnvironmentService.ListEnvironments:output_type -> agentd.hub.v1.ListEnvironmentsResponse
+	15, // 47: agentd.hub.v1.EnvironmentService.GetEnvironment:output_type -> agentd.hub.v1.GetEnvironmentResponse
+	17, // 48: agentd.hub.v1.EnvironmentService.CreateEnvironment:output_type -> agentd.hub.v1.CreateEnvironmentResponse
+	19, // 49: agentd.hub.v1.EnvironmentService.UpdateEnvironment:output_type -> agentd.hub.v1.UpdateEnvironmentResponse
+	21, // 50: agentd.hub.v1.EnvironmentService.RevalidateEnvironment:output_type -> agentd.hub.v1.RevalidateEnvironmentResponse
+	23, // 51: agentd.hub.v1.EnvironmentService.SetDefaultEnvironment:output_type -> agentd.hub.v1.SetDefaultEnvironmentResponse
+	25, // 52: agentd.hub.v1.EnvironmentService.DeleteEnvironment:output_type -> agentd.hub.v1.DeleteEnvironmentResponse
+	27, // 53: agentd.hub.v1.EnvironmentService.ListSandboxes:output_type -> agentd.hub.v1.ListSandboxesResponse
+	29, // 54: agentd.hub.v1.EnvironmentService.RemoveSandbox:output_type -> agentd.hub.v1.RemoveSandboxResponse
+	31, // 55: agentd.hub.v1.EnvironmentService.ChangeSandboxState:output_type -> agentd.hub.v1.ChangeSandboxStateResponse
+	33, // 56: agentd.hub.v1.EnvironmentService.SetEnvironmentPolicy:output_type -> agentd.hub.v1.SetEnvironmentPolicyResponse
+	35, // 57: agentd.hub.v1.EnvironmentService.SetEnvironmentIsolation:output_type -> agentd.hub.v1.SetEnvironmentIsolationResponse
+	37, // 58: agentd.hub.v1.EnvironmentService.SandboxStats:output_type -> agentd.hub.v1.SandboxStatsResponse
+	9,  // 59: agentd.hub.v1.EnvironmentService.ChangeSandboxEgress:output_type -> agentd.hub.v1.ChangeSandboxEgressResponse
+	11, // 60: agentd.hub.v1.EnvironmentService.SetEnvironmentAllow:output_type -> agentd.hub.v1.SetEnvironmentAllowResponse
+	41, // 61: agentd.hub.v1.EnvironmentService.ForkSandbox:output_type -> agentd.hub.v1.ForkSandboxResponse
+	43, // 62: agentd.hub.v1.EnvironmentService.CreateSandbox:output_type -> agentd.hub.v1.CreateSandboxResponse
+	45, // 63: agentd.hub.v1.EnvironmentService.SetEnvironmentAllowPrivate:output_type -> agentd.hub.v1.SetEnvironmentAllowPrivateResponse
+	46, // [46:64] is the sub-list for method output_type
+	28, // [28:46] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentd_hub_v1_environment_proto_init() }
@@ -3343,7 +3504,7 @@ func file_agentd_hub_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_hub_v1_environment_proto_rawDesc), len(file_agentd_hub_v1_environment_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
