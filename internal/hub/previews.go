@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/base64"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -37,9 +40,15 @@ const (
 // defaultExposeTTL is how long a preview URL works unless --ttl says.
 const defaultExposeTTL = 24 * time.Hour
 
-// newPreview builds the preview server of the hub (served by ServePreview).
-func (s *Server) newPreview() *preview.Server {
+// newPreview builds the preview server of the hub (served by ServePreview,
+// and by Handler for the preview domain's hosts).
+func (s *Server) newPreview() (*preview.Server, error) {
+	domain, err := previewDomain(s.opts.PreviewDomainURL, s.opts.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	return preview.New(preview.Options{
+		Domain:   domain,
 		Store:    s.store,
 		Dial:     s.previewUpstream,
 		Identify: s.previewViewer,
@@ -53,7 +62,81 @@ func (s *Server) newPreview() *preview.Server {
 				Summary: fmt.Sprintf("preview %s of port %d: client %s, %s in, %s out, %d requests, %s", e.ID, e.Port, c.Client,
 					units.Bytes(c.In), units.Bytes(c.Out), c.Exposures, c.Duration.Round(time.Millisecond))})
 		},
-	})
+	}), nil
+}
+
+// previewDomain is the preview DOMAIN of Options.PreviewDomainURL ("" when
+// unset), which the hub's own host (publicURL's) must not be under: every
+// host under it is a preview's.
+func previewDomain(domainURL, publicURL string) (string, error) {
+	if domainURL == "" {
+		return "", nil
+	}
+	u, err := url.Parse(domainURL)
+	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("hub: preview domain URL %q: want http(s)://DOMAIN[:PORT]", domainURL)
+	}
+	domain := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if pu, err := url.Parse(publicURL); err == nil && publicURL != "" {
+		h := strings.ToLower(strings.TrimSuffix(pu.Hostname(), "."))
+		if h == domain || strings.HasSuffix(h, "."+domain) {
+			return "", fmt.Errorf("hub: the hub's own host %s is under the preview domain %s: every name there is a preview's, never the console's; use a domain of its own (say preview.%s)", h, domain, h)
+		}
+	}
+	return domain, nil
+}
+
+// tap is the gRPC server's gate: a call whose :authority is a preview's
+// host never reaches the API (a preview page must not drive it), then the
+// token gate.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	for _, a := range info.Header.Get(":authority") {
+		if _, ok := s.preview.HostToken(a); ok {
+			return ctx, status.Errorf(codes.NotFound, "%s is a preview's host, not the hub's API: call the hub at its own address", a)
+		}
+	}
+	return s.gate.tap(ctx, info)
+}
+
+// newPreviewToken is a new exposure's secret: 256 random bits in lower
+// case base32, so that it is one DNS label (52 characters) that survives
+// a browser's lowering of host names, as well as a path segment.
+func newPreviewToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// previewURL is the URL of an exposure's token: under the preview domain
+// when the hub has one, else on the preview listener.
+func (s *Server) previewURL(token string) string {
+	if s.opts.PreviewDomainURL != "" {
+		u, _ := url.Parse(s.opts.PreviewDomainURL) // checked by New
+		host := token + "." + strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if p := u.Port(); p != "" {
+			host = net.JoinHostPort(host, p)
+		}
+		return u.Scheme + "://" + host + "/"
+	}
+	return strings.TrimSuffix(s.opts.PreviewURL, "/") + preview.PathPrefix + token + "/"
+}
+
+// previewToken is the token of a preview URL, either form; "" if u is
+// not one.
+func (s *Server) previewToken(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if token, ok := s.preview.HostToken(u.Host); ok {
+		return token
+	}
+	rest, ok := strings.CutPrefix(u.Path, preview.PathPrefix)
+	if !ok {
+		return ""
+	}
+	token, _, _ := strings.Cut(rest, "/")
+	return token
 }
 
 // ServePreview serves the preview server on lis (TLS with tlsConfig)
@@ -190,8 +273,8 @@ func exposureProto(e store.Exposure) *hubv1.Exposure {
 // Expose makes a preview URL for a port of the call's target.
 func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (*hubv1.ExposeResponse, error) {
 	s := p.s
-	if s.opts.PreviewURL == "" {
-		return nil, errs.New(errs.Precondition, "previews are off on this hub: start it with agenthub serve --preview-listen ADDR (a listener of their own: previews never share the console's origin)")
+	if s.opts.PreviewURL == "" && s.opts.PreviewDomainURL == "" {
+		return nil, errs.New(errs.Precondition, "previews are off on this hub: start it with agenthub serve --preview-domain DOMAIN (a name of its own per preview, wildcard DNS and certificate) or --preview-listen ADDR (a listener of their own): previews never share the console's origin")
 	}
 	if req.GetPort() < 1 || req.GetPort() > 65535 {
 		return nil, errs.New(errs.Invalid, "port %d: want 1-65535 (the preview serves 127.0.0.1:PORT on the target)", req.GetPort())
@@ -214,9 +297,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 32) // 256 random bits
-	rand.Read(b)
-	token := base64.RawURLEncoding.EncodeToString(b)
+	token := newPreviewToken()
 	now := s.opts.Now()
 	e := store.Exposure{OrgID: c.org.ID, MachineID: id, Port: int(req.GetPort()), Access: access, TokenHash: store.HashToken(token),
 		CreatedBy: c.token.ID, CreatedName: c.token.Name, CreatedAt: now}
@@ -232,7 +313,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	}
 	s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindExpose, ObjectId: e.ID,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("exposed port %d as %s (%s access, %s)", e.Port, e.ID, access, until)})
-	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: strings.TrimSuffix(s.opts.PreviewURL, "/") + preview.PathPrefix + token + "/"}, nil
+	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: s.previewURL(token)}, nil
 }
 
 // Unexpose ends the exposures of a port of the call's target, or the one
@@ -250,14 +331,9 @@ func (p *previewService) Unexpose(ctx context.Context, req *hubv1.UnexposeReques
 	case req.GetUrl() != "" && req.GetPort() != 0:
 		return nil, errs.New(errs.Invalid, "name a port or a URL, not both")
 	case req.GetUrl() != "":
-		u, perr := url.Parse(req.GetUrl())
-		rest, ok := "", false
-		if perr == nil {
-			rest, ok = strings.CutPrefix(u.Path, preview.PathPrefix)
-		}
-		token, _, _ := strings.Cut(rest, "/")
-		if !ok || token == "" {
-			return nil, errs.New(errs.Invalid, "%q is not a preview URL (…/p/TOKEN/)", req.GetUrl())
+		token := s.previewToken(req.GetUrl())
+		if token == "" {
+			return nil, errs.New(errs.Invalid, "%q is not a preview URL (https://TOKEN.DOMAIN/ or …/p/TOKEN/)", req.GetUrl())
 		}
 		var okc bool
 		if c, okc = callerFrom(ctx); !okc {

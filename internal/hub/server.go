@@ -91,6 +91,15 @@ type Options struct {
 	// (ServePreview's listener, agenthub serve --preview-listen), which
 	// agentctl port expose prints URLs under. Empty: previews are off.
 	PreviewURL string
+	// PreviewDomainURL, set, serves previews by Host on the hub's own
+	// port (and on the preview listener): agenthub serve --preview-domain.
+	// Its host is the preview DOMAIN, under which each exposure is a name
+	// of its own (https://<token>.DOMAIN/, one origin per exposure); its
+	// scheme and port are those of the URLs agentctl port expose prints
+	// (https://preview.example.com, http://preview.test:8080). No request
+	// whose Host is under DOMAIN reaches the console or the API, so the
+	// hub's own host (PublicURL) must not be under it.
+	PreviewDomainURL string
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -205,7 +214,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),
 		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
 		grpc.ConnectionTimeout(conns.ClassifyTimeout),
-		grpc.InTapHandle(s.gate.tap),
+		grpc.InTapHandle(s.tap),
 		grpc.UnknownServiceHandler(fleet.Proxy(s.route)),
 		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(rpcerr.Stream, s.countStream, s.auth.stream),
@@ -219,7 +228,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
-	s.preview = s.newPreview()
+	if s.preview, err = s.newPreview(); err != nil {
+		s.Close()
+		return nil, err
+	}
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)
@@ -265,6 +277,11 @@ func (s *Server) authenticatePublic(ctx context.Context, id string) (ed25519.Pub
 // application/grpc, gRPC.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.preview.HostToken(r.Host); ok {
+			// A preview's origin: its server, whatever the path.
+			s.preview.ServeHTTP(w, r)
+			return
+		}
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			if !s.gate.admitHTTP(w, r) {
 				return

@@ -60,6 +60,11 @@ type Options struct {
 	// Identify says who r is from its credentials; ok false if it
 	// carries none the hub knows.
 	Identify func(r *http.Request) (v Viewer, ok bool, err error)
+	// Domain, set, serves previews by Host too: https://<token>.Domain/
+	// (agenthub serve --preview-domain), one origin per exposure. Lower
+	// case, without a port. Every Host under it is the preview server's:
+	// HostToken says which requests those are.
+	Domain string
 	// Strip are the cookies the hub's own (removed before forwarding).
 	Strip []string
 	// Record is called once per client connection that reached an
@@ -128,8 +133,57 @@ func upstreamHost(e store.Exposure) string {
 	return e.MachineID + ".port" + strconv.Itoa(e.Port) + ".agentd.invalid"
 }
 
-// ServeHTTP serves one request of /p/<token>/….
+// HostToken reads host (a request's Host, with or without a port) as a
+// preview domain's: preview is true when it is the domain or a name under
+// it, and then the request is the preview server's alone (never the
+// console's or the API's). token is the exposure's token when host is
+// exactly one DNS label under the domain, else "" (nothing to serve).
+func (s *Server) HostToken(host string) (token string, preview bool) {
+	if s.opts.Domain == "" {
+		return "", false
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == s.opts.Domain {
+		return "", true
+	}
+	label, ok := strings.CutSuffix(host, "."+s.opts.Domain)
+	if !ok {
+		return "", false
+	}
+	if !dnsLabel(label) {
+		return "", true
+	}
+	return label, true
+}
+
+// dnsLabel reports whether l is one DNS label of a host name: 1-63
+// letters, digits and inner hyphens.
+func dnsLabel(l string) bool {
+	if len(l) < 1 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(l) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ServeHTTP serves one request: by its Host under the preview domain
+// (<token>.DOMAIN/…), else by its path (/p/<token>/…).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if token, ok := s.HostToken(r.Host); ok {
+		if token == "" {
+			s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like https://TOKEN."+s.opts.Domain+"/ (one name under the preview domain). Ask whoever shared this link for a new one.")
+			return
+		}
+		s.serveToken(w, r, token, r.URL.Path)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
 	if !ok {
 		s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like /p/TOKEN/. Ask whoever shared this link for a new one.")
@@ -141,6 +195,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, PathPrefix+token+"/", http.StatusMovedPermanently)
 		return
 	}
+	s.serveToken(w, r, token, "/"+path)
+}
+
+// serveToken serves r for the exposure token names, path being the
+// upstream request's path.
+func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, token, path string) {
 	e, err := s.opts.Store.ExposureByToken(r.Context(), store.HashToken(token), s.opts.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		s.page(w, http.StatusNotFound, "No such preview", "This preview URL is unknown, was unexposed, or has expired. Expose the port again with agentctl port expose.")
@@ -159,7 +219,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cs.served(e)
 	}
 	ctx := context.WithValue(r.Context(), keyExposure, e)
-	out := r.WithContext(context.WithValue(ctx, keyPath, "/"+path))
+	if path == "" {
+		path = "/"
+	}
+	out := r.WithContext(context.WithValue(ctx, keyPath, path))
 	s.proxy.ServeHTTP(w, out)
 }
 
@@ -228,6 +291,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	e := pr.In.Context().Value(keyExposure).(store.Exposure)
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", upstreamHost(e)
 	pr.Out.URL.Path, pr.Out.URL.RawPath = pr.In.Context().Value(keyPath).(string), ""
+	if pr.Out.URL.Path == pr.In.URL.Path {
+		pr.Out.URL.RawPath = pr.In.URL.RawPath // a domain's preview: the path as sent
+	}
 	pr.Out.Host = "127.0.0.1:" + strconv.Itoa(e.Port)
 	s.strip(pr.Out)
 	pr.Out.Header.Del("Forwarded")
