@@ -397,3 +397,69 @@ func (p *previewService) ListExposures(ctx context.Context, _ *hubv1.ListExposur
 	}
 	return resp, nil
 }
+
+// Exposures lists the console caller's org's live previews, of the
+// machines and sandboxes the caller may reach.
+func (b *consoleBackend) Exposures(ctx context.Context) ([]console.Exposure, error) {
+	s := b.s
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return nil, errs.New(errs.Unauthenticated, "no caller")
+	}
+	all, err := s.store.ListExposures(ctx, c.org.ID, "", s.opts.Now())
+	if err != nil {
+		return nil, errs.New(errs.Unavailable, "list exposures: %v", err)
+	}
+	names := map[string]string{}
+	var out []console.Exposure
+	for _, e := range all {
+		if s.sandboxAccess(ctx, c, e.MachineID) != nil {
+			continue
+		}
+		name, ok := names[e.MachineID]
+		if !ok {
+			name = e.MachineID
+			if m, err := s.store.Machine(ctx, e.MachineID); err == nil && !isSandboxID(e.MachineID) && m.Name != "" {
+				name = m.Name
+			}
+			names[e.MachineID] = name
+		}
+		out = append(out, console.Exposure{ID: e.ID, Target: e.MachineID, TargetName: name, Port: e.Port, Access: e.Access,
+			CreatedBy: e.CreatedName, Created: e.CreatedAt, Expires: e.ExpiresAt})
+	}
+	return out, nil
+}
+
+// Unexpose revokes one of the console caller's org's live previews, as
+// agentctl port unexpose URL does.
+func (b *consoleBackend) Unexpose(ctx context.Context, id string) error {
+	s := b.s
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return errs.New(errs.Unauthenticated, "no caller")
+	}
+	now := s.opts.Now()
+	all, err := s.store.ListExposures(ctx, c.org.ID, "", now)
+	if err != nil {
+		return errs.New(errs.Unavailable, "list exposures: %v", err)
+	}
+	for _, e := range all {
+		if e.ID != id {
+			continue
+		}
+		if err := s.sandboxAccess(ctx, c, e.MachineID); err != nil {
+			return err
+		}
+		err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, now)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
+		}
+		s.activity.Record(ctx, c.org.ID, e.MachineID, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
+			Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s) in the console", e.Port, e.ID)})
+		return nil
+	}
+	return errs.New(errs.NotFound, "no live preview %s in org %s (unexposed, or expired)", id, c.org.Name)
+}

@@ -63,6 +63,12 @@ type Backend interface {
 	// routing (as agentctl ps does): an offline machine fails at once, and
 	// ctx's deadline bounds one that does not answer.
 	Processes(ctx context.Context, machine string) ([]*agentdv1.ProcessInfo, error)
+	// Exposures lists the org's live previews the caller may see, of its
+	// machines and sandboxes, oldest first.
+	Exposures(ctx context.Context) ([]Exposure, error)
+	// Unexpose revokes one of them by ID (recorded as agentctl port
+	// unexpose is); NotFound if it is not live.
+	Unexpose(ctx context.Context, id string) error
 	// OnlineSince says since when each machine with a live tunnel has
 	// been online (ids of every org: look up only ids the caller may see).
 	OnlineSince() map[string]time.Time
@@ -162,6 +168,9 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+Prefix+"activity/events", c.auth(c.activityEvents))
 	mux.Handle("GET "+Prefix+"activity/{id}/output", c.auth(c.output))
 	mux.Handle("GET "+Prefix+"activity/{id}/output/events", c.auth(c.outputEvents))
+
+	mux.Handle("GET "+Prefix+"exposures/{id}/revoke", c.auth(c.unexposePage))
+	mux.Handle("POST "+Prefix+"exposures/{id}/revoke", c.auth(c.unexpose))
 
 	mux.Handle("GET "+Prefix+"environments", c.auth(c.environments))
 	mux.Handle("POST "+Prefix+"environments", c.auth(c.createEnvironment))
