@@ -2,20 +2,13 @@ package hub
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,6 +17,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/units"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -43,18 +37,16 @@ const defaultExposeTTL = 24 * time.Hour
 // newPreview builds the preview server of the hub (served by ServePreview,
 // and by Handler for the preview domain's hosts).
 func (s *Server) newPreview() (*preview.Server, error) {
-	domain, err := previewDomain(s.opts.PreviewDomainURL, s.opts.PublicURL)
-	if err != nil {
-		return nil, err
-	}
 	return preview.New(preview.Options{
-		Domain:   domain,
-		Store:    s.store,
-		Dial:     s.previewUpstream,
-		Identify: s.previewViewer,
-		Strip:    console.CookieNames(),
-		Now:      s.opts.Now,
-		Logger:   s.log.Named("preview"),
+		DomainURL: s.opts.PreviewDomainURL,
+		ListenURL: s.opts.PreviewURL,
+		PublicURL: s.opts.PublicURL,
+		Store:     s.store,
+		Dial:      s.previewUpstream,
+		Identify:  preview.Identify(s.store, console.CookieNames(), s.opts.Now),
+		Strip:     console.CookieNames(),
+		Now:       s.opts.Now,
+		Logger:    s.log.Named("preview"),
 		Record: func(e store.Exposure, c preview.ConnRecord) {
 			s.activity.Record(s.life.ctx, e.OrgID, e.MachineID, &agentdv1.ActivityRecord{
 				Actor: "preview", Kind: kindPreviewHit, ObjectId: e.ID, Bytes: c.In + c.Out, Duration: durationpb.New(c.Duration),
@@ -62,81 +54,7 @@ func (s *Server) newPreview() (*preview.Server, error) {
 				Summary: fmt.Sprintf("preview %s of port %d: client %s, %s in, %s out, %d requests, %s", e.ID, e.Port, c.Client,
 					units.Bytes(c.In), units.Bytes(c.Out), c.Exposures, c.Duration.Round(time.Millisecond))})
 		},
-	}), nil
-}
-
-// previewDomain is the preview DOMAIN of Options.PreviewDomainURL ("" when
-// unset), which the hub's own host (publicURL's) must not be under: every
-// host under it is a preview's.
-func previewDomain(domainURL, publicURL string) (string, error) {
-	if domainURL == "" {
-		return "", nil
-	}
-	u, err := url.Parse(domainURL)
-	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
-		return "", fmt.Errorf("hub: preview domain URL %q: want http(s)://DOMAIN[:PORT]", domainURL)
-	}
-	domain := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if pu, err := url.Parse(publicURL); err == nil && publicURL != "" {
-		h := strings.ToLower(strings.TrimSuffix(pu.Hostname(), "."))
-		if h == domain || strings.HasSuffix(h, "."+domain) {
-			return "", fmt.Errorf("hub: the hub's own host %s is under the preview domain %s: every name there is a preview's, never the console's; use a domain of its own (say preview.%s)", h, domain, h)
-		}
-	}
-	return domain, nil
-}
-
-// tap is the gRPC server's gate: a call whose :authority is a preview's
-// host never reaches the API (a preview page must not drive it), then the
-// token gate.
-func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	for _, a := range info.Header.Get(":authority") {
-		if _, ok := s.preview.HostToken(a); ok {
-			return ctx, status.Errorf(codes.NotFound, "%s is a preview's host, not the hub's API: call the hub at its own address", a)
-		}
-	}
-	return s.gate.tap(ctx, info)
-}
-
-// newPreviewToken is a new exposure's secret: 256 random bits in lower
-// case base32, so that it is one DNS label (52 characters) that survives
-// a browser's lowering of host names, as well as a path segment.
-func newPreviewToken() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
-}
-
-// previewURL is the URL of an exposure's token: under the preview domain
-// when the hub has one, else on the preview listener.
-func (s *Server) previewURL(token string) string {
-	if s.opts.PreviewDomainURL != "" {
-		u, _ := url.Parse(s.opts.PreviewDomainURL) // checked by New
-		host := token + "." + strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-		if p := u.Port(); p != "" {
-			host = net.JoinHostPort(host, p)
-		}
-		return u.Scheme + "://" + host + "/"
-	}
-	return strings.TrimSuffix(s.opts.PreviewURL, "/") + preview.PathPrefix + token + "/"
-}
-
-// previewToken is the token of a preview URL, either form; "" if u is
-// not one.
-func (s *Server) previewToken(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	if token, ok := s.preview.HostToken(u.Host); ok {
-		return token
-	}
-	rest, ok := strings.CutPrefix(u.Path, preview.PathPrefix)
-	if !ok {
-		return ""
-	}
-	token, _, _ := strings.Cut(rest, "/")
-	return token
+	})
 }
 
 // ServePreview serves the preview server on lis (TLS with tlsConfig)
@@ -173,51 +91,6 @@ func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstre
 		return preview.Upstream{}, preview.ErrOffline
 	}
 	return preview.Upstream{Conn: r.Conn, MD: r.MD}, nil
-}
-
-// previewViewer is who a preview request is: the API token it carries as
-// a bearer, or the console session its cookie names.
-func (s *Server) previewViewer(r *http.Request) (preview.Viewer, bool, error) {
-	ctx := r.Context()
-	byHash := func(h store.TokenHash) (preview.Viewer, bool, error) {
-		tok, err := s.store.TokenByHash(ctx, h)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRevoked) {
-			return preview.Viewer{}, false, nil
-		}
-		if err != nil {
-			return preview.Viewer{}, false, err
-		}
-		return preview.Viewer{TokenID: tok.ID, OrgIDs: []string{tok.OrgID}, Name: tok.Name}, true, nil
-	}
-	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), wire.BearerPrefix); ok {
-		h, err := store.ParseToken(strings.TrimSpace(raw))
-		if err != nil {
-			return preview.Viewer{}, false, nil
-		}
-		return byHash(h)
-	}
-	for _, name := range console.CookieNames() {
-		ck, err := r.Cookie(name)
-		if err != nil || ck.Value == "" {
-			continue
-		}
-		sess, err := s.store.ConsoleSession(ctx, store.HashToken(ck.Value), s.opts.Now())
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return preview.Viewer{}, false, err
-		}
-		if sess.TokenHash != (store.TokenHash{}) {
-			return byHash(sess.TokenHash)
-		}
-		v := preview.Viewer{OrgIDs: []string{sess.OrgID}, Name: sess.Name} // the owner's console link
-		if sess.ActingOrgID != "" {
-			v.OrgIDs = append(v.OrgIDs, sess.ActingOrgID)
-		}
-		return v, true, nil
-	}
-	return preview.Viewer{}, false, nil
 }
 
 // previewService serves hubv1.PreviewService.
@@ -297,7 +170,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	token := newPreviewToken()
+	token := preview.NewToken()
 	now := s.opts.Now()
 	e := store.Exposure{OrgID: c.org.ID, MachineID: id, Port: int(req.GetPort()), Access: access, TokenHash: store.HashToken(token),
 		CreatedBy: c.token.ID, CreatedName: c.token.Name, CreatedAt: now}
@@ -313,7 +186,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	}
 	s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindExpose, ObjectId: e.ID,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("exposed port %d as %s (%s access, %s)", e.Port, e.ID, access, until)})
-	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: s.previewURL(token)}, nil
+	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: s.preview.URL(token)}, nil
 }
 
 // Unexpose ends the exposures of a port of the call's target, or the one
@@ -331,7 +204,7 @@ func (p *previewService) Unexpose(ctx context.Context, req *hubv1.UnexposeReques
 	case req.GetUrl() != "" && req.GetPort() != 0:
 		return nil, errs.New(errs.Invalid, "name a port or a URL, not both")
 	case req.GetUrl() != "":
-		token := s.previewToken(req.GetUrl())
+		token := s.preview.TokenOf(req.GetUrl())
 		if token == "" {
 			return nil, errs.New(errs.Invalid, "%q is not a preview URL (https://TOKEN.DOMAIN/ or …/p/TOKEN/)", req.GetUrl())
 		}
@@ -371,14 +244,22 @@ func (p *previewService) Unexpose(ctx context.Context, req *hubv1.UnexposeReques
 	}
 	resp := &hubv1.UnexposeResponse{}
 	for _, e := range found {
-		if err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
+		if err := s.unexpose(ctx, c, e, ""); err != nil {
+			return nil, err
 		}
 		resp.Ids = append(resp.Ids, e.ID)
-		s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
-			Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s)", e.Port, e.ID)})
 	}
 	return resp, nil
+}
+
+// unexpose revokes e (gone meanwhile is fine) and records who did, how.
+func (s *Server) unexpose(ctx context.Context, c *caller, e store.Exposure, how string) error {
+	if err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, s.opts.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
+	}
+	s.activity.Record(ctx, c.org.ID, e.MachineID, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
+		Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s)%s", e.Port, e.ID, how)})
+	return nil
 }
 
 // ListExposures lists the call's target's live exposures.
@@ -438,8 +319,7 @@ func (b *consoleBackend) Unexpose(ctx context.Context, id string) error {
 	if !ok {
 		return errs.New(errs.Unauthenticated, "no caller")
 	}
-	now := s.opts.Now()
-	all, err := s.store.ListExposures(ctx, c.org.ID, "", now)
+	all, err := s.store.ListExposures(ctx, c.org.ID, "", s.opts.Now())
 	if err != nil {
 		return errs.New(errs.Unavailable, "list exposures: %v", err)
 	}
@@ -450,16 +330,19 @@ func (b *consoleBackend) Unexpose(ctx context.Context, id string) error {
 		if err := s.sandboxAccess(ctx, c, e.MachineID); err != nil {
 			return err
 		}
-		err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, now)
-		if errors.Is(err, store.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
-		}
-		s.activity.Record(ctx, c.org.ID, e.MachineID, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
-			Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s) in the console", e.Port, e.ID)})
-		return nil
+		return s.unexpose(ctx, c, e, " in the console")
 	}
 	return errs.New(errs.NotFound, "no live preview %s in org %s (unexposed, or expired)", id, c.org.Name)
+}
+
+// tap is the gRPC server's gate: a call whose :authority is a preview's
+// host never reaches the API (a preview page must not drive it), then the
+// token gate.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	for _, a := range info.Header.Get(":authority") {
+		if _, ok := s.preview.HostToken(a); ok {
+			return ctx, rpcerr.Status(errs.New(errs.NotFound, "%s is a preview's host, not the hub's API: call the hub at its own address", a))
+		}
+	}
+	return s.gate.tap(ctx, info)
 }

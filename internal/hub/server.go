@@ -18,10 +18,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/devdepot-ai/agentd/internal/bufpool"
 	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
@@ -91,14 +93,11 @@ type Options struct {
 	// (ServePreview's listener, agenthub serve --preview-listen), which
 	// agentctl port expose prints URLs under. Empty: previews are off.
 	PreviewURL string
-	// PreviewDomainURL, set, serves previews by Host on the hub's own
-	// port (and on the preview listener): agenthub serve --preview-domain.
-	// Its host is the preview DOMAIN, under which each exposure is a name
-	// of its own (https://<token>.DOMAIN/, one origin per exposure); its
-	// scheme and port are those of the URLs agentctl port expose prints
-	// (https://preview.example.com, http://preview.test:8080). No request
-	// whose Host is under DOMAIN reaches the console or the API, so the
-	// hub's own host (PublicURL) must not be under it.
+	// PreviewDomainURL, set, serves previews at <token>.DOMAIN on the
+	// hub's own port too (agenthub serve --preview-domain), DOMAIN being
+	// its host, one origin per exposure; the URLs port expose prints take
+	// its scheme and port. No request whose Host is under DOMAIN reaches
+	// the console or the API (PublicURL's host must not be under it).
 	PreviewDomainURL string
 }
 
@@ -142,6 +141,9 @@ type life struct {
 	serves  sync.WaitGroup
 	once    sync.Once
 }
+
+// relayWriteBuffer is the gRPC server's write buffer (see New).
+const relayWriteBuffer = 256 << 10
 
 // ErrServerClosed is returned by Serve called after Close.
 var ErrServerClosed = errors.New("hub: server closed")
@@ -209,6 +211,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(fleet.Codec()),
+		experimental.BufferPool(bufpool.Shared()), // relayed bytes are not cleared first
+		// Relayed output leaves in fewer write(2)s; shared: idle holds none.
+		grpc.WriteBufferSize(relayWriteBuffer),
+		grpc.SharedWriteBuffer(true),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),

@@ -60,11 +60,17 @@ type Options struct {
 	// Identify says who r is from its credentials; ok false if it
 	// carries none the hub knows.
 	Identify func(r *http.Request) (v Viewer, ok bool, err error)
-	// Domain, set, serves previews by Host too: https://<token>.Domain/
-	// (agenthub serve --preview-domain), one origin per exposure. Lower
-	// case, without a port. Every Host under it is the preview server's:
-	// HostToken says which requests those are.
-	Domain string
+	// DomainURL, set, serves previews by Host too: <token>.DOMAIN, DOMAIN
+	// being its host (agenthub serve --preview-domain), one origin per
+	// exposure; its scheme and port are those of the URLs URL makes. Every
+	// Host under DOMAIN is the preview server's: HostToken says which
+	// requests those are.
+	DomainURL string
+	// ListenURL is the base URL of the preview listener (/p/<token>/
+	// under it), for URL when there is no DomainURL.
+	ListenURL string
+	// PublicURL is the hub's own URL, whose host must not be under DOMAIN.
+	PublicURL string
 	// Strip are the cookies the hub's own (removed before forwarding).
 	Strip []string
 	// Record is called once per client connection that reached an
@@ -85,20 +91,26 @@ type ConnRecord struct {
 // Server serves previews; it is an http.Handler, and Serve serves it on
 // a listener with per-connection accounting.
 type Server struct {
-	opts  Options
-	proxy *httputil.ReverseProxy
-	tr    *http.Transport
+	opts   Options
+	domain string // DomainURL's host, lower case
+	proxy  *httputil.ReverseProxy
+	tr     *http.Transport
 }
 
-// New returns a preview server.
-func New(o Options) *Server {
+// New returns a preview server; an error if DomainURL is not one or the
+// hub's own host is under it.
+func New(o Options) (*Server, error) {
+	domain, err := domainOf(o.DomainURL, o.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	s := &Server{opts: o}
+	s := &Server{opts: o, domain: domain}
 	s.tr = &http.Transport{
 		DialContext:         s.dialUpstream,
 		MaxIdleConnsPerHost: 8,
@@ -112,7 +124,7 @@ func New(o Options) *Server {
 		ErrorHandler:   s.upstreamError,
 		ModifyResponse: s.filterResponse,
 	}
-	return s
+	return s, nil
 }
 
 // Close closes the idle upstream connections.
@@ -139,17 +151,17 @@ func upstreamHost(e store.Exposure) string {
 // console's or the API's). token is the exposure's token when host is
 // exactly one DNS label under the domain, else "" (nothing to serve).
 func (s *Server) HostToken(host string) (token string, preview bool) {
-	if s.opts.Domain == "" {
+	if s.domain == "" {
 		return "", false
 	}
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if host == s.opts.Domain {
+	if host == s.domain {
 		return "", true
 	}
-	label, ok := strings.CutSuffix(host, "."+s.opts.Domain)
+	label, ok := strings.CutSuffix(host, "."+s.domain)
 	if !ok {
 		return "", false
 	}
@@ -178,7 +190,7 @@ func dnsLabel(l string) bool {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if token, ok := s.HostToken(r.Host); ok {
 		if token == "" {
-			s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like https://TOKEN."+s.opts.Domain+"/ (one name under the preview domain). Ask whoever shared this link for a new one.")
+			s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like https://TOKEN."+s.domain+"/ (one name under the preview domain). Ask whoever shared this link for a new one.")
 			return
 		}
 		s.serveToken(w, r, token, r.URL.Path)
