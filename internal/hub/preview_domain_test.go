@@ -46,13 +46,16 @@ func catchAll(t *testing.T) int {
 }
 
 // hostReq sends a request to the hub's port with the given Host.
-func (h *hubEnv) hostReq(method, host, path string) (int, string) {
+func (h *hubEnv) hostReq(method, host, path string, header ...string) (int, string) {
 	h.t.Helper()
 	req, err := http.NewRequestWithContext(h.t.Context(), method, h.url+path, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	req.Host = host
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
@@ -136,6 +139,16 @@ func TestPreviewDomain(t *testing.T) {
 		if st, body := h.hostReq("GET", h.addr, p); st != http.StatusNotFound || strings.Contains(body, `"app"`) {
 			t.Errorf("GET %s on the hub's host: %d %q; want 404", p, st, body)
 		}
+	}
+
+	// Private under the domain: a bearer token, not a browser's cookie.
+	code, out, _ = h.agentctl(h.owner, m.id, "port", "expose", fmt.Sprint(app))
+	priv := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), "http://"), "/")
+	if st, body := h.hostReq("GET", priv, "/x"); code != 0 || st != http.StatusUnauthorized || !strings.Contains(body, "Authorization: Bearer") {
+		t.Errorf("private preview without credentials: %d %q", st, body)
+	}
+	if st, body := h.hostReq("GET", priv, "/x", "Authorization", "Bearer "+h.owner); st != http.StatusOK || !strings.Contains(body, `"path":"/x"`) {
+		t.Errorf("private preview with the owner's token: %d %q", st, body)
 	}
 
 	if code, _, stderr := h.agentctl(h.owner, m.id, "port", "unexpose", url); code != 0 {

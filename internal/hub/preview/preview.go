@@ -249,6 +249,10 @@ func (s *Server) admit(r *http.Request, e store.Exposure) (int, string, string) 
 		s.opts.Logger.Warn("preview viewer", zap.Error(err))
 		return http.StatusServiceUnavailable, "Try again", "The hub could not check who you are; try again in a moment."
 	}
+	if _, byHost := s.HostToken(r.Host); !ok && byHost {
+		// The console's cookie never reaches another site.
+		return http.StatusUnauthorized, "Not for browsers yet", "This preview is " + e.Access + ": under the preview domain only a request sending an API token as Authorization: Bearer TOKEN is admitted (the console's sign-in does not reach this site). Expose the port with --access public for a browser, or use the hub's --preview-listen URL."
+	}
 	if !ok {
 		return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": sign in to the hub's console in this browser, or send your API token as Authorization: Bearer TOKEN."
 	}
