@@ -73,6 +73,17 @@ Promise.all([
 	// Still signed in: the page's sign-out POST was refused.
 	cr.run("console after the preview", chromedp.Navigate(h.url+"/console/machines"),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Machines"]`)))
+
+	// The machines page lists the preview; Revoke… and its confirmation
+	// end it.
+	cr.run("revoke the preview in the console",
+		chromedp.Click(chromedp.Search(`//a[@aria-label and starts-with(@aria-label,"Revoke preview")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(text(),"Revoke preview")]`)), cr.shot("unexpose"),
+		chromedp.Click(chromedp.Search(`//button[starts-with(text(),"Revoke preview")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Machines"]`)))
+	if st, _ := get(t, url); st != http.StatusNotFound {
+		t.Errorf("after Revoke in the console the preview answers %d, want 404", st)
+	}
 }
 
 // Previews under --preview-domain in Chromium (its host resolver sends
