@@ -30,8 +30,13 @@ type portService struct {
 
 var _ agentdv1.PortServiceServer = (*portService)(nil)
 
-// portChunk is the most a Connect message carries from the target.
+// portChunk is the size of the first read from the target (all a quiet
+// connection needs); a busy one grows to maxPortChunk.
 const portChunk = 32 << 10
+
+// maxPortChunk is what a busy connection's reads grow to: a message of
+// the target's bytes stays well under the gRPC message cap.
+const maxPortChunk = 256 << 10
 
 // List lists the listening TCP sockets.
 func (p *portService) List(ctx context.Context, _ *agentdv1.PortServiceListRequest) (*agentdv1.PortServiceListResponse, error) {
@@ -130,6 +135,11 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 					downDone <- serr
 					return
 				}
+			}
+			if n == len(buf) && len(buf) < maxPortChunk {
+				// A bulk transfer: fewer, larger messages through the
+				// hub's relay, which pays per message.
+				buf = make([]byte, 2*len(buf))
 			}
 			if errors.Is(err, io.EOF) {
 				downDone <- stream.Send(&agentdv1.ConnectResponse{Eof: true})
