@@ -81,7 +81,7 @@ cleanup() {
 	if [[ -n $ssh_master ]]; then
 		ssh "${ssh_base[@]}" -O exit "$ssh_dest" >/dev/null 2>&1
 	fi
-	for pid in $daemon_pid $hub_pid $sshd_pid; do
+	for pid in ${fwd_pid:-} ${zero_pid:-} $daemon_pid $hub_pid $sshd_pid; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	rm -rf "$tmp"
@@ -318,7 +318,8 @@ while True:
 PY
 	zero_pid=$!
 	fwd_port=$(free_port $((zero_port + 1)))
-	ctl port forward "$fwd_port:$zero_port" >"$tmp/forward.log" 2>&1 &
+	# Not through ctl (a function): $! must be agentctl's own pid.
+	"$bin/agentctl" --hub "$hub_url" --machine "$machine" port forward "$fwd_port:$zero_port" >"$tmp/forward.log" 2>&1 &
 	fwd_pid=$!
 	ssh_fwd_port=''
 	if [[ -n $ssh_ok ]]; then
