@@ -30,8 +30,13 @@ type portService struct {
 
 var _ agentdv1.PortServiceServer = (*portService)(nil)
 
-// portChunk is the most a Connect message carries from the target.
+// portChunk is the size of the first read from the target (all a quiet
+// connection needs); a busy one grows to maxPortChunk.
 const portChunk = 32 << 10
+
+// maxPortChunk is what a busy connection's reads grow to: a message of
+// the target's bytes stays well under the gRPC message cap.
+const maxPortChunk = 256 << 10
 
 // List lists the listening TCP sockets.
 func (p *portService) List(ctx context.Context, _ *agentdv1.PortServiceListRequest) (*agentdv1.PortServiceListResponse, error) {
@@ -50,7 +55,9 @@ func (p *portService) List(ctx context.Context, _ *agentdv1.PortServiceListReque
 	return resp, nil
 }
 
-// Connect carries one TCP connection to 127.0.0.1:port (see the proto).
+// Connect carries one TCP connection to 127.0.0.1:port (see the proto),
+// or to [::1]:port when 127.0.0.1 refuses (a server on the IPv6 loopback
+// only): either way a loopback of the machine agentd runs on.
 func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
@@ -71,11 +78,19 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 	start := time.Now()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// A server bound to the IPv6 loopback only (localhost resolving
+		// to ::1 first): the same machine, the other loopback.
+		addr6 := net.JoinHostPort("::1", strconv.Itoa(int(port)))
+		if c6, err6 := d.DialContext(ctx, "tcp", addr6); err6 == nil {
+			c, err, addr = c6, nil, addr6
+		}
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			err = errs.New(errs.Unavailable, "nothing listens on %s; start the server first, or see 'agentctl port ls'", addr)
+			err = errs.New(errs.Unavailable, "nothing listens on %s or [::1]:%d; start the server first, or see 'agentctl port ls'", addr, port)
 		}
-		p.record(ctx, port, 0, 0, time.Since(start), err)
+		p.record(ctx, port, addr, 0, 0, time.Since(start), err)
 		return err
 	}
 	conn := c.(*net.TCPConn)
@@ -121,6 +136,11 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 					return
 				}
 			}
+			if n == len(buf) && len(buf) < maxPortChunk {
+				// A bulk transfer: fewer, larger messages through the
+				// hub's relay, which pays per message.
+				buf = make([]byte, 2*len(buf))
+			}
 			if errors.Is(err, io.EOF) {
 				downDone <- stream.Send(&agentdv1.ConnectResponse{Eof: true})
 				return
@@ -157,14 +177,14 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 	if result != nil && ctx.Err() != nil {
 		result = ctx.Err()
 	}
-	p.record(ctx, port, up.Load(), down.Load(), time.Since(start), result)
+	p.record(ctx, port, addr, up.Load(), down.Load(), time.Since(start), result)
 	return result
 }
 
 // record adds a connection's record to the activity log.
-func (p *portService) record(ctx context.Context, port uint32, up, down int64, d time.Duration, err error) {
+func (p *portService) record(ctx context.Context, port uint32, addr string, up, down int64, d time.Duration, err error) {
 	r := activity.Record{Kind: wire.KindPortConnect, ObjectID: strconv.Itoa(int(port)), Bytes: up + down, Duration: d, Outcome: activity.OK,
-		Summary: fmt.Sprintf("connection to 127.0.0.1:%d: %s in, %s out, %s", port, units.Bytes(up), units.Bytes(down), d.Round(time.Millisecond))}
+		Summary: fmt.Sprintf("connection to %s: %s in, %s out, %s", addr, units.Bytes(up), units.Bytes(down), d.Round(time.Millisecond))}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		r.Outcome, r.Error = activity.Failed, err.Error()
 	}

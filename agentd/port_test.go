@@ -295,3 +295,45 @@ func waitRecords(t *testing.T, ts *testServer, kind string, n int) []activity.Re
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A server on the IPv6 loopback only (127.0.0.1 refuses) is reached on
+// ::1, and the audit log names that address.
+func TestPortConnectIPv6Loopback(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				echo(c.(*net.TCPConn))
+			}()
+		}
+	}()
+	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	if c, err := net.Dial("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))); err == nil {
+		c.Close()
+		t.Skipf("something listens on 127.0.0.1:%d too", port)
+	}
+	ts := newTestServer(t, Options{})
+	st := connect(t, ts, port)
+	if err := st.Send(&agentdv1.ConnectRequest{Data: []byte("over six")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseSend()
+	got, eof, err := drain(st)
+	if err != nil || !eof || string(got) != "over six" {
+		t.Fatalf("got %q, eof %v, err %v; want the echo", got, eof, err)
+	}
+	recs := waitRecords(t, ts, wire.KindPortConnect, 1)
+	if r := recs[0]; r.Outcome != "ok" || !strings.Contains(r.Summary, "[::1]:"+strconv.Itoa(int(port))) {
+		t.Errorf("record %+v; want ok naming [::1]:%d", r, port)
+	}
+}

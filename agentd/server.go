@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/activity"
+	"github.com/devdepot-ai/agentd/internal/bufpool"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/version"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -206,6 +208,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		// (default 32 KiB each way); a daemon has few connections.
 		grpc.WriteBufferSize(connBufferSize),
 		grpc.ReadBufferSize(connBufferSize),
+		experimental.BufferPool(bufpool.Shared()), // output and forwards are not cleared first
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Names each connection's peer for the audit log (caller.go).
 		grpc.Creds(newPeerCreds(opts.Token, opts.Logger.Named("peer"))),

@@ -10,6 +10,9 @@
 #     `ssh true` (the sshd setup of scripts/bench.sh);
 #   * 1 GiB of stdout (head -c 1G /dev/zero) through the hub against ssh,
 #     and the hub process's CPU time per GiB it relayed;
+#   * 1 GiB from a TCP server on loopback through `agentctl port forward`
+#     against `ssh -L` on the same multiplexed master, and the hub's CPU
+#     time per GiB forwarded (needs python3 for the server and reader);
 #   * the Go benchmarks of internal/hub (exec and 256 MiB stdout through a
 #     real hub and tunnel, in-process client) and TestIdleTunnels: hub memory
 #     per idle tunnel with N daemons in a child process, and the time for all
@@ -78,7 +81,7 @@ cleanup() {
 	if [[ -n $ssh_master ]]; then
 		ssh "${ssh_base[@]}" -O exit "$ssh_dest" >/dev/null 2>&1
 	fi
-	for pid in $daemon_pid $hub_pid $sshd_pid; do
+	for pid in ${fwd_pid:-} ${zero_pid:-} $daemon_pid $hub_pid $sshd_pid; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	rm -rf "$tmp"
@@ -123,6 +126,8 @@ if [[ -z $NO_GO ]]; then
 		die "BenchmarkHubExecTrue failed"
 	go test -run '^$' -bench '^BenchmarkHubStdout$' -benchtime "$STDOUT_BENCHTIME" -count 1 -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
 		die "BenchmarkHubStdout failed"
+	go test -run '^$' -bench '^BenchmarkHubPortForward$' -benchtime "$STDOUT_BENCHTIME" -count 1 -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
+		die "BenchmarkHubPortForward failed"
 	say "idle tunnels: $TUNNELS daemons in a child process, then two hub restarts"
 	AGENTD_BENCH_TUNNELS=$TUNNELS go test -run '^TestIdleTunnels$' -count 1 -v -timeout 10m ./internal/hub/ 2>&1 | tee -a "$go_out" | tee -a "$raw" >&2 ||
 		die "TestIdleTunnels with $TUNNELS tunnels failed (try a smaller TUNNELS=)"
@@ -148,6 +153,8 @@ kv() {
 R[go_exec_p50]=$(gobench HubExecTrue p50-ms)
 R[go_exec_p99]=$(gobench HubExecTrue p99-ms)
 R[go_stdout]=$(gobench HubStdout MB/s)
+R[go_forward]=$(gobench HubPortForward MB/s)
+R[go_forward_cpu]=$(gobench HubPortForward cpu-s/GiB)
 R[tun_n]=$(kv 'IDLE-TUNNELS ' n)
 R[tun_kib]=$(kv 'IDLE-TUNNELS ' per_tunnel_kib)
 R[tun_heap]=$(kv 'IDLE-TUNNELS ' heap_kib)
@@ -285,6 +292,84 @@ for i in "${!names[@]}"; do
 	R[${names[$i]}_mbps]=$(awk -v b="$GiB" -v us="$med" 'BEGIN { printf "%.0f", b / us }')
 done
 
+# ---------------------------------------------------------------- port forward 1 GiB
+
+# A TCP server on loopback sends 1 GiB to each connection; a reader takes
+# it through `agentctl port forward` (through the hub and the tunnel) and
+# through `ssh -L` added to the multiplexed master, interleaved, with the
+# hub process's CPU time while it relays.
+if command -v python3 >/dev/null; then
+	say "port forward: 1 GiB from a loopback server ($THR_RUNS interleaved runs each)"
+	free_port() { local p=$1; while port_busy "$p"; do ((p++)); done; echo "$p"; }
+	zero_port=$(free_port 19100)
+	python3 - "$zero_port" "$GiB" <<'PY' &
+import socket, sys, threading
+port, size = int(sys.argv[1]), int(sys.argv[2])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port)); s.listen(16)
+buf = bytes(1 << 20)
+def serve(c):
+    left = size
+    while left > 0:
+        left -= c.send(buf[:min(left, len(buf))])
+    c.close()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+	zero_pid=$!
+	fwd_port=$(free_port $((zero_port + 1)))
+	# Not through ctl (a function): $! must be agentctl's own pid.
+	"$bin/agentctl" --hub "$hub_url" --machine "$machine" port forward "$fwd_port:$zero_port" >"$tmp/forward.log" 2>&1 &
+	fwd_pid=$!
+	ssh_fwd_port=''
+	if [[ -n $ssh_ok ]]; then
+		ssh_fwd_port=$(free_port $((fwd_port + 1)))
+		ssh "${ssh_base[@]}" -O forward -L "$ssh_fwd_port:127.0.0.1:$zero_port" "$ssh_dest" 2>>"$raw" || ssh_fwd_port=''
+	fi
+	for _ in $(seq 100); do port_busy "$fwd_port" && break; sleep 0.05; done
+	read_port() {
+		python3 - "$1" <<'PY'
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+n, b = 0, bytearray(1 << 20)
+while True:
+    k = c.recv_into(b)
+    if k == 0:
+        break
+    n += k
+print(n)
+PY
+	}
+	[[ $(read_port "$fwd_port") == "$GiB" ]] || die "agentctl port forward did not deliver 1 GiB (see $tmp/forward.log)"
+	fnames=(hub_forward) fports=("$fwd_port")
+	[[ -n $ssh_fwd_port ]] && fnames+=(ssh_forward) fports+=("$ssh_fwd_port")
+	declare -A ftimes=()
+	fwd_cpu=0
+	for ((r = 0; r < THR_RUNS; r++)); do
+		for i in "${!fnames[@]}"; do
+			c0=$(hub_ticks)
+			t0=$(now_us)
+			got=$(read_port "${fports[$i]}")
+			t1=$(now_us)
+			c1=$(hub_ticks)
+			[[ $got == "$GiB" ]] || die "${fnames[$i]} delivered $got bytes"
+			ftimes[$i]+="$((t1 - t0)) "
+			[[ ${fnames[$i]} == hub_forward ]] && fwd_cpu=$((fwd_cpu + c1 - c0))
+		done
+	done
+	R[hub_fwd_cpu_per_gib]=$(awk -v t="$fwd_cpu" -v hz="$(getconf CLK_TCK)" -v n="$THR_RUNS" 'BEGIN { printf "%.2f", t / hz / n }')
+	for i in "${!fnames[@]}"; do
+		note "  ${fnames[$i]}: ${ftimes[$i]}(µs)"
+		med=$(tr ' ' '\n' <<<"${ftimes[$i]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR - 1) / 2) + 1] }')
+		R[${fnames[$i]}_mbps]=$(awk -v b="$GiB" -v us="$med" 'BEGIN { printf "%.0f", b / us }')
+	done
+	[[ -n $ssh_fwd_port ]] && ssh "${ssh_base[@]}" -O cancel -L "$ssh_fwd_port:127.0.0.1:$zero_port" "$ssh_dest" 2>>"$raw" || true
+	kill "$fwd_pid" "$zero_pid" 2>/dev/null || true
+	wait "$fwd_pid" "$zero_pid" 2>/dev/null || true
+else
+	note "python3 not found: no port forward figures"
+fi
+
 # ---------------------------------------------------------------- summary
 
 met=0 missed=0
@@ -325,6 +410,12 @@ summary() {
 	line "  hub CPU per GiB relayed" "${R[hub_cpu_per_gib]:-n/a} s" "user + system of agenthub serve" "$v s"
 	line "" "" "head | cat: ${R[pipe_stdout_mbps]:-n/a} MB/s" ""
 	line "stdout 256 MiB, in-process Go client" "${R[go_stdout]:-n/a} MB/s" "" ""
+	r=$(ratio "${R[hub_forward_mbps]:-}" "${R[ssh_forward_mbps]:-}")
+	v=$(judge "$r" ">=" 1.0)
+	line "port forward 1 GiB, agentctl port forward" "${R[hub_forward_mbps]:-n/a} MB/s" "ssh -L (mux): ${R[ssh_forward_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
+	v=$(judge "${R[hub_fwd_cpu_per_gib]:-}" "<=" 0.6)
+	line "  hub CPU per GiB forwarded" "${R[hub_fwd_cpu_per_gib]:-n/a} s" "user + system of agenthub serve" "$v s"
+	line "port forward 256 MiB, in-process Go client" "${R[go_forward]:-n/a} MB/s" "CPU of hub+daemon+client: ${R[go_forward_cpu]:-n/a} s/GiB" ""
 	v=$(judge "${R[tun_kib]:-}" "<=" 64)
 	line "hub memory per idle tunnel (N=${R[tun_n]:-?})" "${R[tun_kib]:-n/a} KiB" "heap ${R[tun_heap]:-?} + stacks ${R[tun_stack]:-?} KiB" "$v KiB"
 	line "  goroutines per tunnel (hub); daemon side" "${R[tun_gor]:-n/a}" "daemon: ${R[tun_daemon_kib]:-n/a} KiB/tunnel" ""

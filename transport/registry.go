@@ -17,9 +17,12 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/devdepot-ai/agentd/internal/bufpool"
 )
 
 // RegistryOptions configures a Registry. Zero fields get defaults in
@@ -115,6 +118,7 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()), // TLS is the websocket's
 		grpc.WithIdleTimeout(0),
 		grpc.WithReadBufferSize(opts.ReadBufferSize),
+		experimental.WithBufferPool(bufpool.Shared()), // relayed bytes are not cleared first
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts.DialOptions...)
 	cc, err := grpc.NewClient(res.Scheme()+":///tunnels", dialOpts...)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -165,7 +166,7 @@ admin tokens of the first org manage that org only.`,
 }
 
 func newServeCmd() *cobra.Command {
-	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr, previewAddr string
+	var addr, certFile, keyFile, db, publicURL, logLevel, internalAddr, metricsAddr, previewAddr, previewDomain string
 	var recordTerminalInput bool
 	var maxPerClient, maxPerSandbox int
 	var proxies []string
@@ -210,6 +211,12 @@ Connections are capped per client address (--max-conns-per-client; a
 (--max-conns-per-sandbox); the excess is closed at once. Raise the file
 descriptor limit (LimitNOFILE in the systemd unit) with the caps.
 
+Previews (agentctl port expose) never share the console's origin: with
+--preview-domain DOMAIN each is https://TOKEN.DOMAIN/ on the hub's own port
+(wildcard DNS *.DOMAIN to the hub, and a certificate for *.DOMAIN in
+--tls-cert or at the reverse proxy in front; see docs/deploy.md), with
+--preview-listen ADDR they are http(s)://ADDR/p/TOKEN/ on a listener of their
+own. No request whose Host is under DOMAIN reaches the console or the API.
 
 A second hub on the same host needs its own --sandbox-dir (the default
 follows --db), or --sandboxes off. --sandboxes off also starts a
@@ -226,7 +233,8 @@ it into the engine.`,
   agenthub serve --listen 127.0.0.1:8080 --insecure-registry mirror.lan:5000 --registry-ca /etc/ssl/corp-ca.pem
   agenthub serve --listen 127.0.0.1:8080 --egress-allow-private 10.20.0.0/16,mirror.internal --secret-dir /etc/agenthub/secrets
   agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --public-url https://hub.example.com
-  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464`,
+  agenthub serve --listen :8443 --tls-cert cert.pem --tls-key key.pem --metrics-listen 127.0.0.1:9464
+  agenthub serve --listen :443 --tls-cert wildcard.pem --tls-key wildcard.key --public-url https://hub.example.com --preview-domain preview.example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			keepBytes, err := units.ParseBytes(activityKeepBytes)
@@ -255,6 +263,9 @@ it into the engine.`,
 			}
 			if previewAddr != "" && tlsConfig == nil && !(listen.Addr{Network: "tcp", Address: previewAddr}).IsLoopback() {
 				return usageError{fmt.Errorf("--preview-listen %s is reachable from other machines: give --tls-cert and --tls-key (previews are served with the same certificate), or listen on 127.0.0.1", previewAddr)}
+			}
+			if _, err := previewDomainURL(previewDomain, publicURL, tlsConfig != nil, 0); err != nil {
+				return usageError{err} // before anything is opened
 			}
 			log, err := logging.New(logLevel)
 			if err != nil {
@@ -295,6 +306,15 @@ it into the engine.`,
 				// Replicas share a Postgres store: register as one.
 				rep = &replica.Options{Addr: internalAddr}
 			}
+			lis, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			defer lis.Close() // Serve closes it too; this is for a start that fails
+			domainURL, err := previewDomainURL(previewDomain, publicURL, tlsConfig != nil, lis.Addr().(*net.TCPAddr).Port)
+			if err != nil {
+				return usageError{err}
+			}
 			var previewLis net.Listener
 			previewURL := ""
 			if previewAddr != "" {
@@ -305,8 +325,9 @@ it into the engine.`,
 				previewURL = previewBase(previewLis.Addr().(*net.TCPAddr), publicURL, tlsConfig != nil)
 			}
 			srv, err := hub.New(cmd.Context(), hub.Options{
-				PreviewURL: previewURL,
-				Store:      st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
+				PreviewURL:       previewURL,
+				PreviewDomainURL: domainURL,
+				Store:            st, PublicHost: host, Logger: log.Named("hub"), Sandboxes: sbo, Secrets: secrets, Replica: rep,
 				PublicURL:               publicURL,
 				TrustedProxies:          trusted,
 				MaxConnsPerClient:       noCapIsNegative(maxPerClient),
@@ -331,10 +352,6 @@ it into the engine.`,
 				defer stop()
 				log.Info("serving metrics", zap.String("url", "http://"+metricsLis.Addr().String()+"/metrics"))
 			}
-			lis, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
 			scheme := "http"
 			if tlsConfig != nil {
 				scheme = "https"
@@ -342,6 +359,9 @@ it into the engine.`,
 			if previewLis != nil {
 				go func() { _ = srv.ServePreview(cmd.Context(), previewLis, tlsConfig) }()
 				log.Info("serving previews", zap.String("url", previewURL))
+			}
+			if domainURL != "" {
+				log.Info("serving previews by host name", zap.String("url", strings.Replace(domainURL, "://", "://TOKEN.", 1)+"/"))
 			}
 			log.Info("serving", zap.String("url", scheme+"://"+lis.Addr().String()), zap.String("console", scheme+"://"+lis.Addr().String()+"/console/"), zap.String("db", dbForLog(db)), zap.String("version", version.Version))
 			if rep == nil || internalAddr == "" {
@@ -373,6 +393,7 @@ it into the engine.`,
 	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy in front of the hub whose X-Forwarded-For gives pairing clients' addresses (repeatable)")
 	f.StringVar(&internalAddr, "internal-addr", "", "with a postgres:// --db: host:port to take calls forwarded by other replicas on (mutual TLS), registered for them to dial; empty: calls for machines on this replica fail elsewhere")
 	f.StringVar(&previewAddr, "preview-listen", "", "host:port to serve preview URLs on (agentctl port expose), a listener of their own: previews never share the console's origin; off when empty")
+	f.StringVar(&previewDomain, "preview-domain", "", "DOMAIN to serve preview URLs under, https://TOKEN.DOMAIN/ on the hub's own port (one origin per preview; needs wildcard DNS *.DOMAIN and a certificate for it, see docs/deploy.md); the URLs take --public-url's scheme and port")
 	f.StringVar(&metricsAddr, "metrics-listen", "", "loopback host:port to serve /metrics on without a token (e.g. 127.0.0.1:9464); on the main port /metrics needs the hub owner's token")
 	f.IntVar(&maxPerClient, "max-conns-per-client", conns.DefaultMaxConnsPerClient, "connections one client address (IPv6: its /64) may hold open; the excess is closed at once (0: no cap)")
 	f.IntVar(&maxPerSandbox, "max-conns-per-sandbox", conns.DefaultMaxConnsPerSandbox, "connections one sandbox may hold open on the hub's socket: its tunnel and egress (0: no cap)")
@@ -437,4 +458,45 @@ func previewBase(addr *net.TCPAddr, publicURL string, tls bool) string {
 		host = u.Hostname()
 	}
 	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// previewDomainURL is hub.Options.PreviewDomainURL for --preview-domain
+// DOMAIN: the scheme and port of --public-url (the hub's port is the
+// previews' too), else of the listener (https with --tls-cert; the port
+// left out when it is the scheme's default). "" when domain is.
+func previewDomainURL(domain, publicURL string, tls bool, port int) (string, error) {
+	if domain == "" {
+		return "", nil
+	}
+	d := strings.ToLower(strings.TrimSuffix(domain, "."))
+	if strings.HasPrefix(d, "*.") || strings.Contains(d, "/") || strings.Contains(d, ":") {
+		return "", fmt.Errorf("--preview-domain %q: want the bare domain, e.g. preview.example.com (no *., scheme or port: previews are https://TOKEN.preview.example.com/)", domain)
+	}
+	for _, l := range strings.Split(d, ".") {
+		if l == "" || len(l) > 63 || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || l[0] == '-' || l[len(l)-1] == '-' {
+			return "", fmt.Errorf("--preview-domain %q: not a DNS name", domain)
+		}
+	}
+	scheme, p := "http", strconv.Itoa(port)
+	if tls {
+		scheme = "https"
+	}
+	if publicURL != "" {
+		u, err := url.Parse(publicURL)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("--public-url %q: want https://host[:port]", publicURL)
+		}
+		scheme, p = u.Scheme, u.Port()
+		h := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if h == d || strings.HasSuffix(h, "."+d) {
+			return "", fmt.Errorf("--preview-domain %s: the hub's own host %s is under it, and every name there is a preview's; use a domain of its own (say preview.%s)", d, h, h)
+		}
+	}
+	if (scheme == "https" && p == "443") || (scheme == "http" && p == "80") {
+		p = ""
+	}
+	if p != "" {
+		return scheme + "://" + net.JoinHostPort(d, p), nil
+	}
+	return scheme + "://" + d, nil
 }

@@ -105,3 +105,51 @@ func TestServePreviewListen(t *testing.T) {
 		}
 	}
 }
+
+// A bad --preview-domain is a usage error that makes nothing;
+// previewDomainURL takes the scheme and port of --public-url, else of
+// the listener.
+func TestServePreviewDomain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ domain, public, want string }{
+		{"*.preview.example.com", "", "no *., scheme or port"},
+		{"https://preview.example.com", "", "no *., scheme or port"},
+		{"preview.example.com:8443", "", "no *., scheme or port"},
+		{"pre_view.example.com", "", "not a DNS name"},
+		{"example.com", "https://hub.example.com", "the hub's own host hub.example.com is under it"},
+	} {
+		t.Run(tc.domain, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "hub.db")
+			args := []string{"serve", "--listen", "127.0.0.1:0", "--db", db, "--preview-domain", tc.domain}
+			if tc.public != "" {
+				args = append(args, "--public-url", tc.public)
+			}
+			_, _, err := runAgenthub(t, "", args...)
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--preview-domain") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("serve --preview-domain %s = %v, want a usage error saying %q", tc.domain, err, tc.want)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the database was made (%v)", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		domain, public string
+		tls            bool
+		port           int
+		want           string
+	}{
+		{"Preview.Test.", "", false, 8080, "http://preview.test:8080"},
+		{"preview.example.com", "", true, 443, "https://preview.example.com"},
+		{"preview.example.com", "https://hub.example.com", false, 8080, "https://preview.example.com"},
+		{"preview.example.com", "https://hub.example.com:8443", true, 8443, "https://preview.example.com:8443"},
+		{"", "https://hub.example.com", true, 443, ""},
+	} {
+		got, err := previewDomainURL(tc.domain, tc.public, tc.tls, tc.port)
+		if err != nil || got != tc.want {
+			t.Errorf("previewDomainURL(%q, %q, %v, %d) = %q, %v; want %q", tc.domain, tc.public, tc.tls, tc.port, got, err, tc.want)
+		}
+	}
+}

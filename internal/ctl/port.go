@@ -45,12 +45,14 @@ func (a *app) portExposeCmd() *cobra.Command {
 		Use:   "expose PORT [--access private|org|public] [--ttl D]",
 		Short: "Serve a port of the target at a preview URL of the hub; prints the URL",
 		Long: `expose makes a new preview URL for 127.0.0.1:PORT on the target (a machine or a
-sandbox) and prints it alone on stdout. The hub serves it on its preview
-listener (agenthub serve --preview-listen), never on the console's origin.
+sandbox) and prints it alone on stdout, never on the console's origin: a name
+of its own, https://TOKEN.DOMAIN/ (agenthub serve --preview-domain DOMAIN), or
+https://HOST:PORT/p/TOKEN/ on the preview listener (--preview-listen).
 
 Access:
-  private  only you: signed in to the hub's console in the browser, or sending
-           your API token (Authorization: Bearer TOKEN); the default
+  private  only you: sending your API token (Authorization: Bearer TOKEN), or,
+           on the preview listener, signed in to the hub's console in the
+           browser; the default
   org      any member of the org
   public   anyone with the URL (it holds 256 random bits)
 
@@ -101,7 +103,8 @@ func (a *app) portUnexposeCmd() *cobra.Command {
 given (then no target is needed). Its URLs answer 404 from then on. Prints the
 ids of the exposures ended, one per line.`,
 		Example: `  agentctl --env py --conversation c-42 port unexpose 8000
-  agentctl port unexpose https://preview.example.com:8444/p/Zk3…/`,
+  agentctl port unexpose https://4yuq63…qsa.preview.example.com/
+  agentctl port unexpose https://hub.example.com:8444/p/4yuq63…qsa/`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !a.viaHub() {

@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/devdepot-ai/agentd/internal/bufpool"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/listen"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -122,7 +124,8 @@ func (a *app) dial() (*conn, error) {
 // connection.
 func dialOpts(creds credentials.TransportCredentials) []grpc.DialOption {
 	const size = 256 << 10
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(size), grpc.WithWriteBufferSize(size)}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithReadBufferSize(size), grpc.WithWriteBufferSize(size),
+		experimental.WithBufferPool(bufpool.Shared())} // bulk bytes are not cleared first
 }
 
 // dialHubOnly connects to the hub itself, for its own services: the

@@ -228,9 +228,11 @@ func BenchmarkHubStdout(b *testing.B) {
 	}
 	run() // warm up
 	b.SetBytes(size)
+	start := cpuTime(b)
 	for b.Loop() {
 		run()
 	}
+	reportCPU(b, start, int64(b.N)*size)
 }
 
 // ---- idle tunnels and reconnect after a hub restart ----

@@ -154,7 +154,7 @@ type chromium struct {
 
 // newChromium starts Chromium on base's console (skipping the test when
 // Chromium is absent); it stops when the test ends.
-func newChromium(t *testing.T, base, shots string) *chromium {
+func newChromium(t *testing.T, base, shots string, extra ...chromedp.ExecAllocatorOption) *chromium {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("no Chromium at %s (Debian's chromium package): %v", chromiumPath, err)
@@ -162,6 +162,7 @@ func newChromium(t *testing.T, base, shots string) *chromium {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1000, 720),
 		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	browser, cancelTab := chromedp.NewContext(actx)

@@ -217,7 +217,8 @@ func TestPortForwardBadSpecs(t *testing.T) {
 // In a builtin sandbox with network none: port ls shows the servers the
 // agent started (with their owner), port forward carries a TCP echo and
 // python3 -m http.server's pages, dialled by agentd inside, and a public
-// preview URL serves the same pages to a client without credentials.
+// preview URL serves the same pages to a client without credentials
+// and is listed on the environment's console page.
 func TestPortSandbox(t *testing.T) {
 	h := startSandboxHubWith(t, nil, hubtest.Options{Preview: true})
 	cli := h.agentctl()
@@ -325,6 +326,13 @@ while True:
 		if sb.GetConversation() == "ports" {
 			id = sb.GetId()
 		}
+	}
+	// The environment's console page lists the sandbox's preview.
+	b := newBrowser(t, h.URL)
+	b.signIn(h.Token)
+	if p := b.get("/console/environments/builtin"); !strings.Contains(p.body, "Previews of its sandboxes") || !strings.Contains(p.body, ">"+id+"</a>") ||
+		!strings.Contains(p.body, "<td>8000</td>") {
+		t.Errorf("the builtin environment's page does not list the preview of %s:\n%s", id, p.body)
 	}
 	if code, out, errs := cli("sandbox", "pause", id); code != 0 {
 		t.Fatalf("sandbox pause %s: exit %d %s%s", id, code, out, errs)

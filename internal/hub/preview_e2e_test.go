@@ -104,12 +104,12 @@ func get(t *testing.T, url string, header ...string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// Without --preview-listen, expose fails saying how to turn previews on.
+// Without --preview-domain or --preview-listen, expose fails saying how to turn previews on.
 func TestPreviewOff(t *testing.T) {
 	h := startHub(t)
 	m := h.startMachine(h.owner)
 	code, out, stderr := h.agentctl(h.owner, m.id, "port", "expose", "8000")
-	if code != 1 || out != "" || !strings.Contains(stderr, "previews are off on this hub: start it with agenthub serve --preview-listen ADDR") {
+	if code != 1 || out != "" || !strings.Contains(stderr, "previews are off on this hub: start it with agenthub serve --preview-domain DOMAIN") || !strings.Contains(stderr, "--preview-listen ADDR") {
 		t.Errorf("expose without previews: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }

@@ -2,18 +2,14 @@ package hub
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +17,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/units"
 	"github.com/devdepot-ai/agentd/internal/wire"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
@@ -37,15 +34,19 @@ const (
 // defaultExposeTTL is how long a preview URL works unless --ttl says.
 const defaultExposeTTL = 24 * time.Hour
 
-// newPreview builds the preview server of the hub (served by ServePreview).
-func (s *Server) newPreview() *preview.Server {
+// newPreview builds the preview server of the hub (served by ServePreview,
+// and by Handler for the preview domain's hosts).
+func (s *Server) newPreview() (*preview.Server, error) {
 	return preview.New(preview.Options{
-		Store:    s.store,
-		Dial:     s.previewUpstream,
-		Identify: s.previewViewer,
-		Strip:    console.CookieNames(),
-		Now:      s.opts.Now,
-		Logger:   s.log.Named("preview"),
+		DomainURL: s.opts.PreviewDomainURL,
+		ListenURL: s.opts.PreviewURL,
+		PublicURL: s.opts.PublicURL,
+		Store:     s.store,
+		Dial:      s.previewUpstream,
+		Identify:  preview.Identify(s.store, console.CookieNames(), s.opts.Now),
+		Strip:     console.CookieNames(),
+		Now:       s.opts.Now,
+		Logger:    s.log.Named("preview"),
 		Record: func(e store.Exposure, c preview.ConnRecord) {
 			s.activity.Record(s.life.ctx, e.OrgID, e.MachineID, &agentdv1.ActivityRecord{
 				Actor: "preview", Kind: kindPreviewHit, ObjectId: e.ID, Bytes: c.In + c.Out, Duration: durationpb.New(c.Duration),
@@ -90,51 +91,6 @@ func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstre
 		return preview.Upstream{}, preview.ErrOffline
 	}
 	return preview.Upstream{Conn: r.Conn, MD: r.MD}, nil
-}
-
-// previewViewer is who a preview request is: the API token it carries as
-// a bearer, or the console session its cookie names.
-func (s *Server) previewViewer(r *http.Request) (preview.Viewer, bool, error) {
-	ctx := r.Context()
-	byHash := func(h store.TokenHash) (preview.Viewer, bool, error) {
-		tok, err := s.store.TokenByHash(ctx, h)
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrRevoked) {
-			return preview.Viewer{}, false, nil
-		}
-		if err != nil {
-			return preview.Viewer{}, false, err
-		}
-		return preview.Viewer{TokenID: tok.ID, OrgIDs: []string{tok.OrgID}, Name: tok.Name}, true, nil
-	}
-	if raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), wire.BearerPrefix); ok {
-		h, err := store.ParseToken(strings.TrimSpace(raw))
-		if err != nil {
-			return preview.Viewer{}, false, nil
-		}
-		return byHash(h)
-	}
-	for _, name := range console.CookieNames() {
-		ck, err := r.Cookie(name)
-		if err != nil || ck.Value == "" {
-			continue
-		}
-		sess, err := s.store.ConsoleSession(ctx, store.HashToken(ck.Value), s.opts.Now())
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return preview.Viewer{}, false, err
-		}
-		if sess.TokenHash != (store.TokenHash{}) {
-			return byHash(sess.TokenHash)
-		}
-		v := preview.Viewer{OrgIDs: []string{sess.OrgID}, Name: sess.Name} // the owner's console link
-		if sess.ActingOrgID != "" {
-			v.OrgIDs = append(v.OrgIDs, sess.ActingOrgID)
-		}
-		return v, true, nil
-	}
-	return preview.Viewer{}, false, nil
 }
 
 // previewService serves hubv1.PreviewService.
@@ -190,8 +146,8 @@ func exposureProto(e store.Exposure) *hubv1.Exposure {
 // Expose makes a preview URL for a port of the call's target.
 func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (*hubv1.ExposeResponse, error) {
 	s := p.s
-	if s.opts.PreviewURL == "" {
-		return nil, errs.New(errs.Precondition, "previews are off on this hub: start it with agenthub serve --preview-listen ADDR (a listener of their own: previews never share the console's origin)")
+	if s.opts.PreviewURL == "" && s.opts.PreviewDomainURL == "" {
+		return nil, errs.New(errs.Precondition, "previews are off on this hub: start it with agenthub serve --preview-domain DOMAIN (a name of its own per preview, wildcard DNS and certificate) or --preview-listen ADDR (a listener of their own): previews never share the console's origin")
 	}
 	if req.GetPort() < 1 || req.GetPort() > 65535 {
 		return nil, errs.New(errs.Invalid, "port %d: want 1-65535 (the preview serves 127.0.0.1:PORT on the target)", req.GetPort())
@@ -214,9 +170,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 32) // 256 random bits
-	rand.Read(b)
-	token := base64.RawURLEncoding.EncodeToString(b)
+	token := preview.NewToken()
 	now := s.opts.Now()
 	e := store.Exposure{OrgID: c.org.ID, MachineID: id, Port: int(req.GetPort()), Access: access, TokenHash: store.HashToken(token),
 		CreatedBy: c.token.ID, CreatedName: c.token.Name, CreatedAt: now}
@@ -232,7 +186,7 @@ func (p *previewService) Expose(ctx context.Context, req *hubv1.ExposeRequest) (
 	}
 	s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindExpose, ObjectId: e.ID,
 		Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("exposed port %d as %s (%s access, %s)", e.Port, e.ID, access, until)})
-	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: strings.TrimSuffix(s.opts.PreviewURL, "/") + preview.PathPrefix + token + "/"}, nil
+	return &hubv1.ExposeResponse{Exposure: exposureProto(e), Url: s.preview.URL(token)}, nil
 }
 
 // Unexpose ends the exposures of a port of the call's target, or the one
@@ -250,14 +204,9 @@ func (p *previewService) Unexpose(ctx context.Context, req *hubv1.UnexposeReques
 	case req.GetUrl() != "" && req.GetPort() != 0:
 		return nil, errs.New(errs.Invalid, "name a port or a URL, not both")
 	case req.GetUrl() != "":
-		u, perr := url.Parse(req.GetUrl())
-		rest, ok := "", false
-		if perr == nil {
-			rest, ok = strings.CutPrefix(u.Path, preview.PathPrefix)
-		}
-		token, _, _ := strings.Cut(rest, "/")
-		if !ok || token == "" {
-			return nil, errs.New(errs.Invalid, "%q is not a preview URL (…/p/TOKEN/)", req.GetUrl())
+		token := s.preview.TokenOf(req.GetUrl())
+		if token == "" {
+			return nil, errs.New(errs.Invalid, "%q is not a preview URL (https://TOKEN.DOMAIN/ or …/p/TOKEN/)", req.GetUrl())
 		}
 		var okc bool
 		if c, okc = callerFrom(ctx); !okc {
@@ -295,14 +244,22 @@ func (p *previewService) Unexpose(ctx context.Context, req *hubv1.UnexposeReques
 	}
 	resp := &hubv1.UnexposeResponse{}
 	for _, e := range found {
-		if err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
+		if err := s.unexpose(ctx, c, e, ""); err != nil {
+			return nil, err
 		}
 		resp.Ids = append(resp.Ids, e.ID)
-		s.activity.Record(ctx, c.org.ID, id, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
-			Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s)", e.Port, e.ID)})
 	}
 	return resp, nil
+}
+
+// unexpose revokes e (gone meanwhile is fine) and records who did, how.
+func (s *Server) unexpose(ctx context.Context, c *caller, e store.Exposure, how string) error {
+	if err := s.store.RevokeExposure(ctx, c.org.ID, e.ID, s.opts.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return errs.New(errs.Unavailable, "unexpose %s: %v", e.ID, err)
+	}
+	s.activity.Record(ctx, c.org.ID, e.MachineID, &agentdv1.ActivityRecord{Actor: c.token.Name, Kind: kindUnexpose, ObjectId: e.ID,
+		Outcome: agentdv1.Outcome_OUTCOME_OK, Summary: fmt.Sprintf("unexposed port %d (%s)%s", e.Port, e.ID, how)})
+	return nil
 }
 
 // ListExposures lists the call's target's live exposures.
@@ -320,4 +277,72 @@ func (p *previewService) ListExposures(ctx context.Context, _ *hubv1.ListExposur
 		resp.Exposures = append(resp.Exposures, exposureProto(e))
 	}
 	return resp, nil
+}
+
+// Exposures lists the console caller's org's live previews, of the
+// machines and sandboxes the caller may reach.
+func (b *consoleBackend) Exposures(ctx context.Context) ([]console.Exposure, error) {
+	s := b.s
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return nil, errs.New(errs.Unauthenticated, "no caller")
+	}
+	all, err := s.store.ListExposures(ctx, c.org.ID, "", s.opts.Now())
+	if err != nil {
+		return nil, errs.New(errs.Unavailable, "list exposures: %v", err)
+	}
+	names := map[string]string{}
+	var out []console.Exposure
+	for _, e := range all {
+		if s.sandboxAccess(ctx, c, e.MachineID) != nil {
+			continue
+		}
+		name, ok := names[e.MachineID]
+		if !ok {
+			name = e.MachineID
+			if m, err := s.store.Machine(ctx, e.MachineID); err == nil && !isSandboxID(e.MachineID) && m.Name != "" {
+				name = m.Name
+			}
+			names[e.MachineID] = name
+		}
+		out = append(out, console.Exposure{ID: e.ID, Target: e.MachineID, TargetName: name, Port: e.Port, Access: e.Access,
+			CreatedBy: e.CreatedName, Created: e.CreatedAt, Expires: e.ExpiresAt})
+	}
+	return out, nil
+}
+
+// Unexpose revokes one of the console caller's org's live previews, as
+// agentctl port unexpose URL does.
+func (b *consoleBackend) Unexpose(ctx context.Context, id string) error {
+	s := b.s
+	c, ok := callerFrom(ctx)
+	if !ok {
+		return errs.New(errs.Unauthenticated, "no caller")
+	}
+	all, err := s.store.ListExposures(ctx, c.org.ID, "", s.opts.Now())
+	if err != nil {
+		return errs.New(errs.Unavailable, "list exposures: %v", err)
+	}
+	for _, e := range all {
+		if e.ID != id {
+			continue
+		}
+		if err := s.sandboxAccess(ctx, c, e.MachineID); err != nil {
+			return err
+		}
+		return s.unexpose(ctx, c, e, " in the console")
+	}
+	return errs.New(errs.NotFound, "no live preview %s in org %s (unexposed, or expired)", id, c.org.Name)
+}
+
+// tap is the gRPC server's gate: a call whose :authority is a preview's
+// host never reaches the API (a preview page must not drive it), then the
+// token gate.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	for _, a := range info.Header.Get(":authority") {
+		if _, ok := s.preview.HostToken(a); ok {
+			return ctx, rpcerr.Status(errs.New(errs.NotFound, "%s is a preview's host, not the hub's API: call the hub at its own address", a))
+		}
+	}
+	return s.gate.tap(ctx, info)
 }

@@ -18,10 +18,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/devdepot-ai/agentd/internal/bufpool"
 	"github.com/devdepot-ai/agentd/internal/hub/activitylog"
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
@@ -96,6 +98,12 @@ type Options struct {
 	// (ServePreview's listener, agenthub serve --preview-listen), which
 	// agentctl port expose prints URLs under. Empty: previews are off.
 	PreviewURL string
+	// PreviewDomainURL, set, serves previews at <token>.DOMAIN on the
+	// hub's own port too (agenthub serve --preview-domain), DOMAIN being
+	// its host, one origin per exposure; the URLs port expose prints take
+	// its scheme and port. No request whose Host is under DOMAIN reaches
+	// the console or the API (PublicURL's host must not be under it).
+	PreviewDomainURL string
 }
 
 // Server is agenthub: HTTP (pairing, tunnels, health, metrics) and gRPC
@@ -138,6 +146,9 @@ type life struct {
 	serves  sync.WaitGroup
 	once    sync.Once
 }
+
+// relayWriteBuffer is the gRPC server's write buffer (see New).
+const relayWriteBuffer = 256 << 10
 
 // ErrServerClosed is returned by Serve called after Close.
 var ErrServerClosed = errors.New("hub: server closed")
@@ -205,12 +216,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(fleet.Codec()),
+		experimental.BufferPool(bufpool.Shared()), // relayed bytes are not cleared first
+		// Relayed output leaves in fewer write(2)s; shared: idle holds none.
+		grpc.WriteBufferSize(relayWriteBuffer),
+		grpc.SharedWriteBuffer(true),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),
 		grpc.MaxHeaderListSize(conns.MaxHeaderBytes),
 		grpc.ConnectionTimeout(conns.ClassifyTimeout),
-		grpc.InTapHandle(s.gate.tap),
+		grpc.InTapHandle(s.tap),
 		grpc.UnknownServiceHandler(fleet.Proxy(s.route)),
 		grpc.ChainUnaryInterceptor(rpcerr.Unary, s.count, s.auth.unary),
 		grpc.ChainStreamInterceptor(rpcerr.Stream, s.countStream, s.auth.stream),
@@ -224,7 +239,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
 	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
-	s.preview = s.newPreview()
+	if s.preview, err = s.newPreview(); err != nil {
+		s.Close()
+		return nil, err
+	}
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)
@@ -270,6 +288,11 @@ func (s *Server) authenticatePublic(ctx context.Context, id string) (ed25519.Pub
 // application/grpc, gRPC.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.preview.HostToken(r.Host); ok {
+			// A preview's origin: its server, whatever the path.
+			s.preview.ServeHTTP(w, r)
+			return
+		}
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			if !s.gate.admitHTTP(w, r) {
 				return

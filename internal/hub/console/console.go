@@ -72,6 +72,12 @@ type Backend interface {
 	// Record stores one record of the hub's own about machine (a machine
 	// or sandbox id) in the org of ctx's caller.
 	Record(ctx context.Context, machine string, r *agentdv1.ActivityRecord)
+	// Exposures lists the org's live previews the caller may see, of its
+	// machines and sandboxes, oldest first.
+	Exposures(ctx context.Context) ([]Exposure, error)
+	// Unexpose revokes one of them by ID (recorded as agentctl port
+	// unexpose is); NotFound if it is not live.
+	Unexpose(ctx context.Context, id string) error
 	// OnlineSince says since when each machine with a live tunnel has
 	// been online (ids of every org: look up only ids the caller may see).
 	OnlineSince() map[string]time.Time
@@ -183,6 +189,8 @@ func (c *Console) routes() http.Handler {
 
 	mux.Handle("GET "+Prefix+"terminal/{machine}", c.auth(c.terminalPage))
 	mux.Handle("GET "+Prefix+"terminal/{machine}/ws", c.auth(c.terminalSocket))
+	mux.Handle("GET "+Prefix+"exposures/{id}/revoke", c.auth(c.unexposePage))
+	mux.Handle("POST "+Prefix+"exposures/{id}/revoke", c.auth(c.unexpose))
 
 	mux.Handle("GET "+Prefix+"environments", c.auth(c.environments))
 	mux.Handle("POST "+Prefix+"environments", c.auth(c.createEnvironment))

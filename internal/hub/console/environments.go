@@ -80,6 +80,8 @@ type environmentData struct {
 	Checks   []*hubv1.Check // pass and fail, in order
 	Warnings []*hubv1.Check
 	Now      time.Time
+	// Exposures are the live previews of the environment's sandboxes.
+	Exposures []Exposure
 }
 
 func (c *Console) getEnvironment(s *session, name string) (*hubv1.Environment, error) {
@@ -102,6 +104,15 @@ func (c *Console) environment(w http.ResponseWriter, r *http.Request, s *session
 			d.Warnings = append(d.Warnings, ch)
 		} else {
 			d.Checks = append(d.Checks, ch)
+		}
+	}
+	if sbs, err := c.opts.Backend.Environments().ListSandboxes(s.ctx, &hubv1.ListSandboxesRequest{Environment: e.GetName()}); err == nil && len(sbs.GetSandboxes()) > 0 {
+		ids := map[string]bool{}
+		for _, sb := range sbs.GetSandboxes() {
+			ids[sb.GetId()] = true
+		}
+		if l, err := c.opts.Backend.Exposures(s.ctx); err == nil {
+			d.Exposures = exposuresOf(l, ids)
 		}
 	}
 	c.render(w, http.StatusOK, c.view("environment", s, d))

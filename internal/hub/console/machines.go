@@ -36,6 +36,9 @@ type machineTable struct {
 	Running  map[string]int       // online machine id -> commands running, as it says
 	NoAnswer map[string]bool      // online machine id -> it did not list its processes in time
 	Since    map[string]time.Time // machine id -> online since (its tunnel's uptime)
+	// Exposures are the org's live previews, of machines and sandboxes
+	// (the page's, not the live table's).
+	Exposures []Exposure
 }
 
 // maxListing bounds how many machines are asked for their processes at
@@ -102,6 +105,10 @@ func (c *Console) countRunning(s *session, t *machineTable) {
 func (c *Console) machines(w http.ResponseWriter, r *http.Request, s *session) {
 	t, err := c.machineTable(s)
 	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	if t.Exposures, err = c.opts.Backend.Exposures(s.ctx); err != nil {
 		c.fail(w, r, s, err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,11 @@ type Options struct {
 	// Preview, set, serves the hub's preview server on a loopback port of
 	// its own (Hub.PreviewURL), as agenthub serve --preview-listen does.
 	Preview bool
+	// PreviewDomain, set, serves previews at http://<token>.PreviewDomain:PORT/
+	// on the hub's own port, as agenthub serve --preview-domain does (a
+	// test resolves the names to the hub: a Host header, or a browser's
+	// host resolver rule).
+	PreviewDomain string
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -166,18 +172,10 @@ func (h *Hub) Serve(addr string) {
 		}
 		h.PreviewURL = "http://" + plis.Addr().String()
 	}
-	srv, err := hub.New(h.tb.Context(), hub.Options{
-		PreviewURL: h.PreviewURL,
-		Store:      h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
-		RecordTerminalInput: h.opts.RecordTerminalInput,
-		Heartbeat:           h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
-		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
-	})
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	h.Server = srv
-	var lis net.Listener
+	var (
+		lis net.Listener
+		err error
+	)
 	for i := 0; ; i++ {
 		lis, err = net.Listen("tcp", addr)
 		if err == nil || i > 50 {
@@ -188,6 +186,22 @@ func (h *Hub) Serve(addr string) {
 	if err != nil {
 		h.tb.Fatal(err)
 	}
+	domainURL := ""
+	if h.opts.PreviewDomain != "" {
+		domainURL = "http://" + net.JoinHostPort(h.opts.PreviewDomain, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
+	}
+	srv, err := hub.New(h.tb.Context(), hub.Options{
+		PreviewURL: h.PreviewURL, PreviewDomainURL: domainURL,
+		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
+		RecordTerminalInput: h.opts.RecordTerminalInput,
+		Heartbeat:           h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
+		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
+	})
+	if err != nil {
+		lis.Close()
+		h.tb.Fatal(err)
+	}
+	h.Server = srv
 	h.Addr = lis.Addr().String()
 	h.URL = "http://" + h.Addr
 	if h.opts.TLS != nil {

@@ -1,8 +1,11 @@
 // Package preview is the hub's preview server: it serves the ports that
 // agentctl port expose made public, private or org-wide, at
-// /p/<token>/… on a listener of its own (agenthub serve
-// --preview-listen), never on the console's or the API's origin, since a
-// preview runs whatever JavaScript the target's server sends.
+// <token>.DOMAIN on the hub's own port (agenthub serve --preview-domain:
+// one origin per exposure; HostToken tells the hub which requests are
+// the preview server's) or at /p/<token>/… on a listener of its own
+// (agenthub serve --preview-listen), never on the console's or the API's
+// origin, since a preview runs whatever JavaScript the target's server
+// sends.
 //
 // Each request is checked against its exposure (live, and the access it
 // allows), stripped of the hub's own credentials (the console's cookies,

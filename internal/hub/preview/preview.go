@@ -60,6 +60,17 @@ type Options struct {
 	// Identify says who r is from its credentials; ok false if it
 	// carries none the hub knows.
 	Identify func(r *http.Request) (v Viewer, ok bool, err error)
+	// DomainURL, set, serves previews by Host too: <token>.DOMAIN, DOMAIN
+	// being its host (agenthub serve --preview-domain), one origin per
+	// exposure; its scheme and port are those of the URLs URL makes. Every
+	// Host under DOMAIN is the preview server's: HostToken says which
+	// requests those are.
+	DomainURL string
+	// ListenURL is the base URL of the preview listener (/p/<token>/
+	// under it), for URL when there is no DomainURL.
+	ListenURL string
+	// PublicURL is the hub's own URL, whose host must not be under DOMAIN.
+	PublicURL string
 	// Strip are the cookies the hub's own (removed before forwarding).
 	Strip []string
 	// Record is called once per client connection that reached an
@@ -80,20 +91,26 @@ type ConnRecord struct {
 // Server serves previews; it is an http.Handler, and Serve serves it on
 // a listener with per-connection accounting.
 type Server struct {
-	opts  Options
-	proxy *httputil.ReverseProxy
-	tr    *http.Transport
+	opts   Options
+	domain string // DomainURL's host, lower case
+	proxy  *httputil.ReverseProxy
+	tr     *http.Transport
 }
 
-// New returns a preview server.
-func New(o Options) *Server {
+// New returns a preview server; an error if DomainURL is not one or the
+// hub's own host is under it.
+func New(o Options) (*Server, error) {
+	domain, err := domainOf(o.DomainURL, o.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	s := &Server{opts: o}
+	s := &Server{opts: o, domain: domain}
 	s.tr = &http.Transport{
 		DialContext:         s.dialUpstream,
 		MaxIdleConnsPerHost: 8,
@@ -107,7 +124,7 @@ func New(o Options) *Server {
 		ErrorHandler:   s.upstreamError,
 		ModifyResponse: s.filterResponse,
 	}
-	return s
+	return s, nil
 }
 
 // Close closes the idle upstream connections.
@@ -128,8 +145,57 @@ func upstreamHost(e store.Exposure) string {
 	return e.MachineID + ".port" + strconv.Itoa(e.Port) + ".agentd.invalid"
 }
 
-// ServeHTTP serves one request of /p/<token>/….
+// HostToken reads host (a request's Host, with or without a port) as a
+// preview domain's: preview is true when it is the domain or a name under
+// it, and then the request is the preview server's alone (never the
+// console's or the API's). token is the exposure's token when host is
+// exactly one DNS label under the domain, else "" (nothing to serve).
+func (s *Server) HostToken(host string) (token string, preview bool) {
+	if s.domain == "" {
+		return "", false
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == s.domain {
+		return "", true
+	}
+	label, ok := strings.CutSuffix(host, "."+s.domain)
+	if !ok {
+		return "", false
+	}
+	if !dnsLabel(label) {
+		return "", true
+	}
+	return label, true
+}
+
+// dnsLabel reports whether l is one DNS label of a host name: 1-63
+// letters, digits and inner hyphens.
+func dnsLabel(l string) bool {
+	if len(l) < 1 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(l) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ServeHTTP serves one request: by its Host under the preview domain
+// (<token>.DOMAIN/…), else by its path (/p/<token>/…).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if token, ok := s.HostToken(r.Host); ok {
+		if token == "" {
+			s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like https://TOKEN."+s.domain+"/ (one name under the preview domain). Ask whoever shared this link for a new one.")
+			return
+		}
+		s.serveToken(w, r, token, r.URL.Path)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, PathPrefix)
 	if !ok {
 		s.page(w, http.StatusNotFound, "Not a preview", "Preview URLs look like /p/TOKEN/. Ask whoever shared this link for a new one.")
@@ -141,6 +207,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, PathPrefix+token+"/", http.StatusMovedPermanently)
 		return
 	}
+	s.serveToken(w, r, token, "/"+path)
+}
+
+// serveToken serves r for the exposure token names, path being the
+// upstream request's path.
+func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, token, path string) {
 	e, err := s.opts.Store.ExposureByToken(r.Context(), store.HashToken(token), s.opts.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		s.page(w, http.StatusNotFound, "No such preview", "This preview URL is unknown, was unexposed, or has expired. Expose the port again with agentctl port expose.")
@@ -159,7 +231,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cs.served(e)
 	}
 	ctx := context.WithValue(r.Context(), keyExposure, e)
-	out := r.WithContext(context.WithValue(ctx, keyPath, "/"+path))
+	if path == "" {
+		path = "/"
+	}
+	out := r.WithContext(context.WithValue(ctx, keyPath, path))
 	s.proxy.ServeHTTP(w, out)
 }
 
@@ -173,6 +248,10 @@ func (s *Server) admit(r *http.Request, e store.Exposure) (int, string, string) 
 	if err != nil {
 		s.opts.Logger.Warn("preview viewer", zap.Error(err))
 		return http.StatusServiceUnavailable, "Try again", "The hub could not check who you are; try again in a moment."
+	}
+	if _, byHost := s.HostToken(r.Host); !ok && byHost {
+		// The console's cookie never reaches another site.
+		return http.StatusUnauthorized, "Not for browsers yet", "This preview is " + e.Access + ": under the preview domain only a request sending an API token as Authorization: Bearer TOKEN is admitted (the console's sign-in does not reach this site). Expose the port with --access public for a browser, or use the hub's --preview-listen URL."
 	}
 	if !ok {
 		return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": sign in to the hub's console in this browser, or send your API token as Authorization: Bearer TOKEN."
@@ -228,6 +307,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	e := pr.In.Context().Value(keyExposure).(store.Exposure)
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", upstreamHost(e)
 	pr.Out.URL.Path, pr.Out.URL.RawPath = pr.In.Context().Value(keyPath).(string), ""
+	if pr.Out.URL.Path == pr.In.URL.Path {
+		pr.Out.URL.RawPath = pr.In.URL.RawPath // a domain's preview: the path as sent
+	}
 	pr.Out.Host = "127.0.0.1:" + strconv.Itoa(e.Port)
 	s.strip(pr.Out)
 	pr.Out.Header.Del("Forwarded")
