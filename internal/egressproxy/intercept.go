@@ -192,7 +192,6 @@ func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 // websocket upgrade does), which ends Serve.
 type oneConnListener struct {
 	c    net.Conn
-	once sync.Once
 	took chan net.Conn
 	done chan struct{}
 	end  sync.Once

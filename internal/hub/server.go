@@ -217,9 +217,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(fleet.Codec()),
 		experimental.BufferPool(bufpool.Shared()), // relayed bytes are not cleared first
-		// Relayed output leaves in fewer write(2)s; shared: idle holds none.
+		// Relayed output leaves in fewer write(2)s; the write buffer is
+		// shared (grpc-go's default), so an idle connection holds none.
 		grpc.WriteBufferSize(relayWriteBuffer),
-		grpc.SharedWriteBuffer(true),
 		// A caller that stops answering (gone without a FIN, or stuck)
 		// is dropped, and its streams with it.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 15 * time.Second, MaxConnectionIdle: conns.IdleConnTimeout}),
