@@ -541,7 +541,7 @@ writes one, sandbox create --from starts a sandbox from one (a laptop's
 		Long: `List the org's sandboxes, oldest first. CONVERSATION is "(pool)" for a warm
 sandbox no conversation has taken yet. STATE is starting, running, paused,
 stopped, archived or failed; NEXT is the idle policy's next step for it
-("stops in 12m", "archives in 6d"); WORKSPACE is what its /workspace held
+("stops in 12m", "archives in 6d"); SIZE is what its /workspace held
 when last measured (du through its agentd before each pause and stop; for an
 archived sandbox, the archive's size; "-": not yet). IMAGE is the image the
 sandbox was
@@ -561,7 +561,7 @@ so what ran is known exactly even after its name moved to a newer build.`,
 					return a.printJSON(resp)
 				}
 				tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tNEXT\tWORKSPACE\tIMAGE")
+				fmt.Fprintln(tw, "ID\tENV\tCONVERSATION\tSTATE\tONLINE\tCREATED\tLAST USED\tNEXT\tSIZE\tIMAGE")
 				for _, s := range resp.GetSandboxes() {
 					conv := s.GetConversation()
 					if conv == "" {

@@ -243,13 +243,13 @@ What the image adds:
   tools: jq, rg
   python packages: numpy==2.1.0
 `},
-		{"sandbox ls", []string{"sandbox", "ls"}, `ID    ENV      CONVERSATION  STATE    ONLINE  CREATED  LAST USED  NEXT  WORKSPACE  IMAGE
-sb-1  py       c-42          running  yes     3h ago   3h ago     -     -          sha256:1a2b
-sb-2  py       (pool)        running  yes     3h ago   never      -     -          sha256:1a2b
-sb-3  builtin  c-7           failed   no      never    never      -     -          -
+		{"sandbox ls", []string{"sandbox", "ls"}, `ID    ENV      CONVERSATION  STATE    ONLINE  CREATED  LAST USED  NEXT  SIZE  IMAGE
+sb-1  py       c-42          running  yes     3h ago   3h ago     -     -     sha256:1a2b
+sb-2  py       (pool)        running  yes     3h ago   never      -     -     sha256:1a2b
+sb-3  builtin  c-7           failed   no      never    never      -     -     -
 `},
-		{"sandbox ls --env", []string{"sandbox", "ls", "--env", "builtin"}, `ID    ENV      CONVERSATION  STATE   ONLINE  CREATED  LAST USED  NEXT  WORKSPACE  IMAGE
-sb-3  builtin  c-7           failed  no      never    never      -     -          -
+		{"sandbox ls --env", []string{"sandbox", "ls", "--env", "builtin"}, `ID    ENV      CONVERSATION  STATE   ONLINE  CREATED  LAST USED  NEXT  SIZE  IMAGE
+sb-3  builtin  c-7           failed  no      never    never      -     -     -
 `},
 	}
 	for _, tt := range tests {

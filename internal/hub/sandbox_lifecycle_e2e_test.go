@@ -183,7 +183,7 @@ func TestSandboxStateCommands(t *testing.T) {
 	}
 	code, out, _ = ctl("sandbox", "ls")
 	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "LAST USED") || !strings.Contains(out, "NEXT") ||
-		!strings.Contains(out, "WORKSPACE") || !strings.Contains(out, " 2.9 MiB ") {
+		!strings.Contains(out, "SIZE") || !strings.Contains(out, " 2.9 MiB ") {
 		t.Errorf("sandbox ls: exit %d %q; want STATE, LAST USED, NEXT and WORKSPACE columns, 2.9 MiB measured", code, out)
 	}
 
