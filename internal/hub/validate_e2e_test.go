@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/archive"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
@@ -131,9 +133,17 @@ func reportText(e *hubv1.Environment) string {
 // run nowhere else; update follows the tag, revalidate never does.
 func TestSandboxCustomImages(t *testing.T) {
 	reg := startTestRegistry(t)
+	// An archive store, as agenthub serve has by default: a conversation
+	// moves to its environment's new image through it, /workspace kept.
+	store, serr := archive.Open(t.Context(), (&url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "archive")}).String(), archive.Options{})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	t.Cleanup(func() { store.Close() })
 	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.ImageCheck.AllowRegistries = []string{reg.host}
 		o.ImageCheck.Insecure = func(host string) bool { return host == reg.host }
+		o.Archive = store
 	})
 	base, minimal := sandboxtest.BaseImage(t), sandboxtest.MinimalImage(t)
 
@@ -278,6 +288,9 @@ func TestSandboxCustomImages(t *testing.T) {
 	// The tag moves: revalidate keeps checking the pinned digest, update
 	// follows the tag and pins the new one.
 	pin1 := good.GetPinned()
+	if _, _, err := h.run(h.ctx("good", "c-1"), "sh", "-c", "mkdir -p /workspace/kept && echo work > /workspace/kept/f && chmod 0751 /workspace/kept"); err != nil {
+		t.Fatalf("write the workspace: %v", err)
+	}
 	reg.build(t, "acme/good:v1", "FROM "+refs["good"]+"\nLABEL build=2\n", nil)
 	if _, err := envs.RevalidateEnvironment(h.ctx("", ""), &hubv1.RevalidateEnvironmentRequest{Name: "good"}); err != nil {
 		t.Fatal(err)
@@ -300,10 +313,14 @@ func TestSandboxCustomImages(t *testing.T) {
 	if e.GetState() != hubv1.EnvironmentState_ENVIRONMENT_STATE_READY || e.GetPinned() == pin1 || !strings.HasPrefix(e.GetPinned(), reg.host+"/acme/good@sha256:") {
 		t.Errorf("after update: %s pinned %q, want ready on a new digest (was %q)\n%s", e.GetState(), e.GetPinned(), pin1, reportText(e))
 	}
-	// The conversation moves to the new pin.
+	// The conversation moves to the new pin, the same sandbox with its
+	// /workspace.
 	info, err = agentdv1.NewSystemServiceClient(h.cc).Info(h.ctx("good", "c-1"), &agentdv1.InfoRequest{})
 	if err != nil || info.GetImage() != e.GetPinned() {
 		t.Errorf("after update the sandbox runs %q (%v), want %q", info.GetImage(), err, e.GetPinned())
+	}
+	if out, _, err := h.run(h.ctx("good", "c-1"), "sh", "-c", "cat /workspace/kept/f; stat -c %a /workspace/kept"); err != nil || out != "work\n751\n" {
+		t.Errorf("the workspace after the move to the new image: %q, %v; want the file and the mode kept", out, err)
 	}
 	// Default and removal.
 	if _, err := envs.SetDefaultEnvironment(h.ctx("", ""), &hubv1.SetDefaultEnvironmentRequest{Name: "good"}); err != nil {

@@ -110,7 +110,7 @@ func (m *Manager) Get(ctx context.Context, org store.Org, envName, conv string) 
 		}
 		// Most calls: the conversation's sandbox is there and online (on
 		// this replica, or on another one, which the call is forwarded to).
-		if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && m.current(sb, env) &&
+		if sb, err := m.o.Store.ConversationSandbox(ctx, org.ID, envName, conv); err == nil && (m.current(sb, env) || !m.movable(sb)) &&
 			stateOf(sb) != store.SandboxArchived && (stateOf(sb) == store.SandboxRunning || sb.Hub != m.o.HubID) {
 			if _, ok := m.o.Tunnels.Get(sb.ID); ok && stateOf(sb) == store.SandboxRunning {
 				return sb.ID, nil
@@ -180,10 +180,15 @@ func (m *Manager) bringUp(ctx context.Context, org store.Org, env envSpec, conv 
 			}
 			leaveNote(ctx, resumeNote(from, m.o.Now().Sub(began)))
 			return sb.ID, nil
-		case !m.current(sb, env):
+		case !m.current(sb, env) && m.movable(sb):
 			// The environment was updated: the conversation moves to the
-			// new pin in a fresh sandbox.
-			m.destroy(context.WithoutCancel(ctx), sb, "the environment's image changed")
+			// new pin, its /workspace with it.
+			note, err := m.moveToNewImage(ctx, org, env, sb)
+			if err != nil {
+				return "", err
+			}
+			leaveNote(ctx, note)
+			return sb.ID, nil
 		case sb.Hub != m.o.HubID:
 			return "", errLookAgain
 		case stateOf(sb) != store.SandboxRunning:
