@@ -73,7 +73,7 @@ var rules = []struct {
 	},
 	{
 		pkgs: []string{"internal/hub/sandboxes", "internal/hub/fleet", "internal/hub/activitylog", "internal/hub/conns", "internal/hub/archive",
-			"internal/hub/replica", "internal/hub/pairing"},
+			"internal/hub/replica", "internal/hub/pairing", "internal/hub/exposures", "internal/hub/releases"},
 		forbid:  []string{module + "internal/hub", module + "internal/hub/console"},
 		why:     "the hub's subsystems get what they need through their Options: they never link the composition root or the console",
 		pending: true,

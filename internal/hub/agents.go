@@ -19,6 +19,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/broker"
+	"github.com/devdepot-ai/agentd/internal/hub/releases"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/imageref"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -79,9 +80,8 @@ func defaultImage(p agentimage.Profile) (ref, hint string) {
 	return "", "agentctl agent run " + p.Name + " --image REF"
 }
 
-// releaseTimeout bounds the newer-release question: a run never waits on
-// it for long, and an unanswered one is no notice.
-const releaseTimeout = 3 * time.Second
+// releaseTimeout bounds the newer-release question (releases.Timeout).
+const releaseTimeout = releases.Timeout
 
 // newerRelease is the notice that the agent has a newer release than the
 // image (whose pinned version is its input.agent label), or "".

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/devdepot-ai/agentd/internal/hub/console"
+	"github.com/devdepot-ai/agentd/internal/hub/exposures"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
 	"github.com/devdepot-ai/agentd/internal/wire"
@@ -25,6 +26,8 @@ type consoleBackend struct {
 	s     *Server
 	admin *adminService
 	envs  *environmentService
+
+	exposures *exposures.Service
 }
 
 var _ console.Backend = (*consoleBackend)(nil)

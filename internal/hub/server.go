@@ -238,11 +238,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	envs := &environmentService{s: s, a: admin, top: machinetop.New(machinetop.Options{})}
 	hubv1.RegisterEnvironmentServiceServer(s.grpc, envs)
 	hubv1.RegisterAgentServiceServer(s.grpc, &agentService{s: s, a: admin})
-	hubv1.RegisterPreviewServiceServer(s.grpc, &previewService{s: s})
 	if s.preview, err = s.newPreview(); err != nil {
 		s.Close()
 		return nil, err
 	}
+	previews := s.newExposures()
+	hubv1.RegisterPreviewServiceServer(s.grpc, previews)
 
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /v1/tunnel", s.acceptor)
@@ -252,7 +253,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	s.mux.HandleFunc("GET /metrics", s.ownerOnly(s.handleMetrics))
-	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs}, Sessions: opts.Store,
+	web, err := console.New(console.Options{Backend: &consoleBackend{s: s, admin: admin, envs: envs, exposures: previews}, Sessions: opts.Store,
 		PublicURL: opts.PublicURL, Logger: s.log.Named("console"), Now: opts.Now, RecordTerminalInput: opts.RecordTerminalInput})
 	if err != nil {
 		s.Close()
