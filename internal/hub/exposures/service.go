@@ -90,7 +90,7 @@ func (x *Service) Unexpose(ctx context.Context, req *hubv1.UnexposeRequest) (*hu
 		if err := x.o.Hub.Access(ctx, e.MachineID); err != nil {
 			return nil, err
 		}
-		found, id = []store.Exposure{e}, e.MachineID
+		found = []store.Exposure{e}
 	case req.GetPort() >= 1 && req.GetPort() <= 65535:
 		if c, id, err = x.target(ctx); err != nil {
 			return nil, err
