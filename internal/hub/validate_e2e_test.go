@@ -313,6 +313,16 @@ func TestSandboxCustomImages(t *testing.T) {
 	if e.GetState() != hubv1.EnvironmentState_ENVIRONMENT_STATE_READY || e.GetPinned() == pin1 || !strings.HasPrefix(e.GetPinned(), reg.host+"/acme/good@sha256:") {
 		t.Errorf("after update: %s pinned %q, want ready on a new digest (was %q)\n%s", e.GetState(), e.GetPinned(), pin1, reportText(e))
 	}
+	// sandbox ls says what the next call does.
+	sbs, err := envs.ListSandboxes(h.ctx("", ""), &hubv1.ListSandboxesRequest{Environment: "good"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs.GetSandboxes() {
+		if sb.GetConversation() == "c-1" && sb.GetNextStep() != "new image on next call" {
+			t.Errorf("sandbox ls of c-1 after the update: next %q, want %q", sb.GetNextStep(), "new image on next call")
+		}
+	}
 	// The conversation moves to the new pin, the same sandbox with its
 	// /workspace.
 	info, err = agentdv1.NewSystemServiceClient(h.cc).Info(h.ctx("good", "c-1"), &agentdv1.InfoRequest{})

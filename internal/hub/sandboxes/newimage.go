@@ -55,3 +55,13 @@ func (m *Manager) moveToNewImage(ctx context.Context, org store.Org, env envSpec
 		zap.String("to", env.image), zap.Duration("took", took))
 	return fmt.Sprintf("moved to the environment's new image in %d ms (/workspace kept)", took.Milliseconds()), nil
 }
+
+// newImagePending reports whether sb's next call moves it to its
+// environment's new image (sandbox ls: "new image on next call").
+func (m *Manager) newImagePending(ctx context.Context, sb store.Sandbox) bool {
+	if sb.Warm || stateOf(sb) == store.SandboxArchived || !m.movable(sb) {
+		return false
+	}
+	env, err := m.resolve(ctx, store.Org{ID: sb.OrgID}, sb.Environment)
+	return err == nil && !m.current(sb, env)
+}

@@ -430,6 +430,8 @@ func (m *Manager) Status(ctx context.Context, sb store.Sandbox) Status {
 		st.Next = "removed in " + roughly(max(0, sb.ExpiresAt.Sub(m.o.Now())))
 	case busy:
 		st.Next = "in use"
+	case m.newImagePending(ctx, sb):
+		st.Next = "new image on next call"
 	default:
 		idle := m.o.Now().Sub(st.LastUsed)
 		if p, err := m.policy(ctx, sb.OrgID, sb.Environment); err != nil {
