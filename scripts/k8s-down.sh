@@ -41,11 +41,17 @@ if alive "$(pid_of containerd)"; then
 	for t in $($ctr tasks ls -q 2>/dev/null); do $ctr tasks kill -s KILL "$t" >/dev/null 2>&1; done
 	sleep 1
 fi
+# Network namespaces of sandboxes whose tasks still exist (the kubelet did not
+# stop them, e.g. a sandbox that failed to start): unmounted after containerd.
+netns=$(cat "$state"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/config.json 2>/dev/null |
+	grep -o '"/var/run/netns/cni-[0-9a-f-]*"' | tr -d '"' | sort -u)
 stop containerd
 for d in /proc/[0-9]*; do
 	cmd=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
 	case "$cmd" in
 	*containerd-shim*"-address $sock "*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed shim ${d#/proc/}" ;;
+	# gVisor's sandbox and gofer outlive a shim; they carry this state dir's runsc root.
+	*runsc*"--root=$state/containerd/runsc-root/"*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed runsc ${d#/proc/}" ;;
 	esac
 done
 
@@ -58,6 +64,12 @@ for i in 1 2 3; do
 done
 left=$(awk -v s="$state/" 'index($2, s) == 1' /proc/self/mounts | wc -l)
 [ "$left" -eq 0 ] || log "warning: $left mounts left under $state"
+
+for n in $netns; do
+	[ -e "$n" ] || continue
+	umount "$n" 2>/dev/null
+	rm -f "$n" && log "removed network namespace $n"
+done
 
 # containerd 1.6 keeps shim sockets and ctr's fifos under /run/containerd
 # whatever its state dir; remove those directories if empty (rmdir only: the
