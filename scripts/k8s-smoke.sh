@@ -76,8 +76,8 @@ out=$($k -n "$ns" logs id) || fail "kubectl logs"
 echo "k8s-smoke: pod from sandbox-base printed id -u = $out through kubectl logs"
 [ "$(cat "$pvdir/proof" 2>/dev/null)" = kept ] || fail "the pod's write to the PVC is not in $pvdir"
 echo "k8s-smoke: the pod's write to the PVC is on the host"
-# RuntimeClass gvisor does not work yet here (docs/kubernetes.md): opt in.
-if [ -n "${K8S_SMOKE_GVISOR:-}" ]; then
+# RuntimeClass gvisor exists only with K8S_GVISOR=1 (it does not work yet).
+if $k get runtimeclass gvisor >/dev/null 2>&1; then
 	$k apply -n "$ns" -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod

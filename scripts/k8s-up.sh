@@ -13,7 +13,8 @@
 #
 # Environment: K8S_STATE (default .cache/k8s/state), K8S_CACHE (.cache/k8s),
 # K8S_IMAGES (images to copy from the local Docker engine; default
-# ghcr.io/devdepot-ai/sandbox-base:1), K8S_POD_CIDR (10.213.0.0/16),
+# ghcr.io/devdepot-ai/sandbox-base:1), K8S_GVISOR=1 (create RuntimeClass gvisor;
+# does not work yet, see docs/kubernetes.md), K8S_POD_CIDR (10.213.0.0/16),
 # K8S_SERVICE_CIDR (10.214.0.0/24), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
 # K8S_REUSE_BIN=1 (keep binaries already in $K8S_CACHE/bin, e.g. copied from
 # another checkout built at the same versions, instead of rebuilding them).
@@ -222,7 +223,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         Root = "$state/containerd/runc"
     # gVisor: Debian's runsc has no containerd-shim-runsc-v1, but its CLI is
     # runc's, so the runc shim drives it (as the Docker engine does); the
-    # wrapper adds the flags this machine needs (ptrace: no KVM here).
+    # wrapper adds the flags this machine needs (ptrace: no KVM here;
+    # --network=sandbox fails: "cannot run with network enabled in root
+    # network namespace"; host means the pod's netns, the kernel's stack).
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
@@ -235,7 +238,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 TOML
 cat >"$state/containerd/runsc" <<SH
 #!/bin/sh
-exec /usr/bin/runsc --platform=ptrace --network=sandbox "\$@"
+exec /usr/bin/runsc --platform=ptrace --network=host "\$@"
 SH
 chmod 755 "$state/containerd/runsc"
 start containerd containerd --config "$state/containerd/config.toml"
@@ -287,7 +290,9 @@ wait_for "node $node" 120 $k get node "$node"
 wait_for "node $node Ready" 120 $k wait --for=condition=Ready "node/$node" --timeout=1s
 wait_for "default service account" 60 $k get serviceaccount default
 
-if command -v runsc >/dev/null; then
+# RuntimeClass gvisor only on request: the runc shim starts runsc pods but
+# never sees their app containers exit nor their output (docs/kubernetes.md).
+if [ -n "${K8S_GVISOR:-}" ] && command -v runsc >/dev/null; then
 	$k apply -f - >/dev/null <<RC
 apiVersion: node.k8s.io/v1
 kind: RuntimeClass
