@@ -28,7 +28,7 @@ stop() { # name: SIGTERM, then SIGKILL after 15 s
 # down their network namespaces and bridge ports.
 k="$cache/bin/kubectl --kubeconfig $state/admin.kubeconfig --request-timeout=10s"
 if alive "$(pid_of kubelet)" && alive "$(pid_of kube-apiserver)"; then
-	$k delete pods --all --all-namespaces --wait=true --timeout=60s >/dev/null 2>&1 ||
+	$k delete pods --all --all-namespaces --grace-period=5 --wait=true --timeout=60s >/dev/null 2>&1 ||
 		log "warning: not every pod was deleted in 60 s"
 fi
 for n in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$n"; done
@@ -46,8 +46,9 @@ fi
 netns=$(cat "$state"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/config.json 2>/dev/null |
 	grep -o '"/var/run/netns/cni-[0-9a-f-]*"' | tr -d '"' | sort -u)
 stop containerd
-for d in /proc/[0-9]*; do
-	cmd=$( { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null) || continue
+for f in $(grep -lsaF -e "$sock" -e "$state/containerd/runsc-root/" /proc/[0-9]*/cmdline); do
+	d=${f%/cmdline}
+	cmd=$( { tr '\0' ' ' <"$f"; } 2>/dev/null) || continue
 	case "$cmd" in
 	*containerd-shim*"-address $sock "*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed shim ${d#/proc/}" ;;
 	# gVisor's sandbox and gofer outlive a shim; they carry this state dir's runsc root.

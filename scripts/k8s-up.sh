@@ -51,6 +51,8 @@ bin=$cache/bin
 mkdir -p "$state"/{pki,logs,etcd,kubelet,containerd/root,containerd/state,cni/net.d,cni/ipam}
 chmod 700 "$state"
 : >"$state/pids"
+# A failed start leaves nothing running: stop what was started.
+trap 'rc=$?; if [ $rc -ne 0 ]; then echo "k8s-up: failed; stopping what was started (logs stay in $state/logs)" >&2; "$root/scripts/k8s-down.sh"; fi' EXIT
 rm -f "$state"/logs/*.log
 pki=$state/pki
 # The node's address: the CNI bridge's gateway, made here so it exists before
@@ -118,14 +120,19 @@ start() { # name args...: runs in the background, logs to logs/name.log, records
 	"$@" >>"$state/logs/$n.log" 2>&1 &
 	echo "$n $!" >>"$state/pids"
 }
-wait_for() { # what seconds command...
-	local what=$1 secs=$2 i
+wait_for() { # what seconds command...: until command succeeds; fails fast when a recorded process died
+	local what=$1 end=$(($(date +%s) + $2)) n p
 	shift 2
-	for ((i = 0; i < secs * 2; i++)); do
+	while [ "$(date +%s)" -lt "$end" ]; do
 		"$@" >/dev/null 2>&1 && return 0
+		while read -r n p; do
+			kill -0 "$p" 2>/dev/null && continue
+			tail -3 "$state/logs/$n.log" >&2
+			die "$n exited (waiting for $what); see $state/logs/$n.log"
+		done <"$state/pids"
 		sleep 0.5
 	done
-	die "$what not ready after ${secs}s; see $state/logs"
+	die "$what not ready in time; see $state/logs"
 }
 
 # --- the CNI bridge (the node address) and its config.
