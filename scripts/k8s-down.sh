@@ -72,9 +72,9 @@ for n in $netns; do
 	rm -f "$n" && log "removed network namespace $n"
 done
 
-# containerd 1.6 keeps shim sockets and ctr's fifos under /run/containerd
-# whatever its state dir; remove those directories if empty (rmdir only: the
-# Docker engine's containerd keeps its own under /run/docker).
+# containerd 1.6 keeps shim sockets (hash-named) and ctr's fifos under
+# /run/containerd whatever its state dir, and the Docker engine's shims use
+# /run/containerd/s too: rmdir only, so a directory goes only when empty.
 rmdir /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /run/containerd/fifo /run/containerd 2>/dev/null
 
 if [ -e "$state/bridge" ]; then

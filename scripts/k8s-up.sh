@@ -37,11 +37,22 @@ die() { echo "k8s-up: $*" >&2; exit 1; }
 log() { echo "k8s-up: $*" >&2; }
 [ "$(id -u)" = 0 ] || die "must run as root (cgroups, mounts, the CNI bridge)"
 [ -e "$state/pids" ] && die "$state/pids exists: a cluster is up (or was not stopped); run scripts/k8s-down.sh first"
-for c in containerd ctr containerd-shim-runc-v2 runc openssl ip; do
-	command -v "$c" >/dev/null || die "$c not found (apt-get install containerd runc openssl iproute2)"
-done
 cni_bin=/usr/lib/cni
-[ -x "$cni_bin/bridge" ] || die "$cni_bin/bridge not found (apt-get install containernetworking-plugins)"
+need=()
+for c in containerd:containerd ctr:containerd containerd-shim-runc-v2:containerd runc:runc openssl:openssl ip:iproute2; do
+	command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
+done
+[ -x "$cni_bin/bridge" ] || need+=(containernetworking-plugins)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing Debian packages: ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+		{ apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+		die "could not install ${need[*]}"
+fi
+for c in containerd ctr containerd-shim-runc-v2 runc openssl ip "$cni_bin/bridge"; do
+	command -v "$c" >/dev/null || die "$c not found after installing packages"
+done
 
 # --- the binaries: built from tools/k8s (once; reused while it is unchanged).
 bin=$cache/bin
