@@ -26,6 +26,7 @@ BUILD_TAGS := grpcnotrace
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub bench-sandbox demo demo-local clean
 .PHONY: dist dist-tools package-test cross sandbox-base sandbox-runtime sdk-python-gen sdk-python-check test-python
+.PHONY: k8s-up k8s-down k8s-smoke
 
 all: build
 
@@ -119,6 +120,15 @@ sandbox-base: ## the sandbox images ghcr.io/devdepot-ai/sandbox-base:1 and agent
 
 sandbox-runtime: ## gVisor: install Debian's runsc and register it with the local Docker engine as runtime runsc (daemon.json + SIGHUP, never a restart; root; idempotent)
 	bash scripts/sandbox-runtime.sh
+
+k8s-up: ## a real single-node Kubernetes cluster here (builds tools/k8s into .cache/k8s once; root; loopback + a private bridge); prints the export line to paste
+	bash scripts/k8s-up.sh
+
+k8s-down: ## stop what k8s-up started (by pid), unmount its volumes, remove its bridge; nothing left running
+	bash scripts/k8s-down.sh
+
+k8s-smoke: ## against a cluster from k8s-up: node Ready, a sandbox-base Pod prints id -u through kubectl logs, a hostPath PV bound and written
+	bash scripts/k8s-smoke.sh
 
 clean:
 	rm -rf bin dist

@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# k8s-up.sh: a real single-node Kubernetes cluster on this machine, for
+# developing and testing the Kubernetes sandbox driver (docs/kubernetes.md).
+#
+# Builds (or reuses) kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubelet, kubectl and etcd from tools/k8s into $K8S_CACHE/bin, then starts
+# them plus a second containerd (Debian's, its own root/state/socket; never the
+# Docker engine's) under $K8S_STATE. Everything listens on loopback, except the
+# kubelet, which listens on the private CNI bridge's address (a kubelet refuses
+# a loopback node IP). Ends by printing one line to paste:
+#   export KUBECONFIG=… PATH=…:$PATH
+# Root only (cgroups, mounts, the bridge). Stop it with scripts/k8s-down.sh.
+#
+# Environment: K8S_STATE (default .cache/k8s/state), K8S_CACHE (.cache/k8s),
+# K8S_IMAGES (images to copy from the local Docker engine; default
+# ghcr.io/devdepot-ai/sandbox-base:1), K8S_GVISOR=1 (create RuntimeClass gvisor;
+# does not work yet, see docs/kubernetes.md), K8S_POD_CIDR (10.213.0.0/16),
+# K8S_SERVICE_CIDR (10.214.0.0/24), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
+# K8S_REUSE_BIN=1 (keep binaries already in $K8S_CACHE/bin, e.g. copied from
+# another checkout built at the same versions, instead of rebuilding them).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${K8S_CACHE:-$root/.cache/k8s}
+state=${K8S_STATE:-$cache/state}
+images=${K8S_IMAGES-ghcr.io/devdepot-ai/sandbox-base:1}
+pod_cidr=${K8S_POD_CIDR:-10.213.0.0/16}
+svc_cidr=${K8S_SERVICE_CIDR:-10.214.0.0/24}
+api_port=${K8S_API_PORT:-16443}
+etcd_port=${K8S_ETCD_PORT:-23790}
+etcd_peer=$((etcd_port + 10))
+bridge=${K8S_BRIDGE:-agentdk8s0}
+node=agentd-k8s
+pause_image=agentd.local/pause:1
+
+die() { echo "k8s-up: $*" >&2; exit 1; }
+log() { echo "k8s-up: $*" >&2; }
+[ "$(id -u)" = 0 ] || die "must run as root (cgroups, mounts, the CNI bridge)"
+[ -e "$state/pids" ] && die "$state/pids exists: a cluster is up (or was not stopped); run scripts/k8s-down.sh first"
+cni_bin=/usr/lib/cni
+need=()
+for c in containerd:containerd ctr:containerd containerd-shim-runc-v2:containerd runc:runc openssl:openssl ip:iproute2; do
+	command -v "${c%%:*}" >/dev/null || need+=("${c#*:}")
+done
+[ -x "$cni_bin/bridge" ] || need+=(containernetworking-plugins)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing Debian packages: ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+		{ apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; } ||
+		die "could not install ${need[*]}"
+fi
+for c in containerd ctr containerd-shim-runc-v2 runc openssl ip "$cni_bin/bridge"; do
+	command -v "$c" >/dev/null || die "$c not found after installing packages"
+done
+
+# --- the binaries: built from tools/k8s (once; reused while it is unchanged).
+bin=$cache/bin
+"$root/scripts/k8s-build.sh" "$bin"
+
+# --- state, certificates and kubeconfigs.
+mkdir -p "$state"/{pki,logs,etcd,kubelet,containerd/root,containerd/state,cni/net.d,cni/ipam}
+chmod 700 "$state"
+: >"$state/pids"
+# A failed start leaves nothing running: stop what was started.
+trap 'rc=$?; if [ $rc -ne 0 ]; then echo "k8s-up: failed; stopping what was started (logs stay in $state/logs)" >&2; "$root/scripts/k8s-down.sh"; fi' EXIT
+rm -f "$state"/logs/*.log
+pki=$state/pki
+# The node's address: the CNI bridge's gateway, made here so it exists before
+# the first pod (the bridge plugin reuses it).
+gw=$(echo "$pod_cidr" | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}')
+prefix=${pod_cidr#*/}
+svc_ip=$(echo "$svc_cidr" | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}')
+
+cert() { # name cn org sans(openssl subjectAltName or "")
+	local n=$1 cn=$2 o=$3 san=$4 ext
+	openssl genrsa -out "$pki/$n.key" 2048 2>/dev/null
+	openssl req -new -key "$pki/$n.key" -subj "/CN=$cn${o:+/O=$o}" -out "$pki/$n.csr" 2>/dev/null
+	ext=$pki/$n.ext
+	{
+		echo "basicConstraints=CA:FALSE"
+		echo "keyUsage=critical,digitalSignature,keyEncipherment"
+		echo "extendedKeyUsage=${5:-clientAuth}"
+		[ -n "$san" ] && echo "subjectAltName=$san"
+	} >"$ext"
+	openssl x509 -req -in "$pki/$n.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+		-days 30 -extfile "$ext" -out "$pki/$n.crt" 2>/dev/null
+	rm -f "$pki/$n.csr" "$ext"
+}
+if [ ! -e "$pki/ca.crt" ]; then
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" \
+		-days 30 -subj "/CN=agentd-k8s-ca" 2>/dev/null
+	cert apiserver kube-apiserver "" "IP:127.0.0.1,IP:$gw,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" serverAuth
+	cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters ""
+	cert admin admin system:masters ""
+	cert controller-manager system:kube-controller-manager "" ""
+	cert scheduler system:kube-scheduler "" ""
+	cert kubelet "system:node:$node" system:nodes ""
+	cert kubelet-serving "system:node:$node" system:nodes "IP:$gw,DNS:$node" serverAuth
+	openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+fi
+kubeconfig() { # name cert
+	cat >"$state/$1.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: agentd-k8s
+  cluster:
+    certificate-authority: $pki/ca.crt
+    server: https://127.0.0.1:$api_port
+users:
+- name: $2
+  user:
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
+contexts:
+- name: agentd-k8s
+  context: {cluster: agentd-k8s, user: $2, namespace: default}
+current-context: agentd-k8s
+KC
+}
+kubeconfig admin admin
+kubeconfig controller-manager controller-manager
+kubeconfig scheduler scheduler
+kubeconfig kubelet kubelet
+
+start() { # name args...: runs in the background, logs to logs/name.log, records the pid
+	local n=$1
+	shift
+	"$@" >>"$state/logs/$n.log" 2>&1 &
+	echo "$n $!" >>"$state/pids"
+}
+wait_for() { # what seconds command...: until command succeeds; fails fast when a recorded process died
+	local what=$1 end=$(($(date +%s) + $2)) n p
+	shift 2
+	while [ "$(date +%s)" -lt "$end" ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		while read -r n p; do
+			kill -0 "$p" 2>/dev/null && continue
+			tail -3 "$state/logs/$n.log" >&2
+			die "$n exited (waiting for $what); see $state/logs/$n.log"
+		done <"$state/pids"
+		sleep 0.5
+	done
+	die "$what not ready in time; see $state/logs"
+}
+
+# --- the CNI bridge (the node address) and its config.
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+	ip link add "$bridge" type bridge
+	echo "$bridge" >"$state/bridge"
+fi
+ip addr replace "$gw/$prefix" dev "$bridge"
+ip link set "$bridge" up
+cat >"$state/cni/net.d/10-agentd-k8s.conflist" <<CNI
+{
+  "cniVersion": "0.4.0",
+  "name": "agentd-k8s",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$bridge",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$state/cni/ipam",
+        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$gw"}]],
+        "routes": [{"dst": "$gw/32"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+CNI
+
+# --- etcd and the control plane.
+start etcd "$bin/etcd" --name default --data-dir "$state/etcd" \
+	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+	--listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+	--initial-cluster "default=http://127.0.0.1:$etcd_peer" --listen-metrics-urls "http://127.0.0.1:$((etcd_port + 20))"
+start kube-apiserver "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+	--bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$gw" \
+	--service-cluster-ip-range "$svc_cidr" --allow-privileged=true \
+	--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+	--client-ca-file "$pki/ca.crt" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+	--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+	--kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP \
+	--service-account-issuer https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+	--cert-dir "$pki/apiserver-generated"
+k="$bin/kubectl --kubeconfig $state/admin.kubeconfig"
+wait_for kube-apiserver 120 $k get --raw /readyz
+start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$state/controller-manager.kubeconfig" \
+	--authentication-kubeconfig "$state/controller-manager.kubeconfig" --authorization-kubeconfig "$state/controller-manager.kubeconfig" \
+	--bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
+	--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+	--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+	--service-cluster-ip-range "$svc_cidr"
+start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$state/scheduler.kubeconfig" \
+	--authentication-kubeconfig "$state/scheduler.kubeconfig" --authorization-kubeconfig "$state/scheduler.kubeconfig" \
+	--bind-address 127.0.0.1 --leader-elect=false
+
+# --- the second containerd: its own root, state, socket; CRI on, native snapshotter.
+cd_sock=$state/containerd/containerd.sock
+cat >"$state/containerd/config.toml" <<TOML
+version = 2
+root = "$state/containerd/root"
+state = "$state/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$cd_sock"
+[ttrpc]
+  address = "$cd_sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$state/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  # This machine's root has no CAP_SYS_RESOURCE (not even in its bounding
+  # set), so no process may lower its oom_score_adj below 0; unrestricted,
+  # runc fails every pod sandbox on the kubelet's -998 ("failed to update
+  # /proc/self/oom_score_adj: Permission denied"). Restricted, containerd
+  # clamps the kubelet's scores to its own (0 here).
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$state/containerd/runc"
+    # gVisor: Debian's runsc has no containerd-shim-runsc-v1, but its CLI is
+    # runc's, so the runc shim drives it (as the Docker engine does); the
+    # wrapper adds the flags this machine needs (ptrace: no KVM here;
+    # --network=sandbox fails: "cannot run with network enabled in root
+    # network namespace"; host means the pod's netns, the kernel's stack).
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+        BinaryName = "$state/containerd/runsc"
+        Root = "$state/containerd/runsc-root"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cni_bin"
+    conf_dir = "$state/cni/net.d"
+    max_conf_num = 1
+TOML
+cat >"$state/containerd/runsc" <<SH
+#!/bin/sh
+exec /usr/bin/runsc --platform=ptrace --network=host "\$@"
+SH
+chmod 755 "$state/containerd/runsc"
+start containerd containerd --config "$state/containerd/config.toml"
+ctr="ctr --address $cd_sock -n k8s.io"
+wait_for containerd 60 $ctr version
+
+# --- images: the pause image made here, the rest from the local Docker engine.
+"$bin/mkpause" -bin "$bin/pause" -name "$pause_image" -o "$state/pause.tar"
+$ctr images import --no-unpack=false "$state/pause.tar" >/dev/null
+for img in $images; do
+	if docker image inspect "$img" >/dev/null 2>&1; then
+		log "importing $img from the local Docker engine"
+		docker save "$img" | $ctr images import - >/dev/null
+	else
+		log "warning: $img is not in the local Docker engine; not imported"
+	fi
+done
+
+# --- the kubelet.
+cat >"$state/kubelet/config.yaml" <<KCFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $gw
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $pki/kubelet-serving.crt
+tlsPrivateKeyFile: $pki/kubelet-serving.key
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://$cd_sock
+clusterDomain: cluster.local
+resolvConf: ""
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+KCFG
+start kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
+	--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$gw"
+wait_for "node $node" 120 $k get node "$node"
+wait_for "node $node Ready" 120 $k wait --for=condition=Ready "node/$node" --timeout=1s
+wait_for "default service account" 60 $k get serviceaccount default
+
+# RuntimeClass gvisor only on request: the runc shim starts runsc pods but
+# never sees their app containers exit nor their output (docs/kubernetes.md).
+if [ -n "${K8S_GVISOR:-}" ] && command -v runsc >/dev/null; then
+	$k apply -f - >/dev/null <<RC
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+RC
+fi
+
+echo "export KUBECONFIG=$state/admin.kubeconfig PATH=$bin:\$PATH"
