@@ -58,8 +58,8 @@ func actionsFor(sb *hubv1.Sandbox, admin bool) []sbAction {
 // sbRow is one row of the Sandboxes page: agentctl sandbox ls's columns.
 type sbRow struct {
 	ID, Env, Conversation, State, Reason, Online string
-	Created, LastUsed, Next, Size, Image        string
-	Actions                                     []sbAction
+	Created, LastUsed, Next, Size, Image         string
+	Actions                                      []sbAction
 }
 
 func sandboxRow(sb *hubv1.Sandbox, now time.Time, admin bool) sbRow {
