@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
@@ -59,7 +60,19 @@ func actionsFor(sb *hubv1.Sandbox, admin bool) []sbAction {
 type sbRow struct {
 	ID, Env, Conversation, State, Reason, Online string
 	Created, LastUsed, Next, Size, Image         string
+	ShortImage                                   string // Image with its digest cut to 12 hex digits
 	Actions                                      []sbAction
+}
+
+// shortImage cuts an image's sha256 digest to its first 12 hex digits, as
+// docker images shows ids; the page has the whole one as a tooltip.
+func shortImage(ref string) string {
+	const alg = "sha256:"
+	i := strings.Index(ref, alg)
+	if i < 0 || len(ref) <= i+len(alg)+12 {
+		return ref
+	}
+	return ref[:i+len(alg)+12] + "…"
 }
 
 func sandboxRow(sb *hubv1.Sandbox, now time.Time, admin bool) sbRow {
@@ -81,6 +94,7 @@ func sandboxRow(sb *hubv1.Sandbox, now time.Time, admin bool) sbRow {
 	if r.Image == "" {
 		r.Image = "-"
 	}
+	r.ShortImage = shortImage(r.Image)
 	if sb.GetWorkspaceMeasured() != nil && sb.GetWorkspaceBytes() >= 0 {
 		r.Size = units.Bytes(sb.GetWorkspaceBytes())
 	}

@@ -1,0 +1,71 @@
+package hub_test
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestConsoleSandboxesInChromium drives the Sandboxes page in a real
+// headless Chromium: sign in, open Sandboxes from the navigation, pause
+// one sandbox with its row's button, stop another through its
+// confirmation page, and see the states the hub has (screenshot
+// docs/screenshots/sandboxes.png with UPDATE_SCREENSHOTS=1). On a
+// phone's screen the page is no wider than the screen.
+func TestConsoleSandboxesInChromium(t *testing.T) {
+	f := startFakeSandboxHub(t, nil)
+	var ids []string
+	for _, conv := range []string{"chat-design", "chat-report", "chat-tests"} {
+		id, err := f.info(conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	c := newChromium(t, f.h.URL, screenshotDir(t))
+	c.signIn(f.h.Token)
+	row := func(id string) string { return `#sb-row-` + id }
+
+	c.run("open Sandboxes",
+		chromedp.Click(chromedp.Search(`//nav//a[text()="Sandboxes"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Sandboxes"]`)),
+		c.contains(row(ids[0]), "running"), c.contains(row(ids[1]), "running"),
+	)
+	c.run("pause one",
+		chromedp.Click(chromedp.Search(`//tr[@id="sb-row-`+ids[0]+`"]//button[text()="Pause"]`)),
+		c.contains(`.notice`, "Sandbox "+ids[0]+" paused."),
+		c.contains(row(ids[0]), "paused"),
+	)
+	if got := f.sandboxState(t, ids[0]); got != "paused" {
+		t.Fatalf("after Pause %s is %q", ids[0], got)
+	}
+	c.run("stop one through its confirmation",
+		chromedp.Click(chromedp.Search(`//tr[@id="sb-row-`+ids[1]+`"]//a[starts-with(text(),"Stop")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Stop sandbox `+ids[1]+`?"]`)),
+	)
+	if got := f.sandboxState(t, ids[1]); got != "running" {
+		t.Fatalf("the confirmation page changed %s: %q", ids[1], got)
+	}
+	c.run("confirm",
+		chromedp.Click(chromedp.Search(`//button[text()="Stop sandbox `+ids[1]+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Sandboxes"]`)),
+		c.contains(`.notice`, "Sandbox "+ids[1]+" stopped."),
+		c.contains(row(ids[1]), "stopped"),
+		c.contains(row(ids[0]), "paused"),
+		c.contains(row(ids[2]), "running"),
+		c.shot("sandboxes"),
+	)
+	if got := f.sandboxState(t, ids[1]); got != "stopped" {
+		t.Fatalf("after the confirmed Stop %s is %q", ids[1], got)
+	}
+	for _, size := range [][2]int64{{1000, 720}, {390, 844}} {
+		c.run("the page at its width", chromedp.EmulateViewport(size[0], size[1]), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#sandboxes`)))
+		wide, err := chromedp.Run(c.ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wide {
+			t.Errorf("the Sandboxes page is wider than a %d px screen", size[0])
+		}
+	}
+}
