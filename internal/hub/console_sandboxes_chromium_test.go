@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // TestConsoleSandboxesInChromium drives the Sandboxes page in a real
@@ -11,7 +12,8 @@ import (
 // one sandbox with its row's button, stop another through its
 // confirmation page, and see the states the hub has (screenshot
 // docs/screenshots/sandboxes.png with UPDATE_SCREENSHOTS=1). On a
-// phone's screen the page is no wider than the screen.
+// phone's screen the page is no wider than the screen. By keyboard alone
+// (Tab, Enter) the paused one resumes.
 func TestConsoleSandboxesInChromium(t *testing.T) {
 	f := startFakeSandboxHub(t, nil)
 	var ids []string
@@ -67,5 +69,11 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 		if wide {
 			t.Errorf("the Sandboxes page is wider than a %d px screen", size[0])
 		}
+	}
+	c.run("back to a desktop screen", chromedp.EmulateViewport(1000, 720), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#sandboxes`)))
+	c.tabTo("Resume", 40)
+	c.run("resume by keyboard", chromedp.KeyEvent(kb.Enter), c.contains(`.notice`, "Sandbox "+ids[0]+" resumed."), c.contains(row(ids[0]), "running"))
+	if got := f.sandboxState(t, ids[0]); got != "running" {
+		t.Fatalf("after Resume by keyboard %s is %q", ids[0], got)
 	}
 }
