@@ -5,6 +5,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 )
 
 // TestConsoleSandboxesInChromium drives the Sandboxes page in a real
@@ -15,9 +17,10 @@ import (
 // phone's screen the page is no wider than the screen. By keyboard alone
 // (Tab, Enter) the paused one resumes.
 func TestConsoleSandboxesInChromium(t *testing.T) {
-	f := startFakeSandboxHub(t, nil)
+	st, _ := openArchive(t)
+	f := startFakeSandboxHub(t, func(o *sandboxes.Options) { o.Archive = st })
 	var ids []string
-	for _, conv := range []string{"chat-design", "chat-report", "chat-tests"} {
+	for _, conv := range []string{"chat-design", "chat-report", "chat-tests", "chat-2025-q4"} {
 		id, err := f.info(conv)
 		if err != nil {
 			t.Fatal(err)
@@ -41,6 +44,12 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 	if got := f.sandboxState(t, ids[0]); got != "paused" {
 		t.Fatalf("after Pause %s is %q", ids[0], got)
 	}
+	c.run("archive one through its confirmation",
+		chromedp.Click(chromedp.Search(`//tr[@id="sb-row-`+ids[3]+`"]//a[starts-with(text(),"Archive")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Archive sandbox `+ids[3]+`?"]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Archive sandbox `+ids[3]+`"]`)),
+		c.contains(`.notice`, "Sandbox "+ids[3]+" archived."),
+	)
 	c.run("stop one through its confirmation",
 		chromedp.Click(chromedp.Search(`//tr[@id="sb-row-`+ids[1]+`"]//a[starts-with(text(),"Stop")]`)),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Stop sandbox `+ids[1]+`?"]`)),
@@ -52,9 +61,11 @@ func TestConsoleSandboxesInChromium(t *testing.T) {
 		chromedp.Click(chromedp.Search(`//button[text()="Stop sandbox `+ids[1]+`"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Sandboxes"]`)),
 		c.contains(`.notice`, "Sandbox "+ids[1]+" stopped."),
+		c.contains(row(ids[3]), "archived"),
 		c.contains(row(ids[1]), "stopped"),
 		c.contains(row(ids[0]), "paused"),
 		c.contains(row(ids[2]), "running"),
+		chromedp.EmulateViewport(1000, 1000), // every row in the screenshot
 		c.shot("sandboxes"),
 	)
 	if got := f.sandboxState(t, ids[1]); got != "stopped" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 )
@@ -55,9 +56,10 @@ func sandboxRowHTML(t *testing.T, body, id string) string {
 // at once, Stop and Remove go through a confirmation page whose GET
 // changes nothing; a cross-origin POST is refused; a member sees only the
 // buttons a member may use (resume, start, restore) and is refused the
-// others; Remove removes. The fake driver: the page is the point.
+// others; Archive (confirmed) and Restore work; Remove removes. The fake driver: the page is the point.
 func TestConsoleSandboxes(t *testing.T) {
-	f := startFakeSandboxHub(t, nil)
+	st, _ := openArchive(t)
+	f := startFakeSandboxHub(t, func(o *sandboxes.Options) { o.Archive = st })
 	sb1, err := f.info("chat-1")
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +175,37 @@ func TestConsoleSandboxes(t *testing.T) {
 	}
 	if got := f.sandboxState(t, sb1); got != "running" {
 		t.Fatalf("after a member's resume %s is %q", sb1, got)
+	}
+
+	// Archive through its confirmation, then Restore from the row (a
+	// member may restore).
+	sb3, err := f.info("chat-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := "/console/sandboxes/" + sb3 + "/archive"
+	if p := admin.get(archive); p.code != http.StatusOK || !strings.Contains(p.body, "Archive sandbox "+sb3+"?") || !strings.Contains(p.body, `action="`+archive+`"`) {
+		t.Fatalf("archive confirmation: %d\n%s", p.code, p.body)
+	}
+	if got := f.sandboxState(t, sb3); got != "running" {
+		t.Fatalf("after the archive confirmation %s is %q", sb3, got)
+	}
+	if p := admin.post(archive, nil); p.code != http.StatusSeeOther {
+		t.Fatalf("archive: %d\n%s", p.code, p.body)
+	}
+	if got := f.sandboxState(t, sb3); got != "archived" {
+		t.Fatalf("after the console's archive %s is %q", sb3, got)
+	}
+	row = sandboxRowHTML(t, admin.get("/console/sandboxes").body, sb3)
+	if !strings.Contains(row, "state archived") || !strings.Contains(row, sb3+`/restore"`) || !strings.Contains(row, sb3+`/remove"`) ||
+		strings.Contains(row, "/stop") || strings.Contains(row, "/pause") || strings.Contains(row, "/archive") {
+		t.Errorf("archived row:\n%s", row)
+	}
+	if p := member.post("/console/sandboxes/"+sb3+"/restore", nil); p.code != http.StatusSeeOther {
+		t.Fatalf("a member's restore: %d\n%s", p.code, p.body)
+	}
+	if got := f.sandboxState(t, sb3); got != "running" {
+		t.Fatalf("after the console's restore %s is %q", sb3, got)
 	}
 
 	// The admin confirms Stop, then Remove.
