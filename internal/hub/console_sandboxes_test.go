@@ -161,8 +161,8 @@ func TestConsoleSandboxes(t *testing.T) {
 	if row := sandboxRowHTML(t, p.body, sb1); !strings.Contains(row, sb1+`/resume"`) {
 		t.Errorf("a member's paused row has no Resume:\n%s", row)
 	}
-	if p := member.post(stop, nil); p.code != http.StatusForbidden {
-		t.Errorf("a member's stop: %d, want 403\n%s", p.code, p.body)
+	if p := member.post(stop, nil); p.code != http.StatusForbidden || !strings.Contains(p.body, `<a href="/console/sandboxes">Back to Sandboxes</a>`) {
+		t.Errorf("a member's stop: %d, want 403 and a way back\n%s", p.code, p.body)
 	}
 	if p := member.post("/console/sandboxes/"+sb2+"/remove", nil); p.code != http.StatusForbidden {
 		t.Errorf("a member's remove: %d, want 403", p.code)

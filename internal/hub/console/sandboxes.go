@@ -113,7 +113,7 @@ type sandboxesData struct {
 func (c *Console) sandboxes(w http.ResponseWriter, r *http.Request, s *session) {
 	resp, err := c.opts.Backend.Environments().ListSandboxes(s.ctx, &hubv1.ListSandboxesRequest{})
 	if err != nil {
-		c.fail(w, r, s, err)
+		c.failBack(w, r, s, err, "sandboxes", "Sandboxes")
 		return
 	}
 	d := sandboxesData{Admin: s.who.Admin}
@@ -158,12 +158,12 @@ type sandboxConfirmData struct {
 func (c *Console) sandboxConfirm(w http.ResponseWriter, r *http.Request, s *session) {
 	a, ok := sbActions[r.PathValue("action")]
 	if !ok || !a.Confirm {
-		c.fail(w, r, s, errs.New(errs.NotFound, "no confirmation page for %q (stop, archive, remove)", r.PathValue("action")))
+		c.failBack(w, r, s, errs.New(errs.NotFound, "no confirmation page for %q (stop, archive, remove)", r.PathValue("action")), "sandboxes", "Sandboxes")
 		return
 	}
 	sb, err := c.findSandbox(s, r.PathValue("id"))
 	if err != nil {
-		c.fail(w, r, s, err)
+		c.failBack(w, r, s, err, "sandboxes", "Sandboxes")
 		return
 	}
 	c.render(w, http.StatusOK, c.view("sandbox_confirm", s, sandboxConfirmData{Action: a, Row: sandboxRow(sb, c.opts.Now(), s.who.Admin)}))
@@ -185,7 +185,7 @@ func (c *Console) sandboxAction(w http.ResponseWriter, r *http.Request, s *sessi
 		_, err = c.opts.Backend.Environments().ChangeSandboxState(s.ctx, &hubv1.ChangeSandboxStateRequest{Id: id, Action: a.Name})
 	}
 	if err != nil {
-		c.fail(w, r, s, err)
+		c.failBack(w, r, s, err, "sandboxes", "Sandboxes")
 		return
 	}
 	http.Redirect(w, r, Prefix+"sandboxes?"+url.Values{"done": {a.Name}, "id": {id}}.Encode(), http.StatusSeeOther)
