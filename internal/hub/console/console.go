@@ -198,6 +198,10 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+Prefix+"environments/{name}/events", c.auth(c.environmentEvents))
 	mux.Handle("POST "+Prefix+"environments/{name}/{action}", c.auth(c.environmentAction))
 
+	mux.Handle("GET "+Prefix+"sandboxes", c.auth(c.sandboxes))
+	mux.Handle("GET "+Prefix+"sandboxes/{id}/{action}", c.auth(c.sandboxConfirm))
+	mux.Handle("POST "+Prefix+"sandboxes/{id}/{action}", c.auth(c.sandboxAction))
+
 	mux.Handle("GET "+Prefix+"tokens", c.auth(c.tokens))
 	mux.Handle("POST "+Prefix+"tokens", c.auth(c.createToken))
 	mux.Handle("GET "+Prefix+"tokens/{id}/revoke", c.auth(c.revokeTokenPage))

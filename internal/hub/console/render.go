@@ -166,15 +166,22 @@ func (c *Console) write(w http.ResponseWriter, code int, page, name string, v an
 type failData struct {
 	Status  int
 	Message string
+	// Back is the page to go back to, under Prefix ("": machines).
+	Back, BackLabel string
 }
 
 // fail renders err (a service's status, or anything else) as a page.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	c.failBack(w, r, s, err, "", "")
+}
+
+// failBack is fail with a way back to the page the person came from.
+func (c *Console) failBack(w http.ResponseWriter, r *http.Request, s *session, err error, back, label string) {
 	code, msg := httpStatus(err)
 	if code == http.StatusInternalServerError {
 		c.log.Warn("console", zap.String("path", r.URL.Path), zap.Error(err))
 	}
-	c.render(w, code, c.view("error", s, failData{Status: code, Message: msg}))
+	c.render(w, code, c.view("error", s, failData{Status: code, Message: msg, Back: back, BackLabel: label}))
 }
 
 func fmtTime(t any) string {
