@@ -61,7 +61,13 @@ func (f *sandboxFlags) archive(ctx context.Context, db string, log *zap.Logger) 
 		out.after = store.Never
 		return out, none, nil
 	case raw == "":
-		raw = (&url.URL{Scheme: "file", Path: filepath.Join(dataDir(db), "archive")}).String()
+		// Absolute, whatever --db was given as (hub.db: the current
+		// directory's): a file URL needs an absolute directory.
+		dir, err := filepath.Abs(filepath.Join(dataDir(db), "archive"))
+		if err != nil {
+			return out, none, fmt.Errorf("archive directory beside --db: %w", err)
+		}
+		raw = (&url.URL{Scheme: "file", Path: dir}).String()
 	case strings.HasPrefix(raw, "file:") && isPostgres(db) && !f.archiveShared:
 		return out, none, usageError{fmt.Errorf("--archive-url %s: replicas on Postgres need an archive store every replica reaches, so that any of them restores what another archived; give s3://…, or --archive-shared if that directory is shared by every replica", raw)}
 	}

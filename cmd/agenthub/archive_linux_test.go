@@ -100,3 +100,25 @@ func TestCrashHook(t *testing.T) {
 		t.Errorf("it did not say why it died:\n%s", out)
 	}
 }
+
+// A relative --db (agenthub serve --db hub.db) still gets its default
+// archive store beside it: a file URL needs an absolute directory, and the
+// demo's sandbox half failed on exactly that.
+func TestArchiveBesideRelativeDB(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var f sandboxFlags
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	a, closeA, err := f.archive(t.Context(), "hub.db", zaptest.NewLogger(t))
+	if err != nil || a.store == nil {
+		t.Fatalf("--db hub.db: %+v %v; want the default store beside it", a, err)
+	}
+	closeA()
+	if fi, err := os.Stat(filepath.Join(dir, "archive")); err != nil || !fi.IsDir() {
+		t.Errorf("the default store's directory beside a relative db: %v", err)
+	}
+}

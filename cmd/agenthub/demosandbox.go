@@ -36,7 +36,8 @@ func demoSandboxes(ctx context.Context, dir, agentd string) (sandboxes.Options, 
 		f.wsMax = "0"
 	}
 	// auto: no engine answering is a zero Options (no driver), not an error.
-	o, closeFn, err := f.options(ctx, "", zap.NewNop())
+	// The store's path: archives go beside it, in the demo's directory.
+	o, closeFn, err := f.options(ctx, filepath.Join(dir, "hub.db"), zap.NewNop())
 	switch {
 	case err != nil:
 		return sandboxes.Options{}, none, "the sandbox half could not start: " + err.Error()

@@ -637,9 +637,13 @@ the exit code is 1.`,
 		},
 	}
 	rm.Flags().StringVar(&rmOrg, "org", "", "org of the sandboxes (default: your token's; another org needs the hub owner's token)")
-	cmd.AddCommand(ls, rm, a.sandboxEgressCmd(true), a.sandboxEgressCmd(false), a.sandboxForkCmd(), a.sandboxCreateCmd(), a.sandboxArchiveCmd())
+	cmd.AddCommand(ls, rm, a.sandboxEgressCmd(true), a.sandboxEgressCmd(false), a.sandboxForkCmd(), a.sandboxCreateCmd())
 	for _, act := range sandboxActions {
-		cmd.AddCommand(a.sandboxStateCmd(act))
+		c := a.sandboxStateCmd(act)
+		if act.name == "archive" {
+			a.withExport(c)
+		}
+		cmd.AddCommand(c)
 	}
 	return cmd
 }

@@ -34,43 +34,42 @@ func (a *app) sandboxCall(cmd *cobra.Command, id string, fn func(ctx context.Con
 	return a.call(cmd, fn)
 }
 
-// sandboxArchiveCmd is agentctl sandbox archive ID --export FILE. (Archiving
-// into the hub's archive store, without --export, is the archive states'
-// command.)
-func (a *app) sandboxArchiveCmd() *cobra.Command {
+// withExport gives sandbox archive (cmd) its --export FILE: the
+// sandbox's /workspace written to FILE as a snapshot export, its state left
+// alone, instead of archived into the hub's store.
+func (a *app) withExport(cmd *cobra.Command) {
 	var export string
-	cmd := &cobra.Command{
-		Use:   "archive ID --export FILE",
-		Short: "Write a sandbox's /workspace to FILE as a snapshot export (portable to any agentd)",
-		Long: `With --export FILE, write sandbox ID's /workspace to FILE ("-": stdout) as a
-snapshot export: the tar archive 'agentctl snapshot export' writes, which
-'agentctl snapshot import' reads on any agentd (a laptop paired with the hub,
-another sandbox) and 'agentctl sandbox create --from' starts a sandbox from.
-Modes, symlinks and empty directories are kept.
+	cmd.Use = "archive ID... [--org O] | archive ID --export FILE"
+	cmd.Long += `
 
-The sandbox's state is left alone, as docker export does: a paused or stopped
-sandbox is brought back for the copy as any call for it is. FILE appears only
-once complete (a failure leaves no half file); a progress bar goes to stderr
-when it is a terminal. The snapshot made in the sandbox for the export is
-deleted afterwards.`,
-		Example: `  agentctl sandbox archive sb-1a2b3c --export work.tar
+With --export FILE, the sandbox is not archived: its /workspace is written
+to FILE ("-": stdout) as a snapshot export, the tar archive 'agentctl
+snapshot export' writes, which 'agentctl snapshot import' reads on any
+agentd (a laptop paired with the hub, another sandbox) and 'agentctl sandbox
+create --from' starts a sandbox from. Modes, symlinks and empty directories
+are kept. The sandbox's state is left alone, as docker export does: a paused
+or stopped sandbox is brought back for the copy as any call for it is. FILE
+appears only once complete (a failure leaves no half file); a progress bar
+goes to stderr when it is a terminal. The snapshot made in the sandbox for
+the export is deleted afterwards.`
+	cmd.Example += `
+  agentctl sandbox archive sb-1a2b3c --export work.tar
   agentctl --addr unix:///run/agentd.sock snapshot import work.tar --root ~/work   # on the laptop…
-  agentctl snapshot restore s-…                                                   # …then restore it`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
-				return usagef("sandbox archive needs one sandbox id (sb-…); list them with 'agentctl sandbox ls'")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if export == "" {
-				return usagef("sandbox archive: give --export FILE (archiving into the hub's store is not in this build)")
-			}
-			return a.exportSandbox(cmd, args[0], export)
-		},
+  agentctl snapshot restore s-…                                                   # …then restore it`
+	args, run := cmd.Args, cmd.RunE
+	cmd.Args = func(c *cobra.Command, ids []string) error {
+		if export != "" && (len(ids) != 1 || strings.TrimSpace(ids[0]) == "") {
+			return usagef("sandbox archive --export needs one sandbox id (sb-…); list them with 'agentctl sandbox ls'")
+		}
+		return args(c, ids)
 	}
-	cmd.Flags().StringVar(&export, "export", "", `write the /workspace to FILE as a snapshot export ("-": stdout)`)
-	return cmd
+	cmd.RunE = func(c *cobra.Command, ids []string) error {
+		if export != "" {
+			return a.exportSandbox(c, ids[0], export)
+		}
+		return run(c, ids)
+	}
+	cmd.Flags().StringVar(&export, "export", "", `write the /workspace to FILE as a snapshot export ("-": stdout) instead of archiving it`)
 }
 
 // exportSandbox snapshots sandbox id's workspace, exports the snapshot to
