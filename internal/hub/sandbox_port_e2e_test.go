@@ -160,7 +160,12 @@ func TestSandboxPortableWorkspace(t *testing.T) {
 	if out, _, _ := h.run(sbCtx, "sh", "-c", "ls /workspace"); strings.Contains(out, ".agentd") {
 		t.Errorf("the export left state in /workspace: %q", out)
 	}
-	if code, _, errOut := ctl("sandbox", "archive", id); code == 0 || !strings.Contains(errOut, "--export") {
-		t.Errorf("sandbox archive without --export: exit %d %q; want a usage error naming --export", code, errOut)
+	// Without --export, archive is the hub's store's, which this hub
+	// has not: refused, naming the flag, the sandbox as it was.
+	if code, _, errOut := ctl("sandbox", "archive", id); code != 1 || !strings.Contains(errOut, "--archive-url") {
+		t.Errorf("sandbox archive without --export on a hub with no archive store: exit %d %q; want 1, naming --archive-url", code, errOut)
+	}
+	if out, _, err := h.run(sbCtx, "sh", "-c", "ls /workspace"); err != nil || out == "" {
+		t.Errorf("the workspace after the refused archive: %q, %v", out, err)
 	}
 }
