@@ -1,0 +1,50 @@
+package hub_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestConsoleUsageCharts: over a hub whose sandboxes run on the fake
+// driver, the console's Usage page shows a running sandbox's CPU and
+// memory chart: the first view samples it, the sampler samples it again
+// while the page is viewed, and two samples draw a line, with the values
+// as text. The environments page links to it. Closing the hub stops the
+// sampler (goleak).
+func TestConsoleUsageCharts(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) }) // runs after the hub's cleanups
+	f := startFakeSandboxHub(t, nil)
+	sb, err := f.info("c-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, f.h.URL)
+	b.signIn(f.h.Token)
+
+	p := b.get("/console/usage")
+	checkPage(t, "usage", p)
+	section := regexp.MustCompile(`(?s)<section id="sandbox-` + regexp.QuoteMeta(sb) + `".*?</section>`)
+	first := section.FindString(p.body)
+	if p.code != 200 || !strings.Contains(first, "CPU now ") || !strings.Contains(first, "Memory now ") {
+		t.Fatalf("first view: %d, sandbox %s's section %q; want its first sample as text\n%s", p.code, sb, first, p.body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p = b.get("/console/usage")
+		s := section.FindString(p.body)
+		if strings.Count(s, "<polyline ") == 2 && strings.Contains(s, "CPU now ") && regexp.MustCompile(`[2-9] samples`).MatchString(s) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no chart of two samples of sandbox %s after 30 s:\n%s", sb, s)
+		}
+		time.Sleep(time.Second)
+	}
+	if envs := b.get("/console/environments"); !strings.Contains(envs.body, `href="/console/usage#sandbox-`+sb+`"`) {
+		t.Errorf("the environments page does not link to sandbox %s's chart", sb)
+	}
+}
