@@ -48,3 +48,31 @@ func TestConsoleUsageCharts(t *testing.T) {
 		t.Errorf("the environments page does not link to sandbox %s's chart", sb)
 	}
 }
+
+// TestConsoleUsageMachineChart: a paired machine's CPU and memory chart
+// (memory against the host's) on the Usage page, linked from the machines
+// table, on a hub that runs no sandboxes.
+func TestConsoleUsageMachineChart(t *testing.T) {
+	t.Parallel()
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	b := newBrowser(t, h.url)
+	b.signIn(h.owner)
+	if p := b.get("/console/machines"); !strings.Contains(p.body, `href="/console/usage#machine-`+m.id+`"`) {
+		t.Errorf("the machines page does not link to machine %s's chart:\n%s", m.id, p.body)
+	}
+	section := regexp.MustCompile(`(?s)<section id="machine-` + regexp.QuoteMeta(m.id) + `".*?</section>`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := b.get("/console/usage")
+		checkPage(t, "usage", p)
+		s := section.FindString(p.body)
+		if strings.Count(s, "<polyline ") == 2 && strings.Contains(s, "(the host&#39;s memory)") && regexp.MustCompile(`[2-9] samples`).MatchString(s) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no chart of two samples of machine %s after 30 s:\n%s", m.id, p.body)
+		}
+		time.Sleep(time.Second)
+	}
+}
