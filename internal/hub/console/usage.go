@@ -76,7 +76,7 @@ func (c *Console) Close() {
 // viewUsage samples org for session s unless it was sampled within
 // UsageEvery, keeps the sampler running, and returns the org's series.
 func (c *Console) viewUsage(s *session) []usageSeries {
-	now := c.opts.Now()
+	now := time.Now() // scheduling runs on the real clock, whatever Options.Now says
 	b := &c.usage
 	b.mu.Lock()
 	o := b.orgs[s.who.Org]
@@ -86,6 +86,9 @@ func (c *Console) viewUsage(s *session) []usageSeries {
 	}
 	o.idHash, o.viewed = s.idHash, now
 	due := now.Sub(o.last) >= c.opts.UsageEvery
+	if due {
+		o.last = now // one sample for views at once
+	}
 	if !b.running && !b.closed {
 		b.running = true
 		b.wg.Add(1)
@@ -111,7 +114,7 @@ func (c *Console) sampleUsage() {
 			return
 		case <-tick.C:
 		}
-		now := c.opts.Now()
+		now := time.Now()
 		type due struct {
 			org    string
 			idHash store.TokenHash
@@ -122,6 +125,7 @@ func (c *Console) sampleUsage() {
 			if now.Sub(o.viewed) > usageWatch {
 				delete(b.orgs, name)
 			} else if now.Sub(o.last) >= c.opts.UsageEvery*4/5 {
+				o.last = now
 				todo = append(todo, due{name, o.idHash})
 			}
 		}
@@ -154,12 +158,12 @@ func (c *Console) sampleAs(org string, idHash store.TokenHash) {
 		c.forgetUsage(org)
 		return
 	}
-	ctx, who, err := c.opts.Backend.As(ctx, sess)
+	as, who, err := c.opts.Backend.As(ctx, sess)
 	if err != nil || who.Org != org {
 		c.forgetUsage(org)
 		return
 	}
-	c.takeUsage(ctx, org)
+	c.takeUsage(as, org)
 }
 
 func (c *Console) forgetUsage(org string) {
@@ -185,7 +189,6 @@ func (c *Console) takeUsage(ctx context.Context, org string) {
 	if o == nil {
 		return // forgotten meanwhile
 	}
-	o.last = c.opts.Now()
 	seen := map[string]bool{}
 	add := func(kind, id, name string, p usagePoint) {
 		key := kind + ":" + id
@@ -207,6 +210,7 @@ func (c *Console) takeUsage(ctx context.Context, org string) {
 	}
 	for _, m := range resp.GetMachines() {
 		if m.GetError() != "" {
+			seen["machine:"+m.GetId()] = true // no answer this time: keep what it had
 			continue
 		}
 		add("machine", m.GetId(), m.GetName(),
