@@ -99,3 +99,33 @@ func TestRenderUsagePage(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUsagePage draws the usage page of 20 targets with a full
+// series each (usageKeep samples): the work a view does past sampling.
+func BenchmarkUsagePage(b *testing.B) {
+	p, err := parsePages()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &Console{log: zaptest.NewLogger(b), pages: p}
+	at := time.Now()
+	var series []usageSeries
+	for k := range 20 {
+		s := usageSeries{Kind: "sandbox", ID: "sb-" + strconv.Itoa(k), Name: "builtin · c"}
+		for i := range usageKeep {
+			s.Points = append(s.Points, usagePoint{At: at.Add(time.Duration(i) * 5 * time.Second), CPU: float64(i % 100), Mem: int64(i) << 20, MemLimit: 512 << 20})
+		}
+		series = append(series, s)
+	}
+	who := &Identity{Name: "t", Org: "acme"}
+	b.ReportAllocs()
+	for b.Loop() {
+		d := usageData{Every: 5 * time.Second}
+		for _, s := range series {
+			tg := usageTarget{Kind: s.Kind, ID: s.ID, Name: s.Name}
+			tg.CPU, tg.Mem = usageCharts(s)
+			d.Targets = append(d.Targets, tg)
+		}
+		c.render(httptest.NewRecorder(), http.StatusOK, view{Page: "usage", Who: who, Data: d})
+	}
+}
