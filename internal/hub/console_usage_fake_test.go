@@ -11,9 +11,9 @@ import (
 
 // TestConsoleUsageCharts: over a hub whose sandboxes run on the fake
 // driver, the console's Usage page shows a running sandbox's CPU and
-// memory chart: the first view samples it, the sampler samples it again
-// while the page is viewed, and two samples draw a line, with the values
-// as text. The environments page links to it. Closing the hub stops the
+// memory chart: the first view samples it, it is sampled again while the
+// page is open, and the page's live stream brings the chart of two
+// samples (a line), with the values as text. The environments page links to it. Closing the hub stops the
 // sampler (goleak).
 func TestConsoleUsageCharts(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) }) // runs after the hub's cleanups
@@ -32,17 +32,22 @@ func TestConsoleUsageCharts(t *testing.T) {
 	if p.code != 200 || !strings.Contains(first, "CPU now ") || !strings.Contains(first, "Memory now ") {
 		t.Fatalf("first view: %d, sandbox %s's section %q; want its first sample as text\n%s", p.code, sb, first, p.body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		p = b.get("/console/usage")
-		s := section.FindString(p.body)
-		if strings.Count(s, "<polyline ") == 2 && strings.Contains(s, "CPU now ") && regexp.MustCompile(`[2-9] samples`).MatchString(s) {
-			break
+	// The page follows live: its stream sends the charts again, and with
+	// a second sample the line appears.
+	events := sseEvents(t.Context(), t, b, "/console/usage/events")
+	timeout := time.After(30 * time.Second)
+	for drawn := false; !drawn; {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the usage stream ended")
+			}
+			s := section.FindString(e)
+			drawn = strings.HasPrefix(e, "replace\n") && strings.Count(s, "<polyline ") == 2 && strings.Contains(s, "CPU now ") &&
+				regexp.MustCompile(`[2-9] samples`).MatchString(s)
+		case <-timeout:
+			t.Fatalf("no chart of two samples of sandbox %s in the usage stream within 30 s", sb)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no chart of two samples of sandbox %s after 30 s:\n%s", sb, s)
-		}
-		time.Sleep(time.Second)
 	}
 	if envs := b.get("/console/environments"); !strings.Contains(envs.body, `href="/console/usage#sandbox-`+sb+`"`) {
 		t.Errorf("the environments page does not link to sandbox %s's chart", sb)

@@ -82,7 +82,7 @@ func TestRenderUsagePage(t *testing.T) {
 	c.render(w, http.StatusOK, view{Page: "usage", Who: &Identity{Name: "t", Org: "acme"}, Data: usageData{Every: 5 * time.Second, Targets: []usageTarget{tg}}})
 	body := w.Body.String()
 	for _, want := range []string{
-		`<section id="machine-m-1"`, `<meta http-equiv="refresh" content="5">`,
+		`<section id="machine-m-1"`, `data-sse="/console/usage/events" data-sse-mode="replace"`,
 		`<polyline points="` + tg.CPU.Line + `"`, `<polyline points="` + tg.Mem.Line + `"`,
 		"CPU now 30.0 % of one core, peak 30.0 %; 2 samples, 23:00:00 to 23:00:05 UTC.",
 		"Memory now 2.0 GiB of 16.0 GiB (the host&#39;s memory), peak 2.0 GiB",

@@ -208,6 +208,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("POST "+Prefix+"environments/{name}/{action}", c.auth(c.environmentAction))
 
 	mux.Handle("GET "+Prefix+"usage", c.auth(c.usagePage))
+	mux.Handle("GET "+Prefix+"usage/events", c.auth(c.usageEvents))
 
 	mux.Handle("GET "+Prefix+"tokens", c.auth(c.tokens))
 	mux.Handle("POST "+Prefix+"tokens", c.auth(c.createToken))

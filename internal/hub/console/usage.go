@@ -262,12 +262,38 @@ type usageTarget struct {
 	CPU, Mem       chart
 }
 
-func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) {
+// usageNow samples s's org if due and lays out its charts.
+func (c *Console) usageNow(s *session) usageData {
 	d := usageData{Every: c.opts.UsageEvery}
 	for _, sr := range c.viewUsage(s) {
 		t := usageTarget{Kind: sr.Kind, ID: sr.ID, Name: sr.Name}
 		t.CPU, t.Mem = usageCharts(sr)
 		d.Targets = append(d.Targets, t)
 	}
-	c.render(w, http.StatusOK, c.view("usage", s, d))
+	return d
+}
+
+func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, http.StatusOK, c.view("usage", s, c.usageNow(s)))
+}
+
+// usageEvents sends the charts again every UsageEvery while the page is
+// open (each send counts as a view).
+func (c *Console) usageEvents(w http.ResponseWriter, r *http.Request, s *session) {
+	c.stream(w, r, func(send func(event, data string) error) error {
+		for {
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-time.After(c.opts.UsageEvery):
+			}
+			html, err := c.fragment("usage", "usage-charts", c.usageNow(s))
+			if err != nil {
+				return err
+			}
+			if err := send("replace", html); err != nil {
+				return err
+			}
+		}
+	})
 }
