@@ -32,7 +32,7 @@ func TestConsolePagesAndCSP(t *testing.T) {
 	checkPage(t, "sign-in", b.get("/console/signin"))
 	checkPage(t, "link", b.get("/console/link?code=acl_x"))
 	b.signIn(h.owner)
-	for _, path := range []string{"/console/machines", "/console/activity", "/console/environments", "/console/tokens"} {
+	for _, path := range []string{"/console/machines", "/console/activity", "/console/environments", "/console/usage", "/console/tokens"} {
 		p := b.get(path)
 		if p.code != http.StatusOK {
 			t.Fatalf("GET %s: %d\n%s", path, p.code, p.body)

@@ -260,6 +260,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mux.Handle(console.Prefix, web)
+	s.life.wg.Go(func() { <-s.life.closing; web.Close() }) // its usage sampler
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, console.Prefix, http.StatusSeeOther)
 	})

@@ -105,6 +105,9 @@ type Options struct {
 	// activity (terminal.input records); the terminal page says so. Off:
 	// only who opened which terminal, when, and the bytes each way.
 	RecordTerminalInput bool
+	// UsageEvery is how often the usage page's charts are sampled while
+	// it is viewed (default 5 s).
+	UsageEvery time.Duration
 	// Logger receives the console's logs. Default: a no-op logger.
 	Logger *zap.Logger
 	// Now is the clock. Default time.Now.
@@ -120,6 +123,8 @@ type Console struct {
 	// sizes is the last size this hub gave each terminal's PTY, so that
 	// a page reattaching at the same size does not make the shell redraw.
 	sizes termSizes
+	// usage is the usage page's series and their sampler.
+	usage usageBook
 }
 
 //go:generate go run ./xtermbundle
@@ -138,6 +143,9 @@ func New(opts Options) (*Console, error) {
 	if opts.ListTimeout <= 0 {
 		opts.ListTimeout = 2 * time.Second
 	}
+	if opts.UsageEvery <= 0 {
+		opts.UsageEvery = 5 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -149,6 +157,7 @@ func New(opts Options) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{opts: opts, log: opts.Logger, pages: p}
+	c.usage.orgs, c.usage.stop = map[string]*usageOrg{}, make(chan struct{})
 	c.handler = c.routes()
 	return c, nil
 }
@@ -201,6 +210,8 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET "+Prefix+"sandboxes", c.auth(c.sandboxes))
 	mux.Handle("GET "+Prefix+"sandboxes/{id}/{action}", c.auth(c.sandboxConfirm))
 	mux.Handle("POST "+Prefix+"sandboxes/{id}/{action}", c.auth(c.sandboxAction))
+	mux.Handle("GET "+Prefix+"usage", c.auth(c.usagePage))
+	mux.Handle("GET "+Prefix+"usage/events", c.auth(c.usageEvents))
 
 	mux.Handle("GET "+Prefix+"tokens", c.auth(c.tokens))
 	mux.Handle("POST "+Prefix+"tokens", c.auth(c.createToken))

@@ -41,6 +41,7 @@ var funcs = template.FuncMap{
 	"hasoutput":   hasOutput,
 	"dur":         func(d *durationpb.Duration) string { return d.AsDuration().Round(time.Millisecond).String() },
 	"minus":       func(a, b int) int { return b - a },
+	"usagekeep":   func() int { return usageKeep },
 	"envs":        func(l []*hubv1.Environment, admin bool) envList { return envList{l, admin} },
 	"kind":        envKind,
 	"state":       envState,
