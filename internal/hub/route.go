@@ -124,8 +124,14 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		done, began := s.sandboxes.Enter(ctx, id), s.sandboxes.Now()
 		r.Done = func(err error) error {
 			err = done(err)
-			// Its processes were ended by a stop: the record says why.
+			// Its processes were ended by a stop: the record says why,
+			// and so does a later call that looks for one of them.
 			rec.Note(s.sandboxes.StopNote(id, began))
+			if rpcerr.Code(err) == codes.NotFound && strings.HasPrefix(method, "/agentd.v1.ProcessService/") {
+				if why := s.sandboxes.EndedNote(id); why != "" {
+					err = errs.New(errs.NotFound, "%s; %s", rpcerr.Message(err), why)
+				}
+			}
 			return err
 		}
 	}

@@ -244,6 +244,22 @@ func (m *Manager) StopNote(id string, since time.Time) string {
 	return "sandbox stopped: " + strings.TrimPrefix(s.why, "stopped ")
 }
 
+// EndedNote says, for a call to sandbox id that found no such process,
+// that this replica stopped the sandbox and so ended every process it ran
+// then ("the sandbox was stopped at 15:04:05 UTC (sandbox stopped: idle
+// 30m), which ended every process it ran then"); "" when it never did. The
+// processes' own records went with the sandbox's agentd.
+func (m *Manager) EndedNote(id string) string {
+	m.mu.Lock()
+	s, ok := m.stops[id]
+	m.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("the sandbox was stopped at %s (%s), which ended every process it ran then",
+		s.at.UTC().Format("15:04:05 MST"), "sandbox stopped: "+strings.TrimPrefix(s.why, "stopped "))
+}
+
 // Now is the manager's clock.
 func (m *Manager) Now() time.Time { return m.o.Now() }
 
