@@ -96,7 +96,7 @@ cleanup() {
 	if [[ -n $ssh_master ]]; then
 		ssh "${ssh_base[@]}" -O exit "$ssh_dest" >/dev/null 2>&1
 	fi
-	for pid in ${fwd_pid:-} ${zero_pid:-} ${web_pid:-} $daemon_pid $hub_pid $sshd_pid; do
+	for pid in ${fwd_pid:-} ${zero_pid:-} ${web_pid:-} ${one_pid:-} $daemon_pid $hub_pid $sshd_pid; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	rm -rf "$tmp"
@@ -420,26 +420,52 @@ else
 	web_port=$(free_port 19200)
 	python3 -m http.server --protocol HTTP/1.1 --bind 127.0.0.1 --directory "$webdir" "$web_port" >"$tmp/web.log" 2>&1 &
 	web_pid=$!
-	for _ in $(seq 100); do port_busy "$web_port" && break; sleep 0.05; done
+	# A second server answers every request with one write (status line,
+	# headers and the 1-byte body in one send): http.server sends headers
+	# and body in two, so with Nagle on its socket the body waits for the
+	# ACK of the headers, which the receiving kernel may delay (~40 ms).
+	one_port=$(free_port $((web_port + 1)))
+	python3 - "$one_port" >"$tmp/one.log" 2>&1 <<'PY' &
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+def serve(c):
+    f = c.makefile("rb")
+    while f.readline():
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\nx")
+    c.close()
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+	one_pid=$!
+	for _ in $(seq 100); do port_busy "$web_port" && port_busy "$one_port" && break; sleep 0.05; done
 	port_busy "$web_port" || die "python3 -m http.server did not listen on 127.0.0.1:$web_port"
+	port_busy "$one_port" || die "the one-write server did not listen on 127.0.0.1:$one_port (see $tmp/one.log)"
 	preview_url=$(ctl port expose "$web_port" --access public --ttl 0 2>>"$raw") || die "agentctl port expose $web_port failed (see $raw)"
 	preview_url=${preview_url%/}
+	one_url=$(ctl port expose "$one_port" --access public --ttl 0 2>>"$raw") || die "agentctl port expose $one_port failed (see $raw)"
+	one_url=${one_url%/}
 	note "preview URL: ${preview_url%/p/*}/p/… (public) for 127.0.0.1:$web_port"
 	[[ $(curl -sS --max-time 10 "$preview_url/small") == x ]] || die "GET $preview_url/small did not answer the 1-byte file"
-	pnames=(hub_preview) purls=("$preview_url")
-	ssh_web_port=''
+	pnames=(hub_preview) purls=("$preview_url") onames=(hub_one) ourls=("$one_url")
+	ssh_web_port='' ssh_one_port=''
 	if [[ -n $ssh_ok ]]; then
-		ssh_web_port=$(free_port $((web_port + 1)))
-		if ssh "${ssh_base[@]}" -O forward -L "$ssh_web_port:127.0.0.1:$web_port" "$ssh_dest" 2>>"$raw"; then
+		ssh_web_port=$(free_port $((one_port + 1)))
+		ssh_one_port=$(free_port $((ssh_web_port + 1)))
+		if ssh "${ssh_base[@]}" -O forward -L "$ssh_web_port:127.0.0.1:$web_port" -L "$ssh_one_port:127.0.0.1:$one_port" "$ssh_dest" 2>>"$raw"; then
 			pnames+=(ssh_preview) purls+=("http://127.0.0.1:$ssh_web_port")
+			onames+=(ssh_one) ourls+=("http://127.0.0.1:$ssh_one_port")
 			[[ $(curl -sS --max-time 10 "http://127.0.0.1:$ssh_web_port/small") == x ]] || die "GET through ssh -L did not answer the 1-byte file"
 		else
-			ssh_web_port=''
+			ssh_web_port='' ssh_one_port=''
 		fi
 	fi
 	# Small GETs: prints "NAME WAY p50-ms p99-ms" per target and way.
 	get_args=()
 	for i in "${!pnames[@]}"; do get_args+=("${pnames[$i]}" "${purls[$i]}/small"); done
+	for i in "${!onames[@]}"; do get_args+=("${onames[$i]}" "${ourls[$i]}/small"); done
 	python3 - "$PREVIEW_GETS" "${get_args[@]}" >"$tmp/gets.txt" 2>>"$raw" <<'PY' || die "small GETs failed (see $raw)"
 import http.client, sys, time, urllib.parse
 n = int(sys.argv[1])
@@ -497,10 +523,10 @@ PY
 		R[${pnames[$i]}_big_mbps]=$(awk -v b="$MiB256" -v us="$med" 'BEGIN { printf "%.0f", b / us }')
 		R[${pnames[$i]}_big_s]=$(awk -v us="$med" 'BEGIN { printf "%.2f", us / 1e6 }')
 	done
-	[[ -n $ssh_web_port ]] && ssh "${ssh_base[@]}" -O cancel -L "$ssh_web_port:127.0.0.1:$web_port" "$ssh_dest" 2>>"$raw" || true
-	kill "$web_pid" 2>/dev/null || true
-	wait "$web_pid" 2>/dev/null || true
-	web_pid=''
+	[[ -n $ssh_web_port ]] && ssh "${ssh_base[@]}" -O cancel -L "$ssh_web_port:127.0.0.1:$web_port" -L "$ssh_one_port:127.0.0.1:$one_port" "$ssh_dest" 2>>"$raw" || true
+	kill "$web_pid" "$one_pid" 2>/dev/null || true
+	wait "$web_pid" "$one_pid" 2>/dev/null || true
+	web_pid='' one_pid=''
 	rm -f "$webdir/big"
 fi
 
@@ -557,6 +583,10 @@ summary() {
 	v=$(judge "$r" "<=" 1.5)
 	line "preview: small GET p50, new connection each" "${R[hub_preview_newconn_p50]:-n/a} ms" "ssh -L (mux): ${R[ssh_preview_newconn_p50]:-n/a} ms" "hub/ssh ${r:-n/a}x: $v"
 	line "  p99" "${R[hub_preview_newconn_p99]:-n/a} ms" "ssh -L: ${R[ssh_preview_newconn_p99]:-n/a} ms" ""
+	r=$(ratio "${R[hub_one_keepalive_p50]:-}" "${R[ssh_one_keepalive_p50]:-}")
+	line "  the same, a server writing once (p50/p99)" "${R[hub_one_keepalive_p50]:-n/a}/${R[hub_one_keepalive_p99]:-n/a} ms" "ssh -L: ${R[ssh_one_keepalive_p50]:-n/a}/${R[ssh_one_keepalive_p99]:-n/a} ms" "hub/ssh ${r:-n/a}x"
+	r=$(ratio "${R[hub_one_newconn_p50]:-}" "${R[ssh_one_newconn_p50]:-}")
+	line "  the same, new connections (p50/p99)" "${R[hub_one_newconn_p50]:-n/a}/${R[hub_one_newconn_p99]:-n/a} ms" "ssh -L: ${R[ssh_one_newconn_p50]:-n/a}/${R[ssh_one_newconn_p99]:-n/a} ms" "hub/ssh ${r:-n/a}x"
 	r=$(ratio "${R[hub_preview_big_mbps]:-}" "${R[ssh_preview_big_mbps]:-}")
 	v=$(judge "$r" ">=" 0.8)
 	line "preview: 256 MiB download (curl)" "${R[hub_preview_big_mbps]:-n/a} MB/s" "ssh -L (mux): ${R[ssh_preview_big_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
@@ -579,6 +609,7 @@ summary() {
 	echo "MB = 10^6 bytes. Latency: $LAT_RUNS runs per command; stdout: median of $THR_RUNS interleaved runs."
 	echo "Preview: python3 -m http.server (HTTP/1.1) on loopback, a public URL on the hub's --preview-listen vs ssh -L;"
 	echo "$PREVIEW_GETS GETs of a 1-byte file per target and way (Python http.client, alternating); 256 MiB: median of $THR_RUNS."
+	echo "Server writing once: status, headers and body in one send (http.server sends the body apart; see docs/performance.md)."
 	echo "Restart time: from the old hub's shutdown starting to all N tunnels registered on the new one."
 	echo "Replicas: three hubs on one PostgreSQL. Hop: calls interleaved in one loop (in-process hubs, a real agentd)."
 	echo "Kill: from SIGKILL of one of three agenthub serve processes until System.Info answers through both survivors"
