@@ -129,6 +129,13 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 		buf := make([]byte, portChunk)
 		for {
 			n, err := conn.Read(buf)
+			// After a short read: a preview's server (python3 -m
+			// http.server) waits ~40 ms for the ACK of a response's
+			// headers before it sends the body otherwise. Full reads are
+			// a bulk transfer, which the kernel acknowledges promptly.
+			if n < len(buf) {
+				quickAck(conn)
+			}
 			if n > 0 {
 				down.Add(int64(n))
 				if serr := stream.Send(&agentdv1.ConnectResponse{Data: buf[:n]}); serr != nil {
