@@ -3,6 +3,7 @@ package hub_test
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -164,7 +165,23 @@ func TestPreviewDomainSignIn(t *testing.T) {
 
 	// Not signed in: the console's sign-in first.
 	anon := newBrowser(t, h.url)
-	if _, p = hop(anon, priv, "/"); p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/signin") {
-		t.Errorf("preview-auth not signed in: %d to %q; want the console's sign-in", p.code, p.header.Get("Location"))
+	auth, p := hop(anon, priv, "/after")
+	want := "/console/signin?" + url.Values{"next": {strings.TrimPrefix(auth, h.url)}}.Encode()
+	if p.code != http.StatusSeeOther || p.header.Get("Location") != want {
+		t.Fatalf("preview-auth not signed in: %d to %q; want %q", p.code, p.header.Get("Location"), want)
+	}
+	next := strings.TrimPrefix(auth, h.url)
+	if p = anon.get(want); p.code != 200 || !strings.Contains(p.body, `name="next" value="`+html.EscapeString(next)+`"`) {
+		t.Errorf("the sign-in page on the way: %d; want a form carrying next=%s\n%s", p.code, next, p.body)
+	}
+	if p = anon.post("/console/signin", url.Values{"token": {h.owner}, "next": {next}}); p.code != http.StatusSeeOther || p.header.Get("Location") != next {
+		t.Fatalf("signing in on the way: %d to %q; want back to %s", p.code, p.header.Get("Location"), next)
+	}
+	if p = anon.get(next); p.code != http.StatusSeeOther || !strings.Contains(p.header.Get("Location"), "/.agentd-auth?code=apc_") {
+		t.Errorf("preview-auth once signed in: %d to %q", p.code, p.header.Get("Location"))
+	}
+	// next is a console page or nothing: never another site.
+	if p = anon.post("/console/signin", url.Values{"token": {h.owner}, "next": {"https://evil.test/"}}); p.header.Get("Location") != "/console/machines" {
+		t.Errorf("sign-in with next=https://evil.test/: to %q; want /console/machines", p.header.Get("Location"))
 	}
 }
