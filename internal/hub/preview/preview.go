@@ -269,7 +269,10 @@ func (s *Server) admit(r *http.Request, e store.Exposure, token string) (int, st
 			if u := s.signInURL(token, r); u != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 				return 0, "", "", u
 			}
-			return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": open it in a browser to sign in through the hub's console, or send your API token as Authorization: Bearer TOKEN.", ""
+			if s.opts.PublicURL == "" {
+				return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": send your API token as Authorization: Bearer TOKEN. (A browser signs in through the hub's console once the hub runs with --public-url.)", ""
+			}
+			return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": open it in a browser (a GET) to sign in through the hub's console, or send your API token as Authorization: Bearer TOKEN.", ""
 		}
 	}
 	if !ok {
