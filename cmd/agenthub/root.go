@@ -217,6 +217,10 @@ Previews (agentctl port expose) never share the console's origin: with
 --tls-cert or at the reverse proxy in front; see docs/deploy.md), with
 --preview-listen ADDR they are http(s)://ADDR/p/TOKEN/ on a listener of their
 own. No request whose Host is under DOMAIN reaches the console or the API.
+A browser opening a private or org preview under DOMAIN signs in through
+the console: the preview sends it to --public-url's /console/preview-auth,
+which sends it back with a one-time code for a cookie of that preview's
+host (so set --public-url with --preview-domain).
 
 A second hub on the same host needs its own --sandbox-dir (the default
 follows --db), or --sandboxes off. --sandboxes off also starts a

@@ -90,7 +90,7 @@ Promise.all([
 // *.preview.test to the hub on loopback): two exposures are two origins,
 // so one's page reads neither the other's localStorage and cookies nor
 // its pages, and neither reads the console, whose cookie never reaches
-// them.
+// them; a private one signs the console's user in through the hop.
 func TestPreviewDomainInChromium(t *testing.T) {
 	h := startDomainHub(t)
 	m := h.startMachine(h.owner)
@@ -154,8 +154,22 @@ Promise.all([
 	if got := visit(0, ""); !strings.Contains(got, "storage:0 cookie:secret=0") {
 		t.Errorf("first preview again: %q; want its own storage and cookie", got)
 	}
+	// A private preview: the signed-in browser passes through the
+	// console's sign-in hop and lands on the page it asked for, the code
+	// gone from its URL and the preview's cookie out of the page's reach.
+	code, out, stderr := h.agentctl(h.owner, m.id, "port", "expose", port, "--access", "private")
+	if code != 0 || !strings.Contains(out, ".preview.test:") {
+		t.Fatalf("expose --access private: %d %q %s", code, out, stderr)
+	}
+	urls = append(urls, strings.TrimSpace(out))
+	if got := visit(2, ""); !strings.Contains(got, "storage:none cookie:none") {
+		t.Errorf("private preview after the sign-in hop: %q; want the app's page, its cookie out of reach", got)
+	}
+	if loc, err := chromedp.Run(cr.ctx, chromedp.Location()); err != nil || strings.Contains(loc, "code=") || !strings.HasPrefix(loc, urls[2]+"?me=2") {
+		t.Errorf("private preview's URL after the hop: %q %v; want %s?me=2… without the code", loc, err, urls[2])
+	}
 	for len(cookies) > 0 {
-		if c := <-cookies; strings.Contains(c, "agenthub_console") || strings.Contains(c, "secret=1") && strings.Contains(c, "secret=0") {
+		if c := <-cookies; strings.Contains(c, "agenthub_console") || strings.Contains(c, "agentd_preview") || strings.Contains(c, "secret=1") && strings.Contains(c, "secret=0") {
 			t.Errorf("an app got %q", c)
 		}
 	}

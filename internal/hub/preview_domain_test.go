@@ -38,7 +38,7 @@ func catchAll(t *testing.T) int {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"app": "yes", "method": r.Method, "path": r.URL.Path, "host": r.Host,
-			"xfh": r.Header.Get("X-Forwarded-Host")})
+			"xfh": r.Header.Get("X-Forwarded-Host"), "cookie": r.Header.Get("Cookie")})
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
@@ -141,10 +141,11 @@ func TestPreviewDomain(t *testing.T) {
 		}
 	}
 
-	// Private under the domain: a bearer token, not a browser's cookie.
+	// Private under the domain: a bearer token, or a browser sent to
+	// sign in through the console (TestPreviewDomainSignIn).
 	code, out, _ = h.agentctl(h.owner, m.id, "port", "expose", fmt.Sprint(app))
 	priv := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), "http://"), "/")
-	if st, body := h.hostReq("GET", priv, "/x"); code != 0 || st != http.StatusUnauthorized || !strings.Contains(body, "Authorization: Bearer") {
+	if st, body := h.hostReq("POST", priv, "/x"); code != 0 || st != http.StatusUnauthorized || !strings.Contains(body, "Authorization: Bearer") {
 		t.Errorf("private preview without credentials: %d %q", st, body)
 	}
 	if st, body := h.hostReq("GET", priv, "/x", "Authorization", "Bearer "+h.owner); st != http.StatusOK || !strings.Contains(body, `"path":"/x"`) {

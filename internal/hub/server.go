@@ -295,6 +295,11 @@ func (s *Server) Handler() http.Handler {
 			s.preview.ServeHTTP(w, r)
 			return
 		}
+		if r.URL.Path == preview.AuthPagePath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// The sign-in hop of a preview under the preview domain.
+			s.preview.ServeAuthPage(w, r)
+			return
+		}
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			if !s.gate.admitHTTP(w, r) {
 				return

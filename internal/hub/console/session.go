@@ -127,12 +127,22 @@ func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	c.render(w, http.StatusOK, c.view("signin", nil, signInData{}))
+	c.render(w, http.StatusOK, c.view("signin", nil, signInData{Next: nextPage(r.URL.Query().Get("next"))}))
 }
 
 type signInData struct {
 	Error string
 	Code  string // a console link's code, on the link page
+	Next  string // where to go once signed in (a console page), "" for the machines
+}
+
+// nextPage is next if it is a page of the console's own ("" if not), so
+// that a sign-in never sends the browser to another site.
+func nextPage(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	return next
 }
 
 // maxForm bounds a form body.
@@ -143,7 +153,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	raw := strings.TrimSpace(r.PostFormValue("token"))
 	who, sess, err := c.opts.Backend.CheckToken(r.Context(), raw)
 	if errors.Is(err, ErrBadToken) {
-		c.render(w, http.StatusUnauthorized, c.view("signin", nil, signInData{Error: strings.TrimPrefix(err.Error(), ErrBadToken.Error()+": ")}))
+		c.render(w, http.StatusUnauthorized, c.view("signin", nil, signInData{Error: strings.TrimPrefix(err.Error(), ErrBadToken.Error()+": "), Next: nextPage(r.PostFormValue("next"))}))
 		return
 	}
 	if err != nil {
@@ -158,7 +168,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.setCookie(w, r, id)
-	http.Redirect(w, r, Prefix+"machines", http.StatusSeeOther)
+	to := Prefix + "machines"
+	if next := nextPage(r.PostFormValue("next")); next != "" {
+		to = next // say, the sign-in hop of a preview
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // linkPage asks before it spends the link: a link preview that fetches

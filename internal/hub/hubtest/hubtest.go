@@ -186,12 +186,13 @@ func (h *Hub) Serve(addr string) {
 	if err != nil {
 		h.tb.Fatal(err)
 	}
-	domainURL := ""
+	domainURL, publicURL := "", ""
 	if h.opts.PreviewDomain != "" {
 		domainURL = "http://" + net.JoinHostPort(h.opts.PreviewDomain, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
+		publicURL = "http://" + lis.Addr().String() // where a preview's sign-in hop goes
 	}
 	srv, err := hub.New(h.tb.Context(), hub.Options{
-		PreviewURL: h.PreviewURL, PreviewDomainURL: domainURL,
+		PreviewURL: h.PreviewURL, PreviewDomainURL: domainURL, PublicURL: publicURL,
 		Store: h.Store, Logger: h.opts.Logger, Sandboxes: h.opts.Sandboxes, Now: h.opts.Now, Secrets: h.opts.Secrets,
 		RecordTerminalInput: h.opts.RecordTerminalInput,
 		Heartbeat:           h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,

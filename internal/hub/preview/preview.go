@@ -95,6 +95,7 @@ type Server struct {
 	domain string // DomainURL's host, lower case
 	proxy  *httputil.ReverseProxy
 	tr     *http.Transport
+	grants grants // the preview hosts' one-time codes and sign-ins
 }
 
 // New returns a preview server; an error if DomainURL is not one or the
@@ -110,6 +111,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	o.Strip = append(append([]string(nil), o.Strip...), GrantCookieNames()...)
 	s := &Server{opts: o, domain: domain}
 	s.tr = &http.Transport{
 		DialContext:         s.dialUpstream,
@@ -223,7 +225,17 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, token, path 
 		s.page(w, http.StatusServiceUnavailable, "Try again", "The hub could not look this preview up; try again in a moment.")
 		return
 	}
-	if status, title, msg := s.admit(r, e); status != 0 {
+	if _, byHost := s.HostToken(r.Host); byHost && path == AuthPath {
+		s.serveCode(w, r, e)
+		return
+	}
+	status, title, msg, signIn := s.admit(r, e, token)
+	if signIn != "" {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, signIn, http.StatusSeeOther)
+		return
+	}
+	if status != 0 {
 		s.page(w, status, title, msg)
 		return
 	}
@@ -239,38 +251,35 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, token, path 
 }
 
 // admit checks the exposure's access for r: 0 when r may pass, else the
-// status and page to answer.
-func (s *Server) admit(r *http.Request, e store.Exposure) (int, string, string) {
+// status and page to answer, or the sign-in hop's URL to send a browser
+// to (a preview host's request without credentials).
+func (s *Server) admit(r *http.Request, e store.Exposure, token string) (int, string, string, string) {
 	if e.Access == store.AccessPublic {
-		return 0, "", ""
+		return 0, "", "", ""
 	}
 	v, ok, err := s.opts.Identify(r)
 	if err != nil {
 		s.opts.Logger.Warn("preview viewer", zap.Error(err))
-		return http.StatusServiceUnavailable, "Try again", "The hub could not check who you are; try again in a moment."
+		return http.StatusServiceUnavailable, "Try again", "The hub could not check who you are; try again in a moment.", ""
 	}
 	if _, byHost := s.HostToken(r.Host); !ok && byHost {
-		// The console's cookie never reaches another site.
-		return http.StatusUnauthorized, "Not for browsers yet", "This preview is " + e.Access + ": under the preview domain only a request sending an API token as Authorization: Bearer TOKEN is admitted (the console's sign-in does not reach this site). Expose the port with --access public for a browser, or use the hub's --preview-listen URL."
+		// The console's cookie never reaches another site: the host's
+		// own sign-in, else the hop through the console.
+		if v, ok = s.hostGrant(r, e); !ok {
+			if u := s.signInURL(token, r); u != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+				return 0, "", "", u
+			}
+			if s.opts.PublicURL == "" {
+				return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": send your API token as Authorization: Bearer TOKEN. (A browser signs in through the hub's console once the hub runs with --public-url.)", ""
+			}
+			return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": open it in a browser (a GET) to sign in through the hub's console, or send your API token as Authorization: Bearer TOKEN.", ""
+		}
 	}
 	if !ok {
-		return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": sign in to the hub's console in this browser, or send your API token as Authorization: Bearer TOKEN."
+		return http.StatusUnauthorized, "Sign in first", "This preview is " + e.Access + ": sign in to the hub's console in this browser, or send your API token as Authorization: Bearer TOKEN.", ""
 	}
-	switch e.Access {
-	case store.AccessPrivate:
-		if v.TokenID != "" && v.TokenID == e.CreatedBy {
-			return 0, "", ""
-		}
-		return http.StatusForbidden, "Not yours", "This preview is private to " + e.CreatedName + "; you are signed in as " + v.Name + "."
-	case store.AccessOrg:
-		for _, o := range v.OrgIDs {
-			if o == e.OrgID {
-				return 0, "", ""
-			}
-		}
-		return http.StatusForbidden, "Another org's preview", "This preview is open to the members of its org only; you are signed in as " + v.Name + ", who is not one."
-	}
-	return http.StatusForbidden, "Closed", "This preview's access is unknown."
+	status, title, msg := allowed(v, e)
+	return status, title, msg, ""
 }
 
 // strip removes the hub's own credentials: its cookies, and an
