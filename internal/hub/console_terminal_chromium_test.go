@@ -130,7 +130,7 @@ func TestConsoleTerminalSandboxInChromium(t *testing.T) {
 // machine from the machines page.
 func TestConsoleTerminalMachineInChromium(t *testing.T) {
 	h := startHub(t)
-	h.startMachine(h.owner)
+	h.startShellMachine(h.owner)
 	c := newChromium(t, h.url, screenshotDir(t))
 	c.signIn(h.owner)
 	c.run("machines", c.contains(`#machines`, "online"),

@@ -132,7 +132,7 @@ func (tc *termConn) control(kind string) map[string]any {
 func TestConsoleTerminal(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	m := h.startMachine(h.owner)
+	m := h.startShellMachine(h.owner)
 	b := newBrowser(t, h.url)
 	b.signIn(h.owner)
 
@@ -251,7 +251,7 @@ func TestConsoleTerminalRecordsInput(t *testing.T) {
 	hb := hubtest.Start(t, hubtest.Options{RecordTerminalInput: true})
 	h := &hubEnv{t: t, hub: hb, store: hb.Store, owner: hb.Token}
 	h.sync()
-	m := h.startMachine(h.owner)
+	m := h.startShellMachine(h.owner)
 	b := newBrowser(t, h.url)
 	b.signIn(h.owner)
 	if p := b.get("/console/terminal/" + m.id); !strings.Contains(p.body, "Recorded:") {
@@ -279,7 +279,7 @@ func TestConsoleTerminalRecordsInput(t *testing.T) {
 func TestConsoleTerminalRefusals(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	m := h.startMachine(h.owner)
+	m := h.startShellMachine(h.owner)
 	b := newBrowser(t, h.url)
 	b.signIn(h.owner)
 
@@ -341,7 +341,7 @@ func TestConsoleTerminalRefusals(t *testing.T) {
 func TestConsoleTerminalSessionAndBadInput(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
-	m := h.startMachine(h.owner)
+	m := h.startShellMachine(h.owner)
 	secret, tok := h.newToken("mia", store.RoleMember)
 	b := newBrowser(t, h.url)
 	b.signIn(secret)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,11 +102,29 @@ func (h *hubEnv) pairCode(token string) string {
 type machine struct {
 	id   string
 	ws   string
-	cfg  string // config dir: machine id and key
+	cfg  string   // config dir: machine id and key
+	env  []string // its commands' environment (nil: this process's)
 	stop func()
 }
 
 func (h *hubEnv) startMachine(token string) *machine {
+	h.t.Helper()
+	return h.startMachineEnv(token, nil)
+}
+
+// startShellMachine is startMachine whose commands' login shell is
+// /bin/sh with a HOME of its own: a terminal test types into a shell,
+// and this host's root profile (pyenv's prompt hook among it) can keep a
+// login bash from reading anything for longer than a test waits under load.
+func (h *hubEnv) startShellMachine(token string) *machine {
+	h.t.Helper()
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "SHELL=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "ENV=")
+	})
+	return h.startMachineEnv(token, append(env, "SHELL=/bin/sh", "HOME="+h.t.TempDir()))
+}
+
+func (h *hubEnv) startMachineEnv(token string, env []string) *machine {
 	h.t.Helper()
 	dir := h.t.TempDir()
 	cfg, ws := filepath.Join(dir, "config"), filepath.Join(dir, "ws")
@@ -123,7 +142,7 @@ func (h *hubEnv) startMachine(token string) *machine {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	mc := &machine{id: m.MachineID, ws: ws, cfg: cfg}
+	mc := &machine{id: m.MachineID, ws: ws, cfg: cfg, env: env}
 	h.run(token, mc, filepath.Join(dir, "state"))
 	return mc
 }
@@ -131,11 +150,15 @@ func (h *hubEnv) startMachine(token string) *machine {
 // run runs the paired machine's daemon with the given state directory.
 func (h *hubEnv) run(token string, mc *machine, stateDir string) {
 	h.t.Helper()
+	env := mc.env
+	if env == nil {
+		env = os.Environ()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- agentd.Run(ctx, agentd.RunOptions{
-			Server:    agentd.Options{Workspace: mc.ws, StateDir: stateDir, Env: os.Environ(), Logger: zaptest.NewLogger(h.t).Named("agentd")},
+			Server:    agentd.Options{Workspace: mc.ws, StateDir: stateDir, Env: env, Logger: zaptest.NewLogger(h.t).Named("agentd")},
 			ConfigDir: mc.cfg, Socket: "-",
 			Backoff: transport.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Rejected: time.Hour},
 		})
