@@ -2,9 +2,13 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+
+	"github.com/moby/moby/client"
 )
 
 // loopback is never allowed, whatever a list says.
@@ -24,18 +28,9 @@ func (n *Network) AllowFrom(ctx context.Context, src netip.Addr, dests []netip.P
 	if !src.Is4() || !n.Subnet.Contains(src) {
 		return fmt.Errorf("%w: source %s: want an address in the sandbox network %s", ErrInvalidOptions, src, n.Subnet)
 	}
-	var list []netip.Prefix
-	for _, p := range dests {
-		if !p.IsValid() || !p.Addr().Unmap().Is4() || p.Bits() < 8 {
-			return fmt.Errorf("%w: allowed private destination %s: want an IPv4 prefix of /8 or longer", ErrInvalidOptions, p)
-		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
-		if p.Overlaps(loopback) || p.Overlaps(n.Subnet) {
-			return fmt.Errorf("%w: allowed private destination %s: loopback and the sandbox network itself stay refused", ErrInvalidOptions, p)
-		}
-		if !slices.Contains(list, p) {
-			list = append(list, p)
-		}
+	list, err := n.checkDests(dests)
+	if err != nil {
+		return err
 	}
 	n.mu.Lock()
 	if len(list) == 0 && n.from[src] == nil {
@@ -88,4 +83,93 @@ func (n *Network) Retain(ctx context.Context, keep func(netip.Addr) bool) error 
 		return nil
 	}
 	return n.Reinstall(ctx)
+}
+
+// SyncContainers makes the per-source accepts exactly want's: container ID
+// -> the private destinations its sandbox's environment allows. Each
+// container's address on the network is read from the engine now (a
+// restarted container may have another), and a container that is not
+// running, not on the network or gone gets none, and so does one whose
+// list is refused (named in the error, the others still installed); every source not in
+// want loses its accepts (a removed sandbox, or one whose environment's
+// list was emptied). The table is replaced, in one transaction, only when
+// the accepts change. An engine error leaves the accepts as they were.
+func (n *Network) SyncContainers(ctx context.Context, want map[string][]netip.Prefix) error {
+	from := map[netip.Addr][]netip.Prefix{}
+	var bad error // a container whose list cannot be installed gets none
+	if len(want) > 0 {
+		cli, err := n.client()
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		for id, dests := range want {
+			if len(dests) == 0 {
+				continue
+			}
+			src, err := containerAddr(ctx, cli, id, n.Name)
+			if err != nil {
+				return err
+			}
+			if !src.IsValid() {
+				continue
+			}
+			list, err := n.checkDests(dests)
+			if err != nil {
+				bad = errors.Join(bad, fmt.Errorf("container %s: %w", id, err))
+				continue
+			}
+			from[src] = list
+		}
+	}
+	n.mu.Lock()
+	same := maps.EqualFunc(from, n.from, slices.Equal)
+	if !same {
+		n.from = from
+	}
+	n.mu.Unlock()
+	if same {
+		return bad
+	}
+	return errors.Join(n.Reinstall(ctx), bad)
+}
+
+// containerAddr is a running container's IPv4 address on the network
+// called net; the zero Addr when it is gone, stopped or not on it.
+func containerAddr(ctx context.Context, cli *client.Client, id, net string) (netip.Addr, error) {
+	res, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if isNotFound(err) {
+		return netip.Addr{}, nil
+	}
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	c := res.Container
+	if c.State == nil || !c.State.Running || c.NetworkSettings == nil {
+		return netip.Addr{}, nil
+	}
+	ep := c.NetworkSettings.Networks[net]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		return netip.Addr{}, nil
+	}
+	return ep.IPAddress.Unmap(), nil
+}
+
+// checkDests validates and normalises a source's destinations (see
+// AllowFrom), without repeats.
+func (n *Network) checkDests(dests []netip.Prefix) ([]netip.Prefix, error) {
+	var list []netip.Prefix
+	for _, p := range dests {
+		if !p.IsValid() || !p.Addr().Unmap().Is4() || p.Bits() < 8 {
+			return nil, fmt.Errorf("%w: allowed private destination %s: want an IPv4 prefix of /8 or longer", ErrInvalidOptions, p)
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
+		if p.Overlaps(loopback) || p.Overlaps(n.Subnet) {
+			return nil, fmt.Errorf("%w: allowed private destination %s: loopback and the sandbox network itself stay refused", ErrInvalidOptions, p)
+		}
+		if !slices.Contains(list, p) {
+			list = append(list, p)
+		}
+	}
+	return list, nil
 }

@@ -153,3 +153,77 @@ func probeFrom(t *testing.T, cli *client.Client, net string, src netip.Addr, to 
 	t.Logf("probe from %s nc %s: exit %d, output %q", src, to, code, out.String())
 	return out.String(), code
 }
+
+// TestSyncContainers: the accepts follow the running containers named:
+// a running container's address gets its list, a removed container's
+// rules go, and an empty want leaves none (the hub's reconcile).
+func TestSyncContainers(t *testing.T) {
+	cli := requireEnv(t)
+	buildImage(t, cli)
+	opts := Options{
+		NetworkName: "agentd-egress-test-sync",
+		BridgeName:  "agentd-esync0",
+		Subnet:      netip.MustParsePrefix("172.30.246.0/24"),
+		Logger:      zaptest.NewLogger(t),
+	}
+	clean(t, cli, opts)
+	t.Cleanup(func() { clean(t, cli, opts) })
+	n, err := Ensure(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	ip := netip.MustParseAddr("172.30.246.20")
+	c, err := cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+		Config:     &container.Config{Image: testImage, Cmd: []string{"sleep", "120"}},
+		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(opts.NetworkName)},
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			opts.NetworkName: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	gone := false
+	t.Cleanup(func() {
+		if gone {
+			return
+		}
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove: %v", err)
+		}
+	})
+	dest := []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")}
+	rule := "ip saddr 172.30.246.20 ip daddr 10.99.0.0/16 accept"
+	// Not running yet: no address, no rule.
+	if err := n.SyncContainers(t.Context(), map[string][]netip.Prefix{c.ID: dest}); err != nil {
+		t.Fatalf("SyncContainers (created): %v", err)
+	}
+	if got := listEgress(t, n); strings.Contains(got, "saddr") {
+		t.Errorf("a rule for a container that does not run:\n%s", got)
+	}
+	if _, err := cli.ContainerStart(t.Context(), c.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if err := n.SyncContainers(t.Context(), map[string][]netip.Prefix{c.ID: dest}); err != nil {
+		t.Fatalf("SyncContainers: %v", err)
+	}
+	if got := listEgress(t, n); !strings.Contains(got, rule) {
+		t.Errorf("rule %q missing:\n%s", rule, got)
+	}
+	if err := n.Check(t.Context()); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	if _, err := cli.ContainerRemove(t.Context(), c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	gone = true
+	// Still named, but gone: its rule goes.
+	if err := n.SyncContainers(t.Context(), map[string][]netip.Prefix{c.ID: dest}); err != nil {
+		t.Fatalf("SyncContainers (removed): %v", err)
+	}
+	if got := listEgress(t, n); strings.Contains(got, "saddr") {
+		t.Errorf("a rule is left for a removed container:\n%s", got)
+	}
+}
