@@ -1,0 +1,122 @@
+//go:build linux
+
+package hub_test
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox/egress"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
+	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+)
+
+// An environment's --allow-private addresses reach the sandbox network's
+// kernel rules for its public-network sandboxes: the hub adds an accept
+// for the sandbox's container address when it starts (environment A), none
+// for a sandbox of an environment without a list (B), and removes it with
+// the sandbox; read back from nft. That such an accept lets packets
+// through, and that the host and other private addresses stay dropped, is
+// TestSandboxEgressEnvAllowPrivate (package egress) on the same rules.
+func TestSandboxEgressEnvAllowPrivateHub(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: installs nftables rules")
+	}
+	base := sandboxtest.BaseImage(t)
+	opts := egress.Options{NetworkName: "agentd-test-envpriv", BridgeName: "agentd-epk0",
+		Subnet: netip.MustParsePrefix("172.30.245.0/24")}
+	n, err := egress.Ensure(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	t.Cleanup(func() { // registered first, so it runs after the hub's cleanup removed its containers
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n.Remove(ctx); err != nil {
+			t.Errorf("remove rules: %v", err)
+		}
+		if err := n.RemoveNetwork(ctx); err != nil {
+			t.Errorf("remove network: %v", err)
+		}
+	})
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
+		o.PublicNetwork = opts.NetworkName
+		o.Egress = egress.NewGuard(n, nil)
+		o.EgressPrivate = n
+	})
+	pinned, err := exec.Command("docker", "image", "inspect", "-f", "{{.Id}}", base).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		e, err := h.Store.CreateEnvironment(t.Context(), store.Environment{OrgID: h.Org.ID, Name: name, Image: base,
+			Isolation: "runc", Network: "public", CreatedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Store.FinishValidation(t.Context(), h.Org.ID, e.Name, e.Generation,
+			store.Environment{State: store.EnvReady, Pinned: strings.TrimSpace(string(pinned))}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const dest = "10.251.9.9"
+	if err := h.Store.SetEnvironmentAllowPrivate(t.Context(), h.Org.ID, "a", []string{dest + "/32"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	sys := agentdv1.NewSystemServiceClient(h.cc)
+	addr := func(env string) (string, string) {
+		t.Helper()
+		info, err := sys.Info(h.ctx(env, "c-"+env), &agentdv1.InfoRequest{})
+		if err != nil {
+			t.Fatalf("a sandbox of %s: %v", env, err)
+		}
+		id := info.GetTunnel().GetMachineId()
+		sb, err := h.Store.Sandbox(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("docker", "inspect", "-f", "{{(index .NetworkSettings.Networks \""+opts.NetworkName+"\").IPAddress}}", sb.ContainerID).Output()
+		if err != nil {
+			t.Fatalf("inspect %s: %v", sb.ContainerID, err)
+		}
+		return id, strings.TrimSpace(string(out))
+	}
+	rules := func() string {
+		out, err := exec.Command("nft", "list", "table", "inet", "agentd_"+opts.BridgeName).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list: %v: %s", err, out)
+		}
+		return string(out)
+	}
+	idA, ipA := addr("a")
+	_, ipB := addr("b")
+	ruleA := "ip saddr " + ipA + " ip daddr " + dest + " accept"
+	got := rules()
+	if !strings.Contains(got, ruleA) {
+		t.Errorf("A's sandbox (%s) has no accept %q:\n%s", ipA, ruleA, got)
+	}
+	if strings.Contains(got, "ip saddr "+ipB+" ") {
+		t.Errorf("B's sandbox (%s), of an environment without a list, has an accept:\n%s", ipB, got)
+	}
+	if i, j := strings.Index(got, ruleA), strings.Index(got, "ip daddr 10.0.0.0/8 drop"); i < 0 || j < i {
+		t.Errorf("the accept is not before the private-range drop:\n%s", got)
+	}
+	if err := n.Check(t.Context()); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	envs := hubv1.NewEnvironmentServiceClient(h.cc)
+	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: idA}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rules(); strings.Contains(got, "saddr") {
+		t.Errorf("after A's sandbox was removed a per-sandbox accept is left:\n%s", got)
+	}
+}
