@@ -20,17 +20,18 @@ import (
 )
 
 // An environment's --allow-private addresses reach the sandbox network's
-// kernel rules for its public-network sandboxes: the hub adds an accept
-// for the sandbox's container address when it starts (environment A), none
-// for a sandbox of an environment without a list (B), and removes it with
-// the sandbox; read back from nft. That such an accept lets packets
-// through, and that the host and other private addresses stay dropped, is
-// TestSandboxEgressEnvAllowPrivate (package egress) on the same rules.
-func TestSandboxEgressEnvAllowPrivateHub(t *testing.T) {
+// kernel rules for its public-network sandboxes: environment A's sandbox
+// connects to A's private destination in the test's namespace (a host
+// route to a veth), not to the namespace's other private address;
+// environment B's (no list) does not reach A's destination. Read back from
+// nft: A's accept is keyed by its container's address and sits before the
+// private-range drops, B has none, and removing A's sandbox removes it.
+func TestSandboxEgressEnvAllowPrivate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: installs nftables rules")
 	}
 	base := sandboxtest.BaseImage(t)
+	brokerNetns(t) // 10.251.90.2 and .3 listen on 443 in a namespace the host routes to
 	opts := egress.Options{NetworkName: "agentd-test-envpriv", BridgeName: "agentd-epk0",
 		Subnet: netip.MustParsePrefix("172.30.245.0/24")}
 	n, err := egress.Ensure(t.Context(), opts)
@@ -67,7 +68,7 @@ func TestSandboxEgressEnvAllowPrivateHub(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const dest = "10.251.9.9"
+	dest := brokerUp.Addr().String()
 	if err := h.Store.SetEnvironmentAllowPrivate(t.Context(), h.Org.ID, "a", []string{dest + "/32"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +113,25 @@ func TestSandboxEgressEnvAllowPrivateHub(t *testing.T) {
 	if err := n.Check(t.Context()); err != nil {
 		t.Errorf("Check: %v", err)
 	}
+	// From inside the sandboxes: A connects to its environment's private
+	// destination; A to the namespace's other private address, and B to
+	// A's destination, are dropped.
+	connects := func(env, to string) bool {
+		t.Helper()
+		sb := envSandboxContainer(t, h, env)
+		out, err := exec.Command("docker", "exec", sb, "timeout", "5", "bash", "-c", "exec 3<>/dev/tcp/"+to+"/443 && echo connected").CombinedOutput()
+		t.Logf("from %s's sandbox to %s: %v %q", env, to, err, out)
+		return err == nil && strings.Contains(string(out), "connected")
+	}
+	if !connects("a", dest) {
+		t.Errorf("A's sandbox did not reach its environment's private destination %s", dest)
+	}
+	if connects("a", brokerOther.Addr().String()) {
+		t.Errorf("A's sandbox reached %s, which no list allows", brokerOther.Addr())
+	}
+	if connects("b", dest) {
+		t.Errorf("B's sandbox reached A's private destination %s", dest)
+	}
 	envs := hubv1.NewEnvironmentServiceClient(h.cc)
 	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: idA}); err != nil {
 		t.Fatal(err)
@@ -119,4 +139,20 @@ func TestSandboxEgressEnvAllowPrivateHub(t *testing.T) {
 	if got := rules(); strings.Contains(got, "saddr") {
 		t.Errorf("after A's sandbox was removed a per-sandbox accept is left:\n%s", got)
 	}
+}
+
+// envSandboxContainer is the container ID of env's conversation sandbox ("c-"+env).
+func envSandboxContainer(t *testing.T, h *sandboxHub, env string) string {
+	t.Helper()
+	sbs, err := h.Store.ListSandboxes(t.Context(), h.Org.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		if sb.Environment == env && sb.Conversation == "c-"+env {
+			return sb.ContainerID
+		}
+	}
+	t.Fatalf("no sandbox of %s", env)
+	return ""
 }

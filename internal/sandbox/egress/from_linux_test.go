@@ -18,13 +18,13 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// TestSandboxEgressEnvAllowPrivate: an environment's private destination,
+// TestSandboxEgressAllowFrom: an environment's private destination,
 // installed for one sandbox's address (AllowFrom), lets that sandbox reach
 // the namespace's private address, while a sandbox of an environment
 // without it (another address on the same network) is still dropped, and
 // the gateway stays refused; after Forget the rule is gone from the table
 // read back, and the first sandbox's address is dropped again.
-func TestSandboxEgressEnvAllowPrivate(t *testing.T) {
+func TestSandboxEgressAllowFrom(t *testing.T) {
 	cli := requireEnv(t)
 	buildImage(t, cli)
 	opts := Options{
