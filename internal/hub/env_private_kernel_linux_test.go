@@ -26,6 +26,8 @@ import (
 // environment B's (no list) does not reach A's destination. Read back from
 // nft: A's accept is keyed by its container's address and sits before the
 // private-range drops, B has none, and removing A's sandbox removes it.
+// Once B's list gains the address, B's running sandbox reaches it after the
+// next resync.
 func TestSandboxEgressEnvAllowPrivate(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: installs nftables rules")
@@ -132,12 +134,23 @@ func TestSandboxEgressEnvAllowPrivate(t *testing.T) {
 	if connects("b", dest) {
 		t.Errorf("B's sandbox reached A's private destination %s", dest)
 	}
+	// A list set while B's sandbox runs reaches it at the next resync (a
+	// reaper tick, or here another sandbox's start): every sync is full.
+	if err := h.Store.SetEnvironmentAllowPrivate(t.Context(), h.Org.ID, "b", []string{dest + "/32"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Info(h.ctx("b", "c-b2"), &agentdv1.InfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !connects("b", dest) {
+		t.Errorf("B's running sandbox did not reach %s after B's list gained it", dest)
+	}
 	envs := hubv1.NewEnvironmentServiceClient(h.cc)
 	if _, err := envs.RemoveSandbox(h.ctx("", ""), &hubv1.RemoveSandboxRequest{Id: idA}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rules(); strings.Contains(got, "saddr") {
-		t.Errorf("after A's sandbox was removed a per-sandbox accept is left:\n%s", got)
+	if got := rules(); strings.Contains(got, "ip saddr "+ipA+" ") || !strings.Contains(got, "ip saddr "+ipB+" ") {
+		t.Errorf("after A's sandbox was removed want only B's accepts:\n%s", got)
 	}
 }
 
