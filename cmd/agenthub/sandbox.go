@@ -325,6 +325,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	} else {
 		o.PublicNetwork = f.network
 		o.Egress = egress.NewGuard(n, log)
+		o.EgressPrivate = n
 	}
 	if _, err := drv.Image(ctx, sandbox.BaseImage); err != nil {
 		log.Warn("the built-in sandbox's image is not on the engine: build it with 'make sandbox-base'", zap.String("image", sandbox.BaseImage), zap.Error(err))

@@ -172,8 +172,10 @@ env show does.
 the private destinations a custom environment's sandboxes may reach through
 the hub's egress proxy, besides the hub's own (agenthub serve
 --egress-allow-private); "" clears them. Loopback and the hub's host stay
-refused. New connections see the new list; env show shows it. The public
-network's kernel rules take the hub's list only.
+refused. New connections see the new list; env show shows it. For an
+environment on network public, addresses and CIDRs also go into the sandbox
+network's kernel rules for each of its running sandboxes (new ones at start,
+running ones within one reaper tick); host names only through the proxy.
 
 The policy is set first, so a bad value changes nothing; if the isolation is
 then refused, the message says the policy was set. Setting the isolation an
@@ -276,7 +278,7 @@ entry changes nothing.`,
 			})
 		},
 	}
-	cmd.Flags().StringArrayVar(&allowPrivate, "allow-private", nil, "private destination (CIDR, address or host name) its sandboxes may reach through the egress proxy; repeatable or comma-separated; replaces the list (\"\" clears it)")
+	cmd.Flags().StringArrayVar(&allowPrivate, "allow-private", nil, "private destination (CIDR, address or host name) its sandboxes may reach (egress proxy; addresses and CIDRs also in the public network's kernel rules); repeatable or comma-separated; replaces the list (\"\" clears it)")
 	cmd.Flags().StringVar(&isolation, "isolation", "", "runc (a container of the host's kernel) or gvisor (gVisor's user-space kernel)")
 	cmd.Flags().StringVar(&pause, "pause-after", "", "pause a sandbox idle this long (like 5m), or never, or default")
 	cmd.Flags().StringVar(&stop, "stop-after", "", "stop a sandbox idle this long (like 30m; /workspace kept), or never, or default")

@@ -21,6 +21,7 @@ func (m *Manager) checkEgress(ctx context.Context) {
 	if m.o.Egress != nil {
 		m.o.Egress.Tick(ctx)
 	}
+	m.syncPrivate(ctx)
 }
 
 // egressRefusal is the FAILED_PRECONDITION a call to a network sandbox

@@ -414,6 +414,7 @@ func (m *Manager) launch(ctx context.Context, org store.Org, env envSpec, sb sto
 	if err := m.o.Driver.Start(ctx, sb.ContainerID); err != nil {
 		return failed(EngineError(err, fmt.Sprintf("environment %s failed to start a sandbox", env.name)))
 	}
+	m.syncPrivate(ctx) // its environment's private destinations, from its first packet on
 	if err := m.awaitOnline(ctx, sb); err != nil {
 		return failed(err)
 	}
@@ -524,5 +525,6 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	delete(m.egress, sb.ID)
 	m.mu.Unlock()
 	m.o.Gone(sb.ID)
+	m.syncPrivate(ctx) // its address may be the next sandbox's: its accepts go now
 	m.log.Info("sandbox removed", zap.String("sandbox", sb.ID), zap.String("environment", sb.Environment), zap.String("why", why))
 }

@@ -51,6 +51,8 @@ type Manager struct {
 	o   Options
 	log *zap.Logger
 
+	privSync sync.Mutex // serialises syncPrivate
+
 	// ctx lives until Close; the background work runs under it.
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -128,6 +128,11 @@ type Options struct {
 	// while its Err is set, calls to sandboxes on that network are refused
 	// (see egressguard.go). Nil: no re-check.
 	Egress EgressGuard
+	// EgressPrivate installs each public-network sandbox's environment
+	// --allow-private addresses and CIDRs as accepts for its source address
+	// in PublicNetwork's kernel rules (see envprivate.go). Nil: those lists
+	// hold for the egress proxy only.
+	EgressPrivate EgressPrivate
 
 	// Store holds the sandboxes' rows, their machine identities and the
 	// environments. Required (the hub's).

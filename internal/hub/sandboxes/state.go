@@ -330,6 +330,7 @@ func (m *Manager) wake(ctx context.Context, sb store.Sandbox) (string, error) {
 			m.setState(context.WithoutCancel(ctx), sb.ID, from, sb.StateReason)
 			return "", EngineError(err, "start sandbox "+sb.ID)
 		}
+		m.syncPrivate(ctx) // a restarted container may have a new address
 	}
 	if from != store.SandboxStopped {
 		m.setState(ctx, sb.ID, store.SandboxRunning, "")

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -161,8 +162,10 @@ type Network struct {
 	nft        nft
 	in         ruleInput // what the rules were built from, host prefixes aside
 
+	inst  sync.Mutex // held across an install, so the last one wins with the latest sources
 	mu    sync.Mutex
-	rules ruleset // the rules installed last
+	rules ruleset                       // the rules installed last
+	from  map[netip.Addr][]netip.Prefix // per-source accepts (AllowFrom)
 }
 
 // Ensure creates the sandbox network, or reuses it when its settings match,
@@ -231,11 +234,16 @@ func (n *Network) want() (ruleset, error) {
 	}
 	in := n.in
 	in.host = host
+	n.mu.Lock()
+	in.from = maps.Clone(n.from)
+	n.mu.Unlock()
 	return buildRules(in), nil
 }
 
 // install replaces the table with the rules for the host as it is now.
 func (n *Network) install(ctx context.Context) error {
+	n.inst.Lock()
+	defer n.inst.Unlock()
 	rs, err := n.want()
 	if err != nil {
 		return err

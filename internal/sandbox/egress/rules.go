@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -46,7 +47,10 @@ type ruleInput struct {
 	extra    []netip.Prefix
 	allowDNS []netip.Addr
 	allow    []netip.Prefix // private destinations an admin allows (IPv4)
-	host     []netip.Prefix // every address the host holds, with its on-link prefix length (any family)
+	// from are private destinations allowed to one source address only
+	// (a sandbox's on the network, from its environment's list).
+	from map[netip.Addr][]netip.Prefix
+	host []netip.Prefix // every address the host holds, with its on-link prefix length (any family)
 }
 
 // buildRules computes the ruleset for in; see the package comment for the
@@ -62,12 +66,18 @@ func buildRules(in ruleInput) ruleset {
 			fmt.Sprintf("ip daddr %s udp dport 53 accept", a),
 			fmt.Sprintf("ip daddr %s tcp dport 53 accept", a))
 	}
-	if len(in.allow) > 0 {
+	if len(in.allow) > 0 || len(in.from) > 0 {
 		// Allowed private destinations, but never the host itself: its
 		// own addresses are dropped first.
 		egress = append(egress, "fib daddr type local drop")
 		for _, p := range in.allow {
 			egress = append(egress, "ip daddr "+prefixString(p.Masked())+" accept")
+		}
+		// Then each sandbox's own, matched by its source address.
+		for _, src := range slices.SortedFunc(maps.Keys(in.from), netip.Addr.Compare) {
+			for _, p := range in.from[src] {
+				egress = append(egress, fmt.Sprintf("ip saddr %s ip daddr %s accept", src, prefixString(p.Masked())))
+			}
 		}
 	}
 	for _, p := range in.extra {
