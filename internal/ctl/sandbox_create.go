@@ -119,14 +119,15 @@ func (a *app) importInto(cmd *cobra.Command, id string, archive *os.File, replac
 			}
 		}
 		snaps := agentdv1.NewSnapshotServiceClient(c)
-		snap, err := a.snapImport(ctx, snaps, archive, "sandbox create --from")
+		snap, err := snapImport(ctx, snaps, archive, &agentdv1.ImportHeader{Label: "sandbox create --from"})
 		if err != nil {
 			return err
 		}
 		defer func() {
-			_, _ = snaps.Delete(context.WithoutCancel(ctx), &agentdv1.DeleteRequest{Id: snap})
+			_, _ = snaps.Delete(context.WithoutCancel(ctx), &agentdv1.DeleteRequest{Id: snap.GetId()})
 		}()
-		return a.snapRestore(ctx, snaps, snap, true)
+		_, err = a.snapRestore(ctx, snaps, &agentdv1.RestoreRequest{Id: snap.GetId(), DeleteExtra: true})
+		return err
 	})
 }
 

@@ -2,9 +2,7 @@ package ctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/devdepot-ai/agentd/internal/wire"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
@@ -91,30 +88,15 @@ func (a *app) exportSandbox(cmd *cobra.Command, id, path string) error {
 	}
 	err := a.sandboxCall(cmd, id, func(ctx context.Context, c *conn) error {
 		snaps := agentdv1.NewSnapshotServiceClient(c)
-		snap, err := a.snapCreate(ctx, snaps, "sandbox archive --export")
+		snap, err := a.snapCreate(ctx, snaps, &agentdv1.CreateRequest{Label: "sandbox archive --export"})
 		if err != nil {
 			return err
 		}
 		defer func() {
 			// The export's own snapshot: not kept in the sandbox's store.
-			_, _ = snaps.Delete(context.WithoutCancel(ctx), &agentdv1.DeleteRequest{Id: snap})
+			_, _ = snaps.Delete(context.WithoutCancel(ctx), &agentdv1.DeleteRequest{Id: snap.GetId()})
 		}()
-		st, err := snaps.Export(ctx, &agentdv1.ExportRequest{Id: snap})
-		if err != nil {
-			return err
-		}
-		for {
-			m, err := st.Recv()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := out.Write(m.GetData()); err != nil {
-				return fmt.Errorf("write the archive: %w", err)
-			}
-		}
+		return snapExport(ctx, snaps, snap.GetId(), out)
 	})
 	if err != nil || file == nil {
 		return err
@@ -126,92 +108,4 @@ func (a *app) exportSandbox(cmd *cobra.Command, id, path string) error {
 		return fmt.Errorf("write the archive: %w", err)
 	}
 	return os.Rename(file.Name(), path)
-}
-
-// snapCreate snapshots the workspace of the connection's agentd and
-// returns the snapshot's id (progress on a terminal's stderr).
-func (a *app) snapCreate(ctx context.Context, snaps agentdv1.SnapshotServiceClient, label string) (string, error) {
-	st, err := snaps.Create(ctx, &agentdv1.CreateRequest{Label: label})
-	if err != nil {
-		return "", err
-	}
-	bar := a.snapProgressBar("snapshot")
-	defer bar.done()
-	for {
-		m, err := st.Recv()
-		if err == io.EOF {
-			return "", errors.New("the sandbox's agentd ended the snapshot without a result")
-		}
-		if err != nil {
-			return "", err
-		}
-		if p := m.GetProgress(); p != nil {
-			bar.update(p)
-			continue
-		}
-		if s := m.GetSnapshot(); s != nil {
-			return s.GetId(), nil
-		}
-	}
-}
-
-// snapImport stores the tar archive r as a snapshot of the connection's
-// agentd (root: its workspace) and returns its id.
-func (a *app) snapImport(ctx context.Context, snaps agentdv1.SnapshotServiceClient, r io.Reader, label string) (string, error) {
-	st, err := snaps.Import(ctx)
-	if err != nil {
-		return "", err
-	}
-	if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Header{Header: &agentdv1.ImportHeader{Label: label}}}); err != nil {
-		_, err = st.CloseAndRecv()
-		return "", err
-	}
-	r = interruptible(ctx, r)
-	buf := make([]byte, wire.ChunkSize)
-	for {
-		n, rerr := r.Read(buf)
-		if n > 0 {
-			if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Data{Data: buf[:n]}}); err != nil {
-				_, err = st.CloseAndRecv()
-				return "", err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return "", fmt.Errorf("read the archive: %w", rerr)
-		}
-	}
-	resp, err := st.CloseAndRecv()
-	if err != nil {
-		return "", err
-	}
-	return resp.GetSnapshot().GetId(), nil
-}
-
-// snapRestore restores snapshot id into its root (the workspace).
-func (a *app) snapRestore(ctx context.Context, snaps agentdv1.SnapshotServiceClient, id string, deleteExtra bool) error {
-	st, err := snaps.Restore(ctx, &agentdv1.RestoreRequest{Id: id, DeleteExtra: deleteExtra})
-	if err != nil {
-		return err
-	}
-	bar := a.snapProgressBar("restore")
-	defer bar.done()
-	for {
-		m, err := st.Recv()
-		if err == io.EOF {
-			return errors.New("the sandbox's agentd ended the restore without a result")
-		}
-		if err != nil {
-			return err
-		}
-		if p := m.GetProgress(); p != nil {
-			bar.update(p)
-			continue
-		}
-		if m.GetSummary() != nil {
-			return nil
-		}
-	}
 }

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,38 +77,18 @@ with everything below it, and restore --delete-extra leaves it alone.`,
 				req.Root = args[0]
 			}
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				st, err := agentdv1.NewSnapshotServiceClient(c).Create(ctx, req)
+				snap, err := a.snapCreate(ctx, agentdv1.NewSnapshotServiceClient(c), req)
 				if err != nil {
 					return err
 				}
-				bar := a.snapProgressBar("snapshot")
-				defer bar.done()
-				for {
-					m, err := st.Recv()
-					if err == io.EOF {
-						return fmt.Errorf("the daemon ended the snapshot without a result")
-					}
-					if err != nil {
-						return err
-					}
-					if p := m.GetProgress(); p != nil {
-						bar.update(p)
-						continue
-					}
-					snap := m.GetSnapshot()
-					if snap == nil {
-						continue
-					}
-					bar.done()
-					if a.json {
-						return a.printJSON(snap)
-					}
-					fmt.Fprintln(a.io.Out, snap.GetId())
-					if n := len(snap.GetSkipped()); n > 0 {
-						fmt.Fprintf(a.io.Err, "skipped %s (sockets, devices, unreadable): agentctl snapshot show %s\n", snapPlural(n, "path"), snap.GetId())
-					}
-					return nil
+				if a.json {
+					return a.printJSON(snap)
 				}
+				fmt.Fprintln(a.io.Out, snap.GetId())
+				if n := len(snap.GetSkipped()); n > 0 {
+					fmt.Fprintf(a.io.Err, "skipped %s (sockets, devices, unreadable): agentctl snapshot show %s\n", snapPlural(n, "path"), snap.GetId())
+				}
+				return nil
 			})
 		},
 	}
@@ -276,40 +257,20 @@ Prints what was done; a progress bar goes to stderr when it is a terminal.`,
 				req.Target = args[1]
 			}
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				st, err := agentdv1.NewSnapshotServiceClient(c).Restore(ctx, req)
+				sum, err := a.snapRestore(ctx, agentdv1.NewSnapshotServiceClient(c), req)
 				if err != nil {
 					return err
 				}
-				bar := a.snapProgressBar("restore")
-				defer bar.done()
-				for {
-					m, err := st.Recv()
-					if err == io.EOF {
-						return fmt.Errorf("the daemon ended the restore without a result")
-					}
-					if err != nil {
-						return err
-					}
-					if p := m.GetProgress(); p != nil {
-						bar.update(p)
-						continue
-					}
-					sum := m.GetSummary()
-					if sum == nil {
-						continue
-					}
-					bar.done()
-					if a.json {
-						return a.printJSON(sum)
-					}
-					line := fmt.Sprintf("restored %s into %s: %s written, %d unchanged", args[0], sum.GetTarget(),
-						snapPlural(int(sum.GetFilesWritten()), "file"), sum.GetFilesUnchanged())
-					if deleteExtra {
-						line += fmt.Sprintf(", %s removed", snapPlural(int(sum.GetPathsRemoved()), "path"))
-					}
-					fmt.Fprintln(a.io.Out, line)
-					return nil
+				if a.json {
+					return a.printJSON(sum)
 				}
+				line := fmt.Sprintf("restored %s into %s: %s written, %d unchanged", args[0], sum.GetTarget(),
+					snapPlural(int(sum.GetFilesWritten()), "file"), sum.GetFilesUnchanged())
+				if deleteExtra {
+					line += fmt.Sprintf(", %s removed", snapPlural(int(sum.GetPathsRemoved()), "path"))
+				}
+				fmt.Fprintln(a.io.Out, line)
+				return nil
 			})
 		},
 	}
@@ -340,22 +301,7 @@ func (a *app) snapExportCmd() *cobra.Command {
 				return usagef("refusing to write a tar archive to a terminal: redirect stdout (agentctl snapshot export %s > snapshot.tar) or use -o FILE", args[0])
 			}
 			err := a.call(cmd, func(ctx context.Context, c *conn) error {
-				st, err := agentdv1.NewSnapshotServiceClient(c).Export(ctx, &agentdv1.ExportRequest{Id: args[0]})
-				if err != nil {
-					return err
-				}
-				for {
-					m, err := st.Recv()
-					if err == io.EOF {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					if _, err := out.Write(m.GetData()); err != nil {
-						return err
-					}
-				}
+				return snapExport(ctx, agentdv1.NewSnapshotServiceClient(c), args[0], out)
 			})
 			if err != nil || file == nil {
 				return err
@@ -397,40 +343,14 @@ point outside the archive are refused, and then nothing is stored.`,
 				return usagef("import reads a tar archive from stdin, which is a terminal: give FILE.tar or redirect stdin")
 			}
 			return a.call(cmd, func(ctx context.Context, c *conn) error {
-				st, err := agentdv1.NewSnapshotServiceClient(c).Import(ctx)
-				if err != nil {
-					return err
-				}
-				hdr := &agentdv1.ImportHeader{Label: label, Root: root}
-				if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Header{Header: hdr}}); err != nil {
-					_, err = st.CloseAndRecv() // the server's reason
-					return err
-				}
-				in := interruptible(ctx, in)
-				buf := make([]byte, snapChunk)
-				for {
-					n, rerr := in.Read(buf)
-					if n > 0 {
-						if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Data{Data: buf[:n]}}); err != nil {
-							_, err = st.CloseAndRecv() // the server's reason
-							return err
-						}
-					}
-					if rerr == io.EOF {
-						break
-					}
-					if rerr != nil {
-						return fmt.Errorf("read the archive: %w (nothing was stored)", rerr)
-					}
-				}
-				resp, err := st.CloseAndRecv()
+				snap, err := snapImport(ctx, agentdv1.NewSnapshotServiceClient(c), in, &agentdv1.ImportHeader{Label: label, Root: root})
 				if err != nil {
 					return err
 				}
 				if a.json {
-					return a.printJSON(resp.GetSnapshot())
+					return a.printJSON(snap)
 				}
-				fmt.Fprintln(a.io.Out, resp.GetSnapshot().GetId())
+				fmt.Fprintln(a.io.Out, snap.GetId())
 				return nil
 			})
 		},
@@ -540,4 +460,115 @@ func snapModeString(e *agentdv1.SnapshotEntry) string {
 		m |= os.ModeSymlink
 	}
 	return m.String()
+}
+
+// snapCreate makes a snapshot on the connection's agentd as req says and
+// returns it (progress on a terminal's stderr).
+func (a *app) snapCreate(ctx context.Context, snaps agentdv1.SnapshotServiceClient, req *agentdv1.CreateRequest) (*agentdv1.Snapshot, error) {
+	st, err := snaps.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	bar := a.snapProgressBar("snapshot")
+	defer bar.done()
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return nil, errors.New("the daemon ended the snapshot without a result")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p := m.GetProgress(); p != nil {
+			bar.update(p)
+			continue
+		}
+		if snap := m.GetSnapshot(); snap != nil {
+			bar.done()
+			return snap, nil
+		}
+	}
+}
+
+// snapRestore restores a snapshot as req says and returns what was done
+// (progress on a terminal's stderr).
+func (a *app) snapRestore(ctx context.Context, snaps agentdv1.SnapshotServiceClient, req *agentdv1.RestoreRequest) (*agentdv1.RestoreSummary, error) {
+	st, err := snaps.Restore(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	bar := a.snapProgressBar("restore")
+	defer bar.done()
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return nil, errors.New("the daemon ended the restore without a result")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p := m.GetProgress(); p != nil {
+			bar.update(p)
+			continue
+		}
+		if sum := m.GetSummary(); sum != nil {
+			bar.done()
+			return sum, nil
+		}
+	}
+}
+
+// snapExport writes snapshot id as a tar archive to out.
+func snapExport(ctx context.Context, snaps agentdv1.SnapshotServiceClient, id string, out io.Writer) error {
+	st, err := snaps.Export(ctx, &agentdv1.ExportRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := out.Write(m.GetData()); err != nil {
+			return fmt.Errorf("write the archive: %w", err)
+		}
+	}
+}
+
+// snapImport stores the tar archive r as a new snapshot with hdr and
+// returns it; a failure stores nothing.
+func snapImport(ctx context.Context, snaps agentdv1.SnapshotServiceClient, r io.Reader, hdr *agentdv1.ImportHeader) (*agentdv1.Snapshot, error) {
+	st, err := snaps.Import(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Header{Header: hdr}}); err != nil {
+		_, err = st.CloseAndRecv() // the server's reason
+		return nil, err
+	}
+	r = interruptible(ctx, r)
+	buf := make([]byte, snapChunk)
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if err := st.Send(&agentdv1.ImportRequest{Msg: &agentdv1.ImportRequest_Data{Data: buf[:n]}}); err != nil {
+				_, err = st.CloseAndRecv() // the server's reason
+				return nil, err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("read the archive: %w (nothing was stored)", rerr)
+		}
+	}
+	resp, err := st.CloseAndRecv()
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetSnapshot(), nil
 }
