@@ -22,6 +22,9 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // The browser tests of issue 22: a page of python3 -m http.server and a
@@ -225,16 +228,56 @@ func TestPreviewMachineInChromium(t *testing.T) {
 	}
 }
 
-// The same from a builtin sandbox whose network is none (no interface
-// but loopback: the previews reach its servers through agentd's tunnel
-// on the hub's socket).
+// The same from builtin sandboxes: network none (no interface but
+// loopback: the previews reach its servers through agentd's tunnel on the
+// hub's socket), under runc and gVisor, and network public (an internal
+// Docker network the test makes, no route out; the egress guard is
+// sandbox_egress_e2e_test's fake, since installing the hub's real
+// nftables rules would change the host's firewall under the other tests,
+// and they have their own test).
 func TestPreviewSandboxInChromium(t *testing.T) {
-	h := startSandboxHubWith(t, nil, hubtest.Options{PreviewDomain: "preview.test"})
-	a := previewApps{ctl: hubCtl(t, h.URL, h.Token, "--env", "builtin", "--conversation", "browser"), site: 8000, echo: 8001}
-	if code, out, errs := a.ctl(nil, "sh", "ls /sys/class/net"); code != 0 || out != "lo\n" {
-		t.Fatalf("the sandbox's network interfaces: exit %d %q %s; want lo alone (network none)", code, out, errs)
+	for _, tc := range []struct{ network, iso string }{
+		{"none", sandbox.IsolationRunc}, {"none", sandbox.IsolationGVisor}, {"public", sandbox.IsolationRunc},
+	} {
+		t.Run(tc.network+"-"+tc.iso, func(t *testing.T) {
+			sandboxtest.RequireIsolation(t, tc.iso)
+			tune := func(*sandboxes.Options) {}
+			if tc.network == "public" {
+				network := testNetwork(t)
+				tune = func(o *sandboxes.Options) {
+					o.PublicNetwork, o.BuiltinNetwork, o.Egress = network, "public", &fakeGuard{ticks: make(chan struct{}, 1)}
+				}
+			}
+			h := startSandboxHubWith(t, tune, hubtest.Options{PreviewDomain: "preview.test"})
+			a := previewApps{ctl: hubCtl(t, h.URL, h.Token, "--env", "builtin", "--conversation", "browser"), site: 8000, echo: 8001}
+			if code, out, errs := a.ctl(nil, "env", "set", "builtin", "--isolation", tc.iso); code != 0 {
+				t.Fatalf("env set builtin --isolation %s: exit %d %q %s", tc.iso, code, out, errs)
+			}
+			want := map[string]string{"none": "lo\n", "public": "eth0 lo\n"}[tc.network]
+			if code, out, errs := a.ctl(nil, "exec", "--", "python3", "-c", `import socket; print(*sorted(n for _, n in socket.if_nameindex()))`); code != 0 || out != want {
+				t.Fatalf("the sandbox's network interfaces: exit %d %q %s; want %q (network %s)", code, out, errs, want, tc.network)
+			}
+			a.start(t)
+			cr := newChromium(t, h.URL, screenshotDir(t), chromedp.Flag("host-resolver-rules", "MAP *.preview.test 127.0.0.1"))
+			a.browse(t, cr, h.URL, h.Token, "http", "preview-sandbox-"+tc.network+"-"+tc.iso)
+		})
 	}
-	a.start(t)
-	cr := newChromium(t, h.URL, screenshotDir(t), chromedp.Flag("host-resolver-rules", "MAP *.preview.test 127.0.0.1"))
-	a.browse(t, cr, h.URL, h.Token, "http", "preview-sandbox")
+}
+
+// testNetwork makes an internal Docker network (no route out), labelled
+// as the test's, and removes it by id when the test ends.
+func testNetwork(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("agentd-test-preview-%d", time.Now().UnixNano())
+	out, err := exec.Command("docker", "network", "create", "--internal", "--label", "agentd-test=preview-browser", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker network create: %v: %s", err, out)
+	}
+	id := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("docker", "network", "rm", id).CombinedOutput(); err != nil {
+			t.Errorf("docker network rm %s: %v: %s", id, err, out)
+		}
+	})
+	return name
 }
