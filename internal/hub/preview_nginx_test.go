@@ -194,7 +194,8 @@ func startPreviewNginx(t *testing.T, listen, hubAddr string, certPEM, keyPEM []b
 // hub.test to nginx, and it accepts the certificate by its key's hash) a
 // public page of python3 -m http.server on a paired machine, then, signed
 // in to the console through nginx, the WebSocket echo through a private
-// URL over wss, whose sign-in cookie is Secure.
+// URL over wss; the preview's sign-in cookie and the console's session
+// cookie are Secure.
 func TestPreviewDomainBehindNginx(t *testing.T) {
 	ca := testca.New(t)
 	certPEM, keyPEM, der := ca.Issue(t, "*.preview.test", "hub.test")
@@ -271,5 +272,19 @@ func TestPreviewDomainBehindNginx(t *testing.T) {
 	}
 	if !grant {
 		t.Errorf("no sign-in cookie for %s", private)
+	}
+	// The console's session cookie, set through nginx, is Secure too: the
+	// browser never sends it over plain HTTP.
+	var session bool
+	for _, ck := range cookiesOf(t, cr, hubURL+"/console/") {
+		if strings.HasSuffix(ck.Name, "agenthub_console") {
+			session = true
+			if ck.Name != "__Host-agenthub_console" || !ck.Secure || !ck.HTTPOnly {
+				t.Errorf("the console's session cookie behind nginx: %s secure=%v httpOnly=%v; want __Host-agenthub_console, Secure, HttpOnly", ck.Name, ck.Secure, ck.HTTPOnly)
+			}
+		}
+	}
+	if !session {
+		t.Errorf("no console session cookie for %s", hubURL)
 	}
 }
