@@ -31,7 +31,7 @@ func startPreviewHub(t *testing.T) (*hubEnv, *fakeClock) {
 }
 
 // appServer is the app behind the previews: /echo answers with what it
-// was sent (host, cookies, authorization, forwarded-for), /sse streams
+// was sent (host, cookies, authorization, X-Forwarded-*), /sse streams
 // three events a flush apart, /ws echoes WebSocket messages.
 func appServer(t *testing.T) int {
 	t.Helper()
@@ -39,7 +39,7 @@ func appServer(t *testing.T) int {
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"host": r.Host, "cookie": r.Header.Get("Cookie"),
 			"authorization": r.Header.Get("Authorization"), "xff": r.Header.Get("X-Forwarded-For"), "path": r.URL.Path,
-			"xfh": r.Header.Get("X-Forwarded-Host")})
+			"xfh": r.Header.Get("X-Forwarded-Host"), "xfp": r.Header.Get("X-Forwarded-Proto")})
 	})
 	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
 		// A hostile app: it tries to sign the browser out of the console

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/tap"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
+	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/exposures"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
@@ -28,8 +30,11 @@ func (s *Server) newPreview() (*preview.Server, error) {
 		Dial:      s.previewUpstream,
 		Identify:  preview.Identify(s.store, console.CookieNames(), s.opts.Now),
 		Strip:     console.CookieNames(),
-		Now:       s.opts.Now,
-		Logger:    s.log.Named("preview"),
+		ClientAddr: func(r *http.Request) string {
+			return conns.ClientAddr(r, s.opts.TrustedProxies)
+		},
+		Now:    s.opts.Now,
+		Logger: s.log.Named("preview"),
 		Record: func(e store.Exposure, c preview.ConnRecord) {
 			exposures.RecordConn(s.life.ctx, s.activity, e, c)
 		},

@@ -1,5 +1,6 @@
 // Package testca makes a throwaway certificate authority and a server
-// certificate for 127.0.0.1 and localhost, for tests of TLS paths.
+// certificate for 127.0.0.1 and localhost, for tests of TLS paths; Issue
+// signs certificates for other names (a wildcard for a proxy's previews).
 package testca
 
 import (
@@ -21,6 +22,9 @@ type CA struct {
 	Pool   *x509.CertPool // trusts the CA
 	PEM    []byte         // the CA certificate, PEM
 	Server *tls.Config    // serves the certificate for 127.0.0.1 and localhost
+
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
 }
 
 // New makes a CA valid for an hour around now.
@@ -64,5 +68,37 @@ func New(t testing.TB) *CA {
 		Pool:   pool,
 		PEM:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		Server: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
+		cert:   caCert, key: caKey,
 	}
+}
+
+// Issue signs a server certificate for the DNS names (wildcards such as
+// "*.preview.test" included) and returns it and its key as PEM, for a
+// process that reads them from files (nginx), and the certificate's DER.
+func (c *CA) Issue(t testing.TB, names ...string) (certPEM, keyPEM, der []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial.Add(serial, big.NewInt(3)), Subject: pkix.Name{CommonName: names[0]},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: names,
+	}
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), der
 }

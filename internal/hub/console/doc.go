@@ -11,9 +11,9 @@
 // Sign-in takes an API token (or a one-time link `agenthub console-link`
 // prints for the hub's owner) and starts a server-side session, stored as a
 // hash (store.ConsoleSessions), so it survives a restart and works across
-// hub replicas. The cookie is HttpOnly, SameSite=Strict and, under TLS,
-// Secure with the __Host- prefix. A session made with a token ends when the
-// token is revoked.
+// hub replicas. The cookie is HttpOnly, SameSite=Strict and, under TLS (or
+// behind a TLS proxy: an https PublicURL), Secure with the __Host- prefix.
+// A session made with a token ends when the token is revoked.
 //
 // Defences: every POST passes net/http's CrossOriginProtection; each page
 // is sent with a strict Content-Security-Policy (scripts and styles only

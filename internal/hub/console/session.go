@@ -14,7 +14,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
-// Cookie names: under TLS the __Host- prefix (Secure, Path=/, no Domain).
+// Cookie names: under TLS (or behind a TLS proxy: an https PublicURL) the
+// __Host- prefix (Secure, Path=/, no Domain).
 const (
 	cookieName    = "agenthub_console"
 	tlsCookieName = "__Host-agenthub_console"
@@ -44,8 +45,16 @@ func CreateLink(ctx context.Context, st Sessions, orgID string, now time.Time) (
 	return code, nil
 }
 
-func cookieFor(r *http.Request) string {
-	if r.TLS != nil {
+// secure reports whether the browser is on https for r: TLS here, or a
+// TLS proxy (nginx) in front of a hub whose PublicURL is https. Then the
+// session cookie is Secure, so that the browser never sends it over plain
+// HTTP.
+func (c *Console) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(c.opts.PublicURL, "https://")
+}
+
+func (c *Console) cookieFor(r *http.Request) string {
+	if c.secure(r) {
 		return tlsCookieName
 	}
 	return cookieName
@@ -87,7 +96,7 @@ func (c *Console) auth(h sessionHandler) http.Handler {
 var errNoSession = errors.New("no session")
 
 func (c *Console) session(r *http.Request) (*session, error) {
-	ck, err := r.Cookie(cookieFor(r))
+	ck, err := r.Cookie(c.cookieFor(r))
 	if err != nil || ck.Value == "" {
 		return nil, errNoSession
 	}
@@ -117,12 +126,12 @@ func newSecret(prefix string) string {
 
 // setCookie gives the browser its session id, for the session's lifetime.
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, id string) {
-	http.SetCookie(w, &http.Cookie{Name: cookieFor(r), Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: c.cookieFor(r), Value: id, Path: "/", HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL.Seconds())})
 }
 
 func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieFor(r), Value: "", Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: c.cookieFor(r), Value: "", Path: "/", HttpOnly: true, Secure: c.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
@@ -205,7 +214,7 @@ func (c *Console) redeemLink(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(cookieFor(r)); err == nil && ck.Value != "" {
+	if ck, err := r.Cookie(c.cookieFor(r)); err == nil && ck.Value != "" {
 		if err := c.opts.Sessions.DeleteConsoleSession(r.Context(), store.HashToken(ck.Value)); err != nil {
 			c.fail(w, r, nil, err)
 			return

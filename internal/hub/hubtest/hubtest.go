@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -63,6 +64,15 @@ type Options struct {
 	// test resolves the names to the hub: a Host header, or a browser's
 	// host resolver rule).
 	PreviewDomain string
+	// PreviewDomainURL, with PreviewDomain, is the base of the preview
+	// URLs expose prints instead of http://PreviewDomain:PORT (a test
+	// with a TLS proxy in front: https://PreviewDomain:PROXYPORT).
+	PreviewDomainURL string
+	// PublicURL is the hub's own URL (hub.Options.PublicURL); default
+	// with PreviewDomain: the hub's http://Addr.
+	PublicURL string
+	// TrustedProxies are the hub's (agenthub serve --trusted-proxy).
+	TrustedProxies []netip.Prefix
 }
 
 // Hub is a hub serving on a loopback port, stopped when the test ends.
@@ -190,6 +200,12 @@ func (h *Hub) Serve(addr string) {
 	if h.opts.PreviewDomain != "" {
 		domainURL = "http://" + net.JoinHostPort(h.opts.PreviewDomain, strconv.Itoa(lis.Addr().(*net.TCPAddr).Port))
 		publicURL = "http://" + lis.Addr().String() // where a preview's sign-in hop goes
+		if h.opts.PreviewDomainURL != "" {
+			domainURL = h.opts.PreviewDomainURL
+		}
+	}
+	if h.opts.PublicURL != "" {
+		publicURL = h.opts.PublicURL
 	}
 	srv, err := hub.New(h.tb.Context(), hub.Options{
 		PreviewURL: h.PreviewURL, PreviewDomainURL: domainURL, PublicURL: publicURL,
@@ -197,6 +213,7 @@ func (h *Hub) Serve(addr string) {
 		RecordTerminalInput: h.opts.RecordTerminalInput,
 		Heartbeat:           h.opts.Heartbeat, Replica: rep, MaxConnsPerClient: h.opts.MaxConnsPerClient,
 		ActivityLimits: h.opts.ActivityLimits, ActivityKeepBytesPerOrg: h.opts.ActivityKeepBytesPerOrg,
+		TrustedProxies: h.opts.TrustedProxies,
 	})
 	if err != nil {
 		lis.Close()

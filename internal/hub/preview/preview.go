@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,9 @@ type Options struct {
 	PublicURL string
 	// Strip are the cookies the hub's own (removed before forwarding).
 	Strip []string
+	// ClientAddr is a request's client address (behind a trusted proxy,
+	// the one it names in X-Forwarded-For); default r.RemoteAddr.
+	ClientAddr func(r *http.Request) string
 	// Record is called once per client connection that reached an
 	// exposure, when it closes.
 	Record func(e store.Exposure, c ConnRecord)
@@ -110,6 +114,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.ClientAddr == nil {
+		o.ClientAddr = func(r *http.Request) string { return r.RemoteAddr }
 	}
 	o.Strip = append(append([]string(nil), o.Strip...), GrantCookieNames()...)
 	s := &Server{opts: o, domain: domain}
@@ -322,14 +329,43 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = "127.0.0.1:" + strconv.Itoa(e.Port)
 	s.strip(pr.Out)
 	pr.Out.Header.Del("Forwarded")
-	client, _, _ := net.SplitHostPort(pr.In.RemoteAddr)
+	client := s.opts.ClientAddr(pr.In)
+	if h, _, err := net.SplitHostPort(client); err == nil {
+		client = h
+	}
 	pr.Out.Header.Set("X-Forwarded-For", client)
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
-	proto := "http"
-	if pr.In.TLS != nil {
-		proto = "https"
-	}
+	proto := s.scheme(pr.In)
 	pr.Out.Header.Set("X-Forwarded-Proto", proto)
+	// The app's own pages send their own origin, which names the preview's
+	// host, not the Host the app is asked by: a WebSocket library's
+	// same-origin check (coder/websocket's and gorilla/websocket's
+	// defaults) would refuse every browser. So the preview's own origin
+	// becomes the app's; any other origin passes unchanged, for the app
+	// to judge.
+	if o := pr.In.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); err == nil && u.Scheme == proto && strings.EqualFold(u.Host, pr.In.Host) && u.Path == "" {
+			pr.Out.Header.Set("Origin", "http://"+pr.Out.Host)
+		}
+	}
+}
+
+// scheme is the scheme r's client used: https when r came over TLS, or
+// when the URLs the server hands out for r's form (by host, the preview
+// domain's; by path, the listener's) are https — a TLS proxy in front of
+// the hub (docs/deploy.md's nginx) that speaks plain HTTP to it.
+func (s *Server) scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	base := s.opts.ListenURL
+	if _, byHost := s.HostToken(r.Host); byHost {
+		base = s.opts.DomainURL
+	}
+	if strings.HasPrefix(base, "https://") {
+		return "https"
+	}
+	return "http"
 }
 
 // dialUpstream opens a Connect call to the port addr names on its

@@ -196,11 +196,14 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request, e store.Expos
 		exp = e.ExpiresAt
 	}
 	s.grants.put(&s.grants.sessions, store.HashToken(id), grant{exposureID: e.ID, viewer: gr.viewer, expires: exp}, now)
+	// Secure whenever the browser is on https, a TLS proxy in front of
+	// the hub included.
+	secure := s.scheme(r) == "https"
 	name := grantCookie
-	if r.TLS != nil {
+	if secure {
 		name = tlsGrantCookie
 	}
-	http.SetCookie(w, &http.Cookie{Name: name, Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: name, Value: id, Path: "/", HttpOnly: true, Secure: secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: max(1, int(exp.Sub(now).Seconds()))})
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
