@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +26,12 @@ import (
 const forkBytesEnv = "AGENTD_BENCH_FORK_BYTES"
 
 // BenchmarkCopyWorkspaceSideBySide: a fork's copy of a workspace of
-// 10,000 files (1 GiB by default) next to `cp -a` of the same tree on the
-// host, into the same filesystem, one of each per round (in turn first) so
-// that a loaded machine slows both alike, each timed until its data is on
-// disk (sync). It reports both times per op and their ratio.
+// 10,000 files (1 GiB by default) on the host (cp -a between the volumes'
+// directories, when it can) and through the helper container
+// (Options.CopyInHelper), next to `cp -a` of the same tree on the host into
+// the same filesystem, one of each per round (in a rotating order) so that
+// a loaded machine slows them alike, each timed until its data is on disk
+// (sync). It reports the three times per op and the ratios to cp -a.
 //
 //	go test -run '^$' -bench CopyWorkspaceSideBySide -benchtime 3x ./internal/sandbox/docker/
 func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
@@ -41,6 +44,11 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 	if err := d.Ping(ctx); errors.Is(err, sandbox.ErrUnavailable) {
 		b.Skipf("no docker engine: %v", err)
 	}
+	helper, err := New(Options{CopyInHelper: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer helper.Close()
 	image := sandboxtest.MinimalImage(b)
 	total := int64(1 << 30)
 	if v := os.Getenv(forkBytesEnv); v != "" {
@@ -85,20 +93,26 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 	defer os.RemoveAll(tmp)
 	syncFS(b)
 
-	var forkT, cpT time.Duration
+	var hostT, helperT, cpT time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		dst := mk(fmt.Sprintf("%s-dst-%d", hub, i))
+		dst2 := mk(fmt.Sprintf("%s-dst2-%d", hub, i))
 		target := filepath.Join(tmp, strconv.Itoa(i))
 		// Each copy's time ends with its data on disk (sync), so that
-		// neither leaves its writeback to the other; the order alternates.
-		fork := func() {
-			began := time.Now()
-			if err := d.CopyWorkspace(ctx, src, dst); err != nil {
-				b.Fatalf("CopyWorkspace: %v", err)
+		// none leaves its writeback to another; the order rotates.
+		copyBy := func(d *Driver, dst string, n *atomic.Int64, took *time.Duration) func() {
+			return func() {
+				began, n0 := time.Now(), n.Load()
+				if err := d.CopyWorkspace(ctx, src, dst); err != nil {
+					b.Fatalf("CopyWorkspace: %v", err)
+				}
+				syncFS(b)
+				*took += time.Since(began)
+				if n.Load() != n0+1 {
+					b.Fatalf("the copy did not go the way it was timed for")
+				}
 			}
-			syncFS(b)
-			forkT += time.Since(began)
 		}
 		cpa := func() {
 			began := time.Now()
@@ -108,25 +122,26 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 			syncFS(b)
 			cpT += time.Since(began)
 		}
-		if i%2 == 0 {
-			fork()
-			cpa()
-		} else {
-			cpa()
-			fork()
+		runs := []func(){copyBy(d, dst, &d.hostCopies, &hostT), copyBy(helper, dst2, &helper.helpers, &helperT), cpa}
+		for k := range runs {
+			runs[(i+k)%len(runs)]()
 		}
 		b.StopTimer()
-		if err := d.Remove(ctx, dst); err != nil {
-			b.Fatalf("Remove: %v", err)
+		for _, id := range []string{dst, dst2} {
+			if err := d.Remove(ctx, id); err != nil {
+				b.Fatalf("Remove: %v", err)
+			}
 		}
-		made = made[:len(made)-1]
+		made = made[:len(made)-2]
 		_ = os.RemoveAll(target)
 		syncFS(b)
 		b.StartTimer()
 	}
-	b.ReportMetric(forkT.Seconds()/float64(b.N), "fork-s/op")
+	b.ReportMetric(hostT.Seconds()/float64(b.N), "host-s/op")
+	b.ReportMetric(helperT.Seconds()/float64(b.N), "helper-s/op")
 	b.ReportMetric(cpT.Seconds()/float64(b.N), "cp-a-s/op")
-	b.ReportMetric(float64(forkT)/float64(cpT), "fork/cp-a")
+	b.ReportMetric(float64(hostT)/float64(cpT), "host/cp-a")
+	b.ReportMetric(float64(helperT)/float64(cpT), "helper/cp-a")
 }
 
 // volumeDir is the host directory of container id's workspace volume.

@@ -43,9 +43,9 @@ type Options struct {
 	// registry. Nil: the engine pulls every image itself (load.go).
 	Fetch func(ctx context.Context, ref, tag string, w io.Writer) (bool, error)
 	// CopyInHelper makes CopyWorkspace copy through a helper container
-	// even when it could copy between the volumes' directories on this
-	// host (the engine local, the hub root). Default false: on the host
-	// when it can.
+	// even when it could copy on this host, between the volumes'
+	// directories (the engine local, the hub root) or between bounded
+	// workspaces' images. Default false: on the host when it can.
 	CopyInHelper bool
 }
 
@@ -63,10 +63,12 @@ type Driver struct {
 	mu      sync.Mutex
 	wsOwned map[string]bool // image id → its /workspace is uid 1000's (no helper needed)
 	helpers atomic.Int64    // workspace helper containers made (for tests)
-	// copyInHelper is Options.CopyInHelper; hostCopies counts the
-	// workspace copies made on the host (for tests).
+	// copyInHelper is Options.CopyInHelper; hostCopies and imageCopies
+	// count the workspace copies made on the host, file by file and as
+	// file system images (for tests).
 	copyInHelper bool
 	hostCopies   atomic.Int64
+	imageCopies  atomic.Int64
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
