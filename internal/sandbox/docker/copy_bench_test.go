@@ -35,8 +35,22 @@ const forkBytesEnv = "AGENTD_BENCH_FORK_BYTES"
 //
 //	go test -run '^$' -bench CopyWorkspaceSideBySide -benchtime 3x ./internal/sandbox/docker/
 func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchCopy(b, 0) })
+	b.Run("bounded", func(b *testing.B) { benchCopy(b, 2<<30) })
+}
+
+// benchCopy is BenchmarkCopyWorkspaceSideBySide for workspaces of size
+// bytes (0: plain volumes).
+func benchCopy(b *testing.B, size int64) {
 	ctx := context.Background()
-	d, err := New(Options{})
+	var wsDir string
+	if size > 0 {
+		if os.Geteuid() != 0 {
+			b.Skip("bounded workspaces need root")
+		}
+		wsDir = b.TempDir()
+	}
+	d, err := New(Options{WorkspaceDir: wsDir})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +58,7 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 	if err := d.Ping(ctx); errors.Is(err, sandbox.ErrUnavailable) {
 		b.Skipf("no docker engine: %v", err)
 	}
-	helper, err := New(Options{CopyInHelper: true})
+	helper, err := New(Options{WorkspaceDir: wsDir, CopyInHelper: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,11 +74,11 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 	tag := make([]byte, 4)
 	_, _ = rand.Read(tag)
 	hub := "bench-copy-" + hex.EncodeToString(tag)
-	spec := func(name string) sandbox.Spec {
+	spec := func(name string, cmd ...string) sandbox.Spec {
 		return sandbox.Spec{
-			Name: name, Image: image, Cmd: []string{"true"}, Network: "none",
+			Name: name, Image: image, Cmd: cmd, Network: "none",
 			Labels: map[string]string{sandbox.LabelManaged: "1", sandbox.LabelHub: hub, sandbox.LabelID: name},
-			Limits: sandbox.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 64, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
+			Limits: sandbox.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 64, TmpBytes: 8 << 20, HomeBytes: 8 << 20, WorkspaceBytes: size},
 		}
 	}
 	var made []string
@@ -75,29 +89,41 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 			}
 		}
 	}()
-	mk := func(name string) string {
-		id, err := d.Create(ctx, spec(name))
+	mk := func(name string, cmd ...string) string {
+		id, err := d.Create(ctx, spec(name, cmd...))
 		if err != nil {
 			b.Fatalf("Create: %v", err)
 		}
 		made = append(made, id)
 		return id
 	}
-	src := mk(hub + "-src")
+	// The source runs and is paused, as a fork's is: a bounded
+	// workspace is mounted only while its container runs.
+	src := mk(hub+"-src", "sleep", "3600")
+	if err := d.Start(ctx, src); err != nil {
+		b.Fatal(err)
+	}
 	srcDir := volumeDir(b, d, src)
 	fillTree(b, srcDir, files, total)
+	if err := d.Pause(ctx, src); err != nil {
+		b.Fatal(err)
+	}
 	tmp, err := os.MkdirTemp("/var/tmp", "agentd-bench-cpa-")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
 	syncFS(b)
+	hostN := &d.hostCopies
+	if size > 0 {
+		hostN = &d.imageCopies
+	}
 
 	var hostT, helperT, cpT time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		dst := mk(fmt.Sprintf("%s-dst-%d", hub, i))
-		dst2 := mk(fmt.Sprintf("%s-dst2-%d", hub, i))
+		dst := mk(fmt.Sprintf("%s-dst-%d", hub, i), "true")
+		dst2 := mk(fmt.Sprintf("%s-dst2-%d", hub, i), "true")
 		target := filepath.Join(tmp, strconv.Itoa(i))
 		// Each copy's time ends with its data on disk (sync), so that
 		// none leaves its writeback to another; the order rotates.
@@ -122,7 +148,7 @@ func BenchmarkCopyWorkspaceSideBySide(b *testing.B) {
 			syncFS(b)
 			cpT += time.Since(began)
 		}
-		runs := []func(){copyBy(d, dst, &d.hostCopies, &hostT), copyBy(helper, dst2, &helper.helpers, &helperT), cpa}
+		runs := []func(){copyBy(d, dst, hostN, &hostT), copyBy(helper, dst2, &helper.helpers, &helperT), cpa}
 		for k := range runs {
 			runs[(i+k)%len(runs)]()
 		}
