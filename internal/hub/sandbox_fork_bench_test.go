@@ -32,9 +32,10 @@ for i in range(10000):
 // online, then sync — next to `cp -a` of the same tree in the source
 // sandbox, then sync, one of each per round. It reports both and the
 // ratio: plain workspaces (volumes on the engine's disk), bounded ones
-// (ext4 images of 2 GiB, as `agenthub serve` makes by default), and, for
-// either, the driver told to copy in a helper container (the way it
-// copies when the hub is not on the engine's host).
+// (ext4 images, as `agenthub serve` makes by default; 3 GiB, so that the
+// tree and the baseline's copy of it fit), and, for either, the driver
+// told to copy in a helper container (the way it copies when the hub is
+// not on the engine's host).
 //
 //	go test -run '^$' -bench SandboxForkSideBySide -benchtime 3x ./internal/hub/
 func BenchmarkSandboxForkSideBySide(b *testing.B) {
@@ -51,7 +52,7 @@ func BenchmarkSandboxForkSideBySide(b *testing.B) {
 					b.Skip("bounded workspaces need root")
 				}
 				dopts.WorkspaceDir = b.TempDir()
-				tune = func(o *sandboxes.Options) { o.Limits.WorkspaceBytes = 2 << 30 }
+				tune = func(o *sandboxes.Options) { o.Limits.WorkspaceBytes = 3 << 30 } // the tree and its copy
 			}
 			benchFork(b, newSandboxBenchOn(b, dopts, tune))
 		})
