@@ -71,8 +71,14 @@ type sbBench struct {
 // the same limits), tuned by tune.
 func newSandboxBench(b *testing.B, tune func(*sandboxes.Options)) *sbBench {
 	b.Helper()
+	return newSandboxBenchOn(b, docker.Options{}, tune)
+}
+
+// newSandboxBenchOn is newSandboxBench with a driver of dopts.
+func newSandboxBenchOn(b *testing.B, dopts docker.Options, tune func(*sandboxes.Options)) *sbBench {
+	b.Helper()
 	sandboxtest.BaseImage(b) // skips without an engine
-	drv, err := docker.New(docker.Options{})
+	drv, err := docker.New(dopts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,6 +92,10 @@ func newSandboxBench(b *testing.B, tune func(*sandboxes.Options)) *sbBench {
 	b.Cleanup(func() {
 		sbRemoveLabelled(sandbox.LabelHub + "=" + hubID)
 		sbRemoveVolumes(td.names())
+		// Bounded workspaces whose volumes went: their loop devices.
+		if err := drv.RecoverWorkspaces(context.Background()); err != nil {
+			b.Errorf("release bounded workspaces: %v", err)
+		}
 	})
 	o := sandboxes.Options{
 		Driver:         td,

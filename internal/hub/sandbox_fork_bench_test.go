@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/devdepot-ai/agentd/internal/hub"
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -29,10 +31,35 @@ for i in range(10000):
 // default, AGENTD_BENCH_FORK_BYTES) — the RPC until the fork's agentd is
 // online, then sync — next to `cp -a` of the same tree in the source
 // sandbox, then sync, one of each per round. It reports both and the
-// ratio.
+// ratio: plain workspaces (volumes on the engine's disk), bounded ones
+// (ext4 images, as `agenthub serve` makes by default; 3 GiB, so that the
+// tree and the baseline's copy of it fit), and, for either, the driver
+// told to copy in a helper container (the way it copies when the hub is
+// not on the engine's host).
 //
 //	go test -run '^$' -bench SandboxForkSideBySide -benchtime 3x ./internal/hub/
 func BenchmarkSandboxForkSideBySide(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		bounded bool
+		helper  bool
+	}{{"plain", false, false}, {"plain-helper", false, true}, {"bounded", true, false}, {"bounded-helper", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			dopts := docker.Options{CopyInHelper: c.helper}
+			var tune func(*sandboxes.Options)
+			if c.bounded {
+				if os.Geteuid() != 0 {
+					b.Skip("bounded workspaces need root")
+				}
+				dopts.WorkspaceDir = b.TempDir()
+				tune = func(o *sandboxes.Options) { o.Limits.WorkspaceBytes = 3 << 30 } // the tree and its copy
+			}
+			benchFork(b, newSandboxBenchOn(b, dopts, tune))
+		})
+	}
+}
+
+func benchFork(b *testing.B, h *sbBench) {
 	total := int64(1 << 30)
 	if v := os.Getenv("AGENTD_BENCH_FORK_BYTES"); v != "" {
 		var err error
@@ -40,7 +67,6 @@ func BenchmarkSandboxForkSideBySide(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	h := newSandboxBench(b, nil)
 	ctx := h.convCtx(hub.BuiltinEnvironment, "fork-src")
 	run := func(argv ...string) {
 		b.Helper()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -32,7 +33,8 @@ const MaxForks = 16
 const maxConversation = 256
 
 // Fork makes count new sandboxes of the org whose workspaces are copies of
-// sandbox id's, and returns their ids. conv names the forks'
+// sandbox id's, and returns their ids: it builds them, copies into each,
+// then starts them all at once. conv names the forks'
 // conversations: conv itself for one fork, conv-1 … conv-N for several;
 // "": generated (SOURCE-CONVERSATION-fork-XXXXXX). All of them fit under
 // the org's caps or none is made, and a fork that fails removes every one
@@ -123,13 +125,29 @@ func (m *Manager) Fork(ctx context.Context, org store.Org, id string, count int,
 	if err := m.copyInto(ctx, src, forks); err != nil {
 		return nil, err
 	}
+	// The N starts at once: each waits mostly on the engine and on its
+	// agentd's connection, not on this process.
 	ids := make([]string, len(forks))
+	errs := make([]error, len(forks))
+	var wg sync.WaitGroup
 	for i, f := range forks {
-		if err := m.launch(ctx, org, env, f); err != nil {
-			forks = append(forks[:i:i], forks[i+1:]...) // launch removed it
-			return nil, err
-		}
+		wg.Go(func() { errs[i] = m.launch(ctx, org, env, f) })
 		ids[i] = f.ID
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		var left []store.Sandbox
+		for i, f := range forks {
+			if errs[i] == nil {
+				left = append(left, f)
+			}
+		}
+		forks = left // launch removed the others
+		for _, e := range errs {
+			if e != nil {
+				return nil, e // the first: one error's kind for the status
+			}
+		}
 	}
 	done = true
 	m.log.Info("sandbox forked", zap.String("sandbox", src.ID), zap.Strings("forks", ids))

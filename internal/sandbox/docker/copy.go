@@ -29,7 +29,12 @@ const copyScript = `set -e; rm -rf /dst/* /dst/.[!.]* /dst/..?*; cp -a /src/. /d
 const copyPids = 64
 
 // CopyWorkspace copies the workspace of container src into that of dst,
-// replacing what dst's held, through a helper container that mounts both
+// replacing what dst's held. Two bounded workspaces of one size are
+// copied as their file system images (copy_image_linux.go). When the hub
+// is on the engine's host, as root, and both are plain local volumes, cp
+// -a runs here between their directories (copy_host.go). Either way no
+// container is created, started and removed. Otherwise it copies through
+// a helper container that mounts both
 // volumes (src read-only) and runs cp -a from dst's image as root with
 // only the capabilities that keep owners and modes: no network, a
 // read-only root, dst's runtime (a gVisor sandbox's workspace is copied
@@ -51,6 +56,22 @@ func (d *Driver) CopyWorkspace(ctx context.Context, src, dst string) (err error)
 	}
 	if st := t.Container.State; st != nil && (st.Running || st.Paused) {
 		return fmt.Errorf("copy workspace %s → %s: the destination runs; it must not have started", src, dst)
+	}
+	if ok, err := d.copyImage(ctx, srcVol, dstVol); ok || err != nil {
+		if err != nil {
+			return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+		}
+		d.imageCopies.Add(1)
+		d.log.Debug("workspace image copied", zap.String("from", src), zap.String("to", dst))
+		return nil
+	}
+	if from, to, ok := d.hostDirs(ctx, t.Container.ID, srcVol, dstVol); ok {
+		if err := copyHost(ctx, from, to); err != nil {
+			return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+		}
+		d.hostCopies.Add(1)
+		d.log.Debug("workspace copied on the host", zap.String("from", src), zap.String("to", dst))
+		return nil
 	}
 	name := strings.TrimPrefix(t.Container.Name, "/") + copySuffix
 	labels := map[string]string{}

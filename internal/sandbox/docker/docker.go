@@ -42,6 +42,11 @@ type Options struct {
 	// --registry-ca: the engine keeps its own settings); false: not such a
 	// registry. Nil: the engine pulls every image itself (load.go).
 	Fetch func(ctx context.Context, ref, tag string, w io.Writer) (bool, error)
+	// CopyInHelper makes CopyWorkspace copy through a helper container
+	// even when it could copy on this host, between the volumes'
+	// directories (the engine local, the hub root) or between bounded
+	// workspaces' images. Default false: on the host when it can.
+	CopyInHelper bool
 }
 
 // Driver is a sandbox.Driver on one Docker engine. It is safe for
@@ -58,6 +63,12 @@ type Driver struct {
 	mu      sync.Mutex
 	wsOwned map[string]bool // image id → its /workspace is uid 1000's (no helper needed)
 	helpers atomic.Int64    // workspace helper containers made (for tests)
+	// copyInHelper is Options.CopyInHelper; hostCopies and imageCopies
+	// count the workspace copies made on the host, file by file and as
+	// file system images (for tests).
+	copyInHelper bool
+	hostCopies   atomic.Int64
+	imageCopies  atomic.Int64
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -97,7 +108,7 @@ func New(opts Options) (*Driver, error) {
 		}
 	}
 	return &Driver{cli: cli, host: cli.DaemonHost(), log: log.Named("docker"), wsDir: ws, loopControl: "/dev/loop-control", wsOwned: map[string]bool{},
-		fetch: opts.Fetch}, nil
+		fetch: opts.Fetch, copyInHelper: opts.CopyInHelper}, nil
 }
 
 // Close releases the driver's idle connections to the engine.

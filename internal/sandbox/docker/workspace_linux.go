@@ -242,6 +242,8 @@ func (d *Driver) RecoverWorkspaces(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	var devs []string
+	defer func() { thawAll(devs) }() // a copyImage cut short left its source frozen
 	for _, img := range imgs {
 		vol := strings.TrimSuffix(filepath.Base(img), imgSuffix)
 		_, dev := d.workspaceFiles(vol)
@@ -259,6 +261,8 @@ func (d *Driver) RecoverWorkspaces(ctx context.Context) error {
 				continue
 			}
 			d.log.Info("workspace attached again", zap.String("volume", vol), zap.String("device", path))
+		default:
+			devs = append(devs, loopOf(img, dev))
 		}
 	}
 	// Symlinks and temporary links left without an image.

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
-	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // boundedEngine is a driver on the local engine whose workspaces are
@@ -218,13 +217,15 @@ func TestWorkspaceNoLoopDevice(t *testing.T) {
 	}
 }
 
-// A bounded workspace (ext4 on a loop device) is copied into another
-// bounded one, its source mounted by its running container meanwhile; a
-// source larger than the destination's bound fails the copy (ENOSPC), it
-// does not pass silently.
+// Two bounded workspaces of one size are copied as file system images:
+// from a paused source (mounted: frozen for the copy, writable again
+// after) and from a stopped one, owners, modes and times kept, and a write
+// into the copy does not reach the source. A smaller workspace is copied
+// file by file and refused when the files do not fit.
 func TestCopyWorkspaceBounded(t *testing.T) {
 	d := boundedEngine(t)
-	image := sandboxtest.MinimalImage(t)
+	image := "agentd-test/forkcopy:" + uniqueName(t)
+	testImage(t, d, image, false, 0)
 	exited := func(id string) sandbox.Info {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); ; {
@@ -238,15 +239,16 @@ func TestCopyWorkspaceBounded(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	src := testSpec(t, uniqueName(t), image, "head -c 20000000 /dev/zero > /workspace/big && echo ok > /workspace/small && exec sleep 300")
+	src := testSpec(t, uniqueName(t), image, `head -c 20000000 /dev/zero > /workspace/big && echo ok > /workspace/small && `+
+		`chmod 640 /workspace/small && TZ=UTC touch -d "2020-01-02 03:04:05" /workspace/small && exec sleep 300`)
 	src.Limits.WorkspaceBytes = 64 << 20
 	sid := create(t, d, src)
 	if err := d.Start(t.Context(), sid); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; {
-		out, _ := exec.Command("docker", "exec", sid, "cat", "/workspace/small").CombinedOutput()
-		if string(out) == "ok\n" {
+		out, _ := exec.Command("docker", "exec", sid, "stat", "-c", "%Y", "/workspace/small").CombinedOutput()
+		if string(out) == "1577934245\n" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -254,18 +256,43 @@ func TestCopyWorkspaceBounded(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	dst := testSpec(t, uniqueName(t), image, `[ "$(wc -c < /workspace/big)" = 20000000 ] && [ "$(cat /workspace/small)" = ok ]`)
-	dst.Limits.WorkspaceBytes = 64 << 20
-	did := create(t, d, dst)
-	if err := d.CopyWorkspace(t.Context(), sid, did); err != nil {
-		t.Fatalf("CopyWorkspace between bounded workspaces: %v", err)
+	check := `[ "$(stat -c %s /workspace/big)" = 20000000 ] && [ "$(cat /workspace/small)" = ok ] && ` +
+		`[ "$(stat -c %a:%u:%g:%Y /workspace/small)" = 640:1000:1000:1577934245 ] && [ ! -e /workspace/fork-only ] && touch /workspace/fork-only`
+	copyTo := func(name string) {
+		t.Helper()
+		dst := testSpec(t, uniqueName(t), image, check)
+		dst.Limits.WorkspaceBytes = 64 << 20
+		did := create(t, d, dst)
+		n := d.imageCopies.Load()
+		if err := d.CopyWorkspace(t.Context(), sid, did); err != nil {
+			t.Fatalf("%s: CopyWorkspace between bounded workspaces: %v", name, err)
+		}
+		if d.imageCopies.Load() != n+1 {
+			t.Errorf("%s: not copied as an image", name)
+		}
+		if err := d.Start(t.Context(), did); err != nil {
+			t.Fatal(err)
+		}
+		if in := exited(did); in.ExitCode != 0 {
+			t.Errorf("%s: the copy's check exited %d", name, in.ExitCode)
+		}
 	}
-	if err := d.Start(t.Context(), did); err != nil {
+	if err := d.Pause(t.Context(), sid); err != nil {
 		t.Fatal(err)
 	}
-	if in := exited(did); in.ExitCode != 0 {
-		t.Errorf("the copy's check exited %d", in.ExitCode)
+	copyTo("from a paused source")
+	copyTo("a second copy after the first wrote")
+	if err := d.Unpause(t.Context(), sid); err != nil {
+		t.Fatal(err)
 	}
+	if out, err := exec.Command("docker", "exec", sid, "touch", "/workspace/after").CombinedOutput(); err != nil {
+		t.Fatalf("the source's workspace after its copy: %v %s (still frozen?)", err, out)
+	}
+	if err := d.Stop(t.Context(), sid, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	copyTo("from a stopped source")
+
 	small := testSpec(t, uniqueName(t), image, "true")
 	small.Limits.WorkspaceBytes = 16 << 20
 	if err := d.CopyWorkspace(t.Context(), sid, create(t, d, small)); err == nil {
