@@ -127,4 +127,3 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, name, holder string) error 
 	}
 	return nil
 }
-
