@@ -209,6 +209,8 @@ type Store interface {
 	ListReplicas(ctx context.Context) ([]store.Replica, error)
 	EnvironmentAllowPrivate(ctx context.Context, orgID, name string) ([]string, error)
 	SetEnvironmentAllowPrivate(ctx context.Context, orgID, name string, list []string, at time.Time) error
+	store.SandboxProcesses
+	store.Leases
 }
 
 // Tunnels is what the manager asks of the hub's tunnel registry.
