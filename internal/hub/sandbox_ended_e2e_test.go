@@ -1,55 +1,156 @@
 package hub_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
-	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
-// A process that a stop ended is gone with its sandbox's agentd: attach
-// to it after the sandbox is back says that the stop ended it, and why,
-// instead of a bare "not found".
-func TestSandboxAttachAfterStop(t *testing.T) {
-	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin = 0 })
-	ctx := h.ctx("builtin", "c-ended")
-	procs := agentdv1.NewProcessServiceClient(h.cc)
-	st, err := procs.Start(ctx, &agentdv1.StartRequest{Argv: []string{"sleep", "600"}})
+// actor is the name of the admin token of sandboxHub (hubtest's default).
+const actor = "tester"
+
+// startDetached starts argv in the sandbox of ctx and leaves it running:
+// the caller hangs up once it started. It returns the process's id.
+func (h *sandboxHub) startDetached(ctx context.Context, argv ...string) string {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := agentdv1.NewProcessServiceClient(h.cc).Start(ctx, &agentdv1.StartRequest{Argv: argv})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	ev, err := st.Recv()
 	if err != nil || ev.GetEvent().GetStarted() == nil {
-		t.Fatalf("start: %v %v", ev, err)
+		h.t.Fatalf("start %v: %v %v", argv, ev, err)
 	}
-	pid := ev.GetEvent().GetStarted().GetId()
+	return ev.GetEvent().GetStarted().GetId()
+}
+
+// processRecord waits for the hub's activity record of the end of process
+// pid of sandbox id, saying reason.
+func (h *sandboxHub) processRecord(id, pid, reason string) {
+	h.t.Helper()
+	pollUntil(h.t, 10*time.Second, "the record of "+pid+" ended: "+reason, func() (bool, string) {
+		recs, err := h.Store.ListActivity(h.t.Context(), store.ActivityQuery{OrgID: h.Org.ID, Limit: store.MaxActivityLimit})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, r := range recs {
+			if r.Subject != id || r.Source != store.SourceHub {
+				continue
+			}
+			s := string(r.Record)
+			if strings.Contains(s, `"kind":"process.exit"`) && strings.Contains(s, pid) && strings.Contains(s, reason) {
+				return true, ""
+			}
+			seen = append(seen, s)
+		}
+		return false, strings.Join(seen, " | ")
+	})
+}
+
+// A process that a stop ended (its sandbox paused first, as the idle
+// policy does) is gone with its sandbox's agentd; the hub answers for it,
+// after its own restart too: the activity says it ended and why; attach
+// prints the reason and exits as for a process killed by SIGTERM (143);
+// ps lists it, killed, with the reason; Wait returns its record; a signal
+// to it is NOT_FOUND saying what ended it. An id that never ran is still
+// NOT_FOUND.
+func TestSandboxProcessEndedByStop(t *testing.T) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin = 0 })
+	ctl := h.agentctl()
+	ctx := h.ctx("builtin", "c-ended")
+	pid := h.startDetached(ctx, "sleep", "600")
 	id := h.sandboxOf(ctx)
-	envs := hubv1.NewEnvironmentServiceClient(h.cc)
-	if _, err := envs.ChangeSandboxState(h.ctx("", ""), &hubv1.ChangeSandboxStateRequest{Id: id, Action: "stop"}); err != nil {
-		t.Fatal(err)
+	if code, out, errOut := ctl("sandbox", "pause", id); code != 0 {
+		t.Fatalf("sandbox pause: exit %d %q %q", code, out, errOut)
 	}
-	if _, err := envs.ChangeSandboxState(h.ctx("", ""), &hubv1.ChangeSandboxStateRequest{Id: id, Action: "start"}); err != nil {
-		t.Fatal(err)
+	if code, out, errOut := ctl("sandbox", "stop", id); code != 0 {
+		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
 	}
-	at, err := procs.Attach(ctx, &agentdv1.AttachRequest{Id: pid})
-	if err == nil {
-		_, err = at.Recv()
+	h.awaitState(id, store.SandboxStopped, sandbox.StateExited, 10*time.Second)
+	reason := "sandbox stopped by " + actor
+	h.processRecord(id, pid, reason)
+
+	// What the hub keeps is in its store: a restart forgets nothing.
+	h.Stop()
+	h.Serve(h.Addr)
+	if code, out, errOut := ctl("sandbox", "start", id); code != 0 {
+		t.Fatalf("sandbox start: exit %d %q %q", code, out, errOut)
 	}
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "sandbox stopped") || !strings.Contains(err.Error(), "ended") {
-		t.Errorf("attach to %s after a stop and start: %v; want NotFound saying the sandbox's stop ended it", pid, err)
+	code, out, errOut := ctl("--machine", id, "attach", pid)
+	if code != 128+15 || !strings.Contains(errOut, "[agentctl: "+reason+"]") {
+		t.Errorf("attach to %s after the stop: exit %d %q %q; want 143 and the reason", pid, code, out, errOut)
 	}
-	// Another id is still refused as not found (the note says what the
-	// stop ended, not that this one ran).
-	at, err = procs.Attach(ctx, &agentdv1.AttachRequest{Id: "p-never"})
+	code, out, errOut = ctl("--machine", id, "ps")
+	var line string
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(l, pid+" ") {
+			line = l
+		}
+	}
+	if code != 0 || !strings.Contains(line, "killed TERM ("+reason+")") || !strings.Contains(line, "sleep 600") {
+		t.Errorf("ps after the stop: exit %d %q %q; want %s killed TERM (%s)", code, out, errOut, pid, reason)
+	}
+	procs := agentdv1.NewProcessServiceClient(h.cc)
+	w, err := procs.Wait(h.byID(id), &agentdv1.WaitRequest{Id: pid})
+	if x := w.GetProcess().GetExited(); err != nil || x.GetReason() != reason || x.GetSignal() != "TERM" ||
+		w.GetProcess().GetState() != agentdv1.ProcessState_PROCESS_STATE_EXITED {
+		t.Errorf("wait for %s: %v %v; want it exited, killed by TERM, for %q", pid, w, err, reason)
+	}
+	_, err = procs.Signal(h.byID(id), &agentdv1.SignalRequest{Id: pid, Signal: "KILL"})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), reason) {
+		t.Errorf("signal to %s: %v; want NotFound saying %q", pid, err, reason)
+	}
+	at, err := procs.Attach(h.byID(id), &agentdv1.AttachRequest{Id: "p-never"})
 	if err == nil {
 		_, err = at.Recv()
 	}
 	if status.Code(err) != codes.NotFound && status.Code(err) != codes.InvalidArgument {
 		t.Errorf("attach to a process that never was: %v; want NotFound or InvalidArgument", err)
 	}
+}
+
+// An archive (a stop first) and a delete end a sandbox's processes too:
+// after the restore, attach and ps say the archive ended it; a delete's
+// activity says the delete did, killed by SIGKILL (the engine removes the
+// running container).
+func TestSandboxProcessEndedByArchiveAndDelete(t *testing.T) {
+	st, _ := openArchive(t)
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin, o.Archive = 0, st })
+	ctl := h.agentctl()
+	ctx := h.ctx("builtin", "c-archived")
+	pid := h.startDetached(ctx, "sh", "-c", "sleep 600")
+	id := h.sandboxOf(ctx)
+	if code, out, errOut := ctl("sandbox", "archive", id); code != 0 {
+		t.Fatalf("sandbox archive: exit %d %q %q", code, out, errOut)
+	}
+	reason := "sandbox archived by " + actor
+	h.processRecord(id, pid, reason)
+	if code, out, errOut := ctl("sandbox", "restore", id); code != 0 {
+		t.Fatalf("sandbox restore: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut := ctl("--machine", id, "attach", pid)
+	if code != 128+15 || !strings.Contains(errOut, "[agentctl: "+reason+"]") {
+		t.Errorf("attach to %s after the archive: exit %d %q %q; want 143 and the reason", pid, code, out, errOut)
+	}
+	if code, out, errOut := ctl("--machine", id, "ps"); code != 0 || !strings.Contains(out, "("+reason+")") {
+		t.Errorf("ps after the archive: exit %d %q %q; want %s with the reason", code, out, errOut, pid)
+	}
+
+	pid2 := h.startDetached(ctx, "sleep", "600")
+	if code, out, errOut := ctl("sandbox", "rm", id); code != 0 {
+		t.Fatalf("sandbox rm: exit %d %q %q", code, out, errOut)
+	}
+	h.processRecord(id, pid2, "killed by KILL: sandbox deleted by "+actor)
 }

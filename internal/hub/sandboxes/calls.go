@@ -114,7 +114,7 @@ func (m *Manager) Remove(ctx context.Context, org store.Org, id string) error {
 	if err != nil {
 		return unavailable("sandbox "+id, err)
 	}
-	m.destroy(ctx, sb, "removed by request")
+	m.destroy(ctx, sb, "removed"+m.byWhom(ctx))
 	return nil
 }
 

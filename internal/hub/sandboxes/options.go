@@ -166,6 +166,14 @@ type Options struct {
 	// Record adds an activity record of the hub's own to an org's stream
 	// (the egress proxy's connections). Nil: not recorded.
 	Record func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord)
+	// RecordAbout adds an activity record of the hub's own about one
+	// sandbox (subject) to an org's stream: the processes a lifecycle
+	// step ended. Nil: not recorded.
+	RecordAbout func(ctx context.Context, orgID, subject string, r *agentdv1.ActivityRecord)
+	// CallerName is the name of the API token that made the call in ctx,
+	// "" for the hub's own work: a person's step says who ("sandbox
+	// stopped by alice"). Nil: always "" ("by request").
+	CallerName func(ctx context.Context) string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the manager's logs (named "sandbox"). Default: a
