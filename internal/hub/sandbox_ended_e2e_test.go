@@ -2,6 +2,9 @@ package hub_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/devdepot-ai/agentd/internal/hub/archive"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -153,4 +157,75 @@ func TestSandboxProcessEndedByArchiveAndDelete(t *testing.T) {
 		t.Fatalf("sandbox rm: exit %d %q %q", code, out, errOut)
 	}
 	h.processRecord(id, pid2, "killed by KILL: sandbox deleted by "+actor)
+}
+
+// env rm of an environment whose sandboxes are running, stopped and
+// archived: it says how many went, the stopped and archived ones
+// counted; sandbox ls lists none of them any more; the archive's manifest
+// and its blobs are released from the archive store (its GC runs after
+// the delete).
+func TestEnvRemoveArchivedSandboxes(t *testing.T) {
+	st, err := archive.Open(t.Context(), (&url.URL{Scheme: "file", Path: t.TempDir()}).String(), archive.Options{Grace: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin, o.WarmCustom, o.Archive = 0, 0, st })
+	ctl := h.agentctl()
+	base, err := h.driver.Image(t.Context(), sandbox.BaseImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	e, err := h.Store.CreateEnvironment(t.Context(), store.Environment{OrgID: h.Org.ID, Name: "keep", Image: "ghcr.io/acme/keep:1", Network: "none", CreatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.FinishValidation(t.Context(), h.Org.ID, e.Name, e.Generation, store.Environment{State: store.EnvReady, Pinned: base.ID}, now); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, conv := range []string{"c-run", "c-stop", "c-arch"} {
+		c := h.ctx("keep", conv)
+		if _, code, err := h.run(c, "sh", "-c", "head -c 200000 /dev/urandom > /workspace/"+conv); err != nil || code != 0 {
+			t.Fatalf("write in %s: exit %d %v", conv, code, err)
+		}
+		ids[conv] = h.sandboxOf(c)
+	}
+	if code, out, errOut := ctl("sandbox", "stop", ids["c-stop"]); code != 0 {
+		t.Fatalf("sandbox stop: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := ctl("sandbox", "archive", ids["c-arch"]); code != 0 {
+		t.Fatalf("sandbox archive: %d %q %q", code, out, errOut)
+	}
+	h.assertArchived(ids["c-arch"], st)
+	if used, err := st.Usage(t.Context(), h.Org.ID); err != nil || used < 200000 {
+		t.Fatalf("archive store usage before env rm: %d %v; want the archive's bytes", used, err)
+	}
+
+	code, out, errOut := ctl("env", "rm", "keep")
+	want := "removed environment keep and 3 sandboxes (1 stopped, 1 archived): their workspaces and archives deleted\n"
+	if code != 0 || out != want {
+		t.Errorf("env rm keep: exit %d %q %q; want %q", code, out, errOut, want)
+	}
+	code, out, errOut = ctl("sandbox", "ls")
+	for conv, id := range ids {
+		if strings.Contains(out, id) {
+			t.Errorf("sandbox ls after env rm lists %s's sandbox %s: exit %d %q %q", conv, id, code, out, errOut)
+		}
+	}
+	pollUntil(t, 20*time.Second, "the archive and its blobs released", func() (bool, string) {
+		used, err := st.Usage(t.Context(), h.Org.ID)
+		ls := h.archives(st)
+		return err == nil && used == 0 && len(ls) == 0, fmt.Sprintf("%d bytes, archives %v, %v", used, ls, err)
+	})
+	for _, id := range ids {
+		if _, err := h.driver.Inspect(t.Context(), "agentd-"+id); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("container of %s after env rm: %v, want gone", id, err)
+		}
+	}
+	// Nothing left to remove: said too.
+	if code, out, _ := ctl("env", "rm", "keep"); code == 0 {
+		t.Errorf("env rm of a removed environment: exit 0 %q, want an error", out)
+	}
 }
