@@ -130,7 +130,9 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 			return err
 		}
 		// Its processes a lifecycle step ended: the hub answers for them.
-		r.Answer = func(req []byte, err error) ([][]byte, error) { return s.sandboxes.AnswerEnded(ctx, id, method, req, err) }
+		r.Answer = func(req []byte, err error) ([][]byte, error) {
+			return s.sandboxes.AnswerEnded(ctx, id, method, req, err)
+		}
 		r.Edit = s.sandboxes.EditEnded(ctx, id, method)
 	}
 	return r, nil
