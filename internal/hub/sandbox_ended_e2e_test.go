@@ -66,7 +66,8 @@ func (h *sandboxHub) processRecord(id, pid, reason string) {
 // A process that a stop ended (its sandbox paused first, as the idle
 // policy does) is gone with its sandbox's agentd; the hub answers for it,
 // after its own restart too: the activity says it ended and why; attach
-// prints the reason and exits as for a process killed by SIGTERM (143);
+// prints the reason and exits as for a process killed by SIGTERM (143),
+// and its call's record says so;
 // ps lists it, killed, with the reason; Wait returns its record; a signal
 // to it is NOT_FOUND saying what ended it. An id that never ran is still
 // NOT_FOUND.
@@ -96,6 +97,7 @@ func TestSandboxProcessEndedByStop(t *testing.T) {
 	if code != 128+15 || !strings.Contains(errOut, "[agentctl: "+reason+"]") {
 		t.Errorf("attach to %s after the stop: exit %d %q %q; want 143 and the reason", pid, code, out, errOut)
 	}
+	h.activityNote(id, "attached to "+pid+", killed by TERM: "+reason) // the attach call's record
 	code, out, errOut = ctl("--machine", id, "ps")
 	var line string
 	for l := range strings.SplitSeq(out, "\n") {
