@@ -231,3 +231,20 @@ func TestEnvRemoveArchivedSandboxes(t *testing.T) {
 		t.Errorf("env rm of a removed environment: exit 0 %q, want an error", out)
 	}
 }
+
+// The idle policy's steps (paused, then stopped) end a detached process
+// the same way: its record says "sandbox stopped: idle 4s".
+func TestSandboxProcessEndedByIdlePolicy(t *testing.T) {
+	h := startSandboxHub(t, func(o *sandboxes.Options) {
+		o.WarmBuiltin, o.PauseAfter, o.StopAfter = 0, 2*time.Second, 4*time.Second
+	})
+	ctx := h.ctx("builtin", "c-idle-ended")
+	pid := h.startDetached(ctx, "sleep", "600")
+	id := h.sandboxOf(ctx)
+	h.awaitState(id, store.SandboxStopped, sandbox.StateExited, 30*time.Second)
+	h.processRecord(id, pid, "sandbox stopped: idle 4s")
+	w, err := agentdv1.NewProcessServiceClient(h.cc).Wait(h.byID(id), &agentdv1.WaitRequest{Id: pid})
+	if err != nil || w.GetProcess().GetExited().GetReason() != "sandbox stopped: idle 4s" {
+		t.Errorf("wait for %s after the idle policy stopped its sandbox: %v %v", pid, w, err)
+	}
+}
