@@ -342,14 +342,56 @@ func (a *app) envRmCmd(org *string) *cobra.Command {
 		Use:     "rm NAME",
 		Aliases: []string{"delete"},
 		Short:   "Remove a custom image environment and its sandboxes",
-		Example: `  agentctl env rm py`,
-		Args:    envName,
+		Long: `Remove a custom image environment and every sandbox of it, in every state:
+running, paused, stopped (their workspace volumes go) and archived (their
+archives go from the archive store). Nothing of their workspaces is kept:
+export one first with 'agentctl sandbox archive ID --export FILE'. Says how
+many sandboxes went (--json: {"sandboxes", "stopped", "archived"}).`,
+		Example: `  agentctl env rm py
+  agentctl sandbox ls --env py    # what goes with it`,
+		Args: envName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.envClient(cmd, func(ctx context.Context, ec hubv1.EnvironmentServiceClient) error {
-				return a.quiet(ec.DeleteEnvironment(ctx, &hubv1.DeleteEnvironmentRequest{Org: *org, Name: args[0]}))
+				resp, err := ec.DeleteEnvironment(ctx, &hubv1.DeleteEnvironmentRequest{Org: *org, Name: args[0]})
+				if err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(resp)
+				}
+				fmt.Fprintf(a.io.Out, "removed environment %s and %s\n", args[0], removedSandboxes(resp))
+				return nil
 			})
 		},
 	}
+}
+
+// removedSandboxes says what env rm removed with the environment: "no
+// sandboxes", "3 sandboxes (1 stopped, 1 archived): their workspaces and
+// archives deleted".
+func removedSandboxes(r *hubv1.DeleteEnvironmentResponse) string {
+	n := r.GetSandboxes()
+	if n == 0 {
+		return "no sandboxes"
+	}
+	s := "1 sandbox"
+	if n > 1 {
+		s = fmt.Sprintf("%d sandboxes", n)
+	}
+	var of []string
+	if k := r.GetStopped(); k > 0 {
+		of = append(of, fmt.Sprintf("%d stopped", k))
+	}
+	if k := r.GetArchived(); k > 0 {
+		of = append(of, fmt.Sprintf("%d archived", k))
+	}
+	if len(of) > 0 {
+		s += " (" + strings.Join(of, ", ") + ")"
+	}
+	if r.GetArchived() > 0 {
+		return s + ": their workspaces and archives deleted"
+	}
+	return s + ": their workspaces deleted"
 }
 
 // workspaceBound says how much /workspace holds and what bounds it:

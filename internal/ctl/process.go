@@ -515,7 +515,12 @@ exec does. Output dropped from retention (the middle of a very long output)
 is reported as a gap on stderr.
 
 Ctrl-C (SIGINT) or SIGTERM stops following and exits 130 or 143; the process
-is not signalled and keeps running (agentctl kill ID stops it).`,
+is not signalled and keeps running (agentctl kill ID stops it).
+
+In a hub's sandbox, a process that a stop, archive or delete of the sandbox
+ended is answered for by the hub: attach prints why on stderr
+("[agentctl: sandbox stopped: idle 30m]") and exits as for a process killed
+by SIGTERM (143); its output went with the sandbox.`,
 		Example: `  agentctl attach p-1a2b3c4d5e
   agentctl attach p-1a2b3c4d5e --from 1048576`,
 		Args: cobra.ExactArgs(1),
@@ -565,7 +570,9 @@ func (a *app) psCmd() *cobra.Command {
 		Short: "List running and recently finished processes, oldest first",
 		Long: `One process per line: id, state (running, exited N, killed SIG, timed out),
 pid, start time and the command line, oldest first. Finished processes stay
-listed (and attachable) for at least 10 minutes.`,
+listed (and attachable) for at least 10 minutes. In a hub's sandbox, the
+processes a stop, archive or delete of the sandbox ended are listed too,
+"killed TERM (sandbox stopped by alice)", for a week.`,
 		Example: `  agentctl ps
   agentctl --json ps`,
 		Args: cobra.NoArgs,

@@ -345,10 +345,11 @@ func (v *environmentService) DeleteEnvironment(ctx context.Context, req *hubv1.D
 	if err := v.s.store.DeleteEnvironment(ctx, org.ID, req.GetName()); err != nil {
 		return nil, storeError(err, "environment "+req.GetName())
 	}
+	var n sandboxes.Removed
 	if m := v.s.sandboxes; m != nil {
-		m.RemoveEnvironment(ctx, org.ID, req.GetName())
+		n = m.RemoveEnvironment(ctx, org.ID, req.GetName())
 	}
-	return &hubv1.DeleteEnvironmentResponse{}, nil
+	return &hubv1.DeleteEnvironmentResponse{Sandboxes: int32(n.Sandboxes), Stopped: int32(n.Stopped), Archived: int32(n.Archived)}, nil
 }
 
 // SetEnvironmentIsolation sets an environment's isolation, once the

@@ -127,13 +127,13 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 			// Its processes were ended by a stop: the record says why,
 			// and so does a later call that looks for one of them.
 			rec.Note(s.sandboxes.StopNote(id, began))
-			if rpcerr.Code(err) == codes.NotFound && strings.HasPrefix(method, "/agentd.v1.ProcessService/") {
-				if why := s.sandboxes.EndedNote(id); why != "" {
-					err = errs.New(errs.NotFound, "%s; %s", rpcerr.Message(err), why)
-				}
-			}
 			return err
 		}
+		// Its processes a lifecycle step ended: the hub answers for them.
+		r.Answer = func(req []byte, err error) ([][]byte, error) {
+			return s.sandboxes.AnswerEnded(ctx, id, method, req, err)
+		}
+		r.Edit = s.sandboxes.EditEnded(ctx, id, method)
 	}
 	return r, nil
 }

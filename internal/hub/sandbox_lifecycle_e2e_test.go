@@ -164,7 +164,7 @@ func TestSandboxStateCommands(t *testing.T) {
 	if _, x, err := untilExit(startEvents(st)); err == nil && x.GetSignal() == "" {
 		t.Errorf("the call in flight when its sandbox stopped: exit %v, want a signal or an error", x)
 	}
-	h.activityNote(sb1, "sandbox stopped: by request")
+	h.activityNote(sb1, "sandbox stopped by tester")
 	code, out, errOut = ctl("sandbox", "pause", sb1, "sb-nope")
 	if code == 0 || out != "" || !strings.Contains(errOut, sb1+": ") || !strings.Contains(errOut, "is stopped") ||
 		!strings.Contains(errOut, "sb-nope: ") || !strings.Contains(errOut, "not found") {

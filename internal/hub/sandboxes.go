@@ -66,6 +66,13 @@ func (s *Server) startSandboxes(ctx context.Context) error {
 		}
 		return ""
 	}
+	o.CallerName = func(ctx context.Context) string {
+		if c, ok := callerFrom(ctx); ok {
+			return c.token.Name
+		}
+		return ""
+	}
+	o.RecordAbout = s.activity.Record
 	o.Ask = s.fleet.AskSandbox
 	o.Revoke = s.fleet.Revoke
 	o.Gone = s.activity.SandboxGone

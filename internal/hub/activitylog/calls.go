@@ -213,16 +213,20 @@ func (c *Call) Finish(err error) {
 		} else if r.Command != "" {
 			what = "ran `" + cut(r.Command, 200) + "`"
 		}
+		why := ""
+		if p.reason != "" {
+			why = ": " + p.reason // out of memory, a sandbox's stop
+		}
 		switch {
 		case p.exited && p.timedOut:
 			r.Outcome, r.ExitCode, r.Error = agentdv1.Outcome_OUTCOME_ERROR, p.code, "timed out"
 			r.Summary += ": " + what + ", timed out"
 		case p.exited && p.signal != "":
-			r.Outcome, r.ExitCode, r.Error = agentdv1.Outcome_OUTCOME_ERROR, p.code, "killed by "+cut(p.signal, 20)
-			r.Summary += ": " + what + ", killed by " + cut(p.signal, 20)
+			r.Outcome, r.ExitCode, r.Error = agentdv1.Outcome_OUTCOME_ERROR, p.code, "killed by "+cut(p.signal, 20)+why
+			r.Summary += ": " + what + ", killed by " + cut(p.signal, 20) + why
 		case p.exited:
 			r.ExitCode = p.code
-			r.Summary += fmt.Sprintf(": %s, exit %d", what, p.code)
+			r.Summary += fmt.Sprintf(": %s, exit %d%s", what, p.code, why)
 		case err == nil:
 			r.Summary += ": " + what + ", detached before it ended"
 		default:

@@ -24,6 +24,7 @@ type procStream struct {
 	timedOut bool
 	code     int32
 	signal   string
+	reason   string // why the system ended it (out of memory, a sandbox's stop)
 }
 
 func (p *procStream) init(outputBytes int) {
@@ -43,6 +44,7 @@ const (
 	fExitCode    = 1 // Exited.exit_code
 	fExitSignal  = 2 // Exited.signal
 	fExitTimeout = 4 // Exited.timed_out
+	fExitReason  = 8 // Exited.reason
 	fArgv        = 1 // StartRequest.argv
 	fCommand     = 2 // StartRequest.command
 	fCwd         = 3 // StartRequest.cwd
@@ -163,6 +165,12 @@ func (p *procStream) small(kind protowire.Number, b []byte) {
 				return
 			}
 			p.signal = v
+		case kind == fExited && num == fExitReason && typ == protowire.BytesType:
+			v, m := protowire.ConsumeString(b)
+			if m < 0 {
+				return
+			}
+			p.reason = cut(v, 300)
 		case kind == fExited && num == fExitTimeout && typ == protowire.VarintType:
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {

@@ -48,6 +48,7 @@ func TestProcStream(t *testing.T) {
 		want    string
 	}{
 		{"short", []string{"hello\n", "world\n"}, &agentdv1.Exited{ExitCode: 3}, "hello\nworld\n"},
+		{"ended by a stop", []string{"zzz"}, &agentdv1.Exited{ExitCode: -1, Signal: "TERM", Reason: "sandbox stopped: idle 30m"}, "zzz"},
 		{"exactly the limit", []string{"0123456789", "abcdefghij"}, &agentdv1.Exited{}, "0123456789abcdefghij"},
 		{"head and tail", []string{"0123456789", "abcdefghij", "KLMNOPQRST", "uvwxyz"}, &agentdv1.Exited{Signal: "KILL", TimedOut: true},
 			"0123456789\n[… 16 bytes …]\nQRSTuvwxyz"},
@@ -67,13 +68,15 @@ func TestProcStream(t *testing.T) {
 				}
 				type result struct {
 					ID, Output, Signal string
+					Reason             string
 					Exited, TimedOut   bool
 					Code               int32
 				}
-				got := result{p.id, string(p.output()), p.signal, p.exited, p.timedOut, p.code}
+				got := result{p.id, string(p.output()), p.signal, p.reason, p.exited, p.timedOut, p.code}
 				want := result{ID: "p-42", Output: tt.want, Exited: tt.exited != nil}
 				if tt.exited != nil {
 					want.Signal, want.TimedOut, want.Code = tt.exited.GetSignal(), tt.exited.GetTimedOut(), tt.exited.GetExitCode()
+					want.Reason = tt.exited.GetReason()
 				}
 				if diff := cmp.Diff(got, want); diff != "" {
 					t.Errorf("(-got +want):\n%s", diff)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -80,6 +81,15 @@ type Route struct {
 	// Rec, if set, is the hub's record of the call: it reads the frames it
 	// needs as they pass and is finished with how the call ended.
 	Rec CallRecorder
+	// Answer, if set, is asked when the machine ended the call with an
+	// error (after Done) before it sent the caller anything: it returns
+	// the frames to send the caller instead (the call then ends OK), or
+	// nil and the error the caller gets. req is the caller's first frame
+	// (nil: none came).
+	Answer func(req []byte, err error) ([][]byte, error)
+	// Edit, if set, rewrites each frame the machine sends before the
+	// caller gets it.
+	Edit func(frame []byte) []byte
 }
 
 // CallRecorder records a call the proxy forwards. Up and Down see each
@@ -117,9 +127,13 @@ func Proxy(route Router) grpc.StreamHandler {
 		}
 		// Done and Rec see the status the caller gets (forward's own
 		// errors are domain errors).
-		err = rpcerr.Status(forward(ss, r, method))
+		var fw forwarded
+		err = rpcerr.Status(forward(ss, r, method, &fw))
 		if r.Done != nil {
 			err = r.Done(err)
+		}
+		if r.Answer != nil && err != nil && fw.sent == 0 {
+			err = answer(ss, r, fw.request(), err)
 		}
 		if r.Rec != nil {
 			r.Rec.Finish(err)
@@ -130,7 +144,48 @@ func Proxy(route Router) grpc.StreamHandler {
 
 var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
-func forward(ss grpc.ServerStream, r Route, method string) error {
+// forwarded is what forward tells Proxy of a call: how many frames the
+// caller got, and (with Route.Answer) the caller's first frame.
+type forwarded struct {
+	sent int
+	mu   sync.Mutex // the caller's frames are read on the upload goroutine
+	req  []byte
+	seen bool
+}
+
+func (fw *forwarded) keep(data mem.BufferSlice) {
+	fw.mu.Lock()
+	if !fw.seen {
+		fw.seen, fw.req = true, data.Materialize()
+	}
+	fw.mu.Unlock()
+}
+
+func (fw *forwarded) request() []byte {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.req
+}
+
+// answer sends the caller what Route.Answer says instead of err.
+func answer(ss grpc.ServerStream, r Route, req []byte, err error) error {
+	frames, err := r.Answer(req, err)
+	if frames == nil {
+		return err
+	}
+	for _, b := range frames {
+		data := mem.BufferSlice{mem.SliceBuffer(b)}
+		if r.Rec != nil {
+			r.Rec.Down(data)
+		}
+		if err := ss.SendMsg(&frame{data: data}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func forward(ss grpc.ServerStream, r Route, method string, fw *forwarded) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	ctx = metadata.NewOutgoingContext(ctx, r.MD)
@@ -154,6 +209,9 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			if r.Rec != nil {
 				r.Rec.Up(f.data)
+			}
+			if r.Answer != nil {
+				fw.keep(f.data)
 			}
 			err := cs.SendMsg(f)
 			f.free()
@@ -187,11 +245,17 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 			}
 			return err
 		}
+		if r.Edit != nil {
+			b := r.Edit(f.data.Materialize())
+			f.free()
+			f.data = mem.BufferSlice{mem.SliceBuffer(b)}
+		}
 		if r.Rec != nil {
 			r.Rec.Down(f.data)
 		}
 		err = ss.SendMsg(f)
 		f.free()
+		fw.sent++
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
 
 // s3URL starts an S3 server on loopback (gofakes3, a Go S3 server made for
@@ -39,7 +41,8 @@ const describe = `cd /workspace && find . -mindepth 1 -printf '%p %y %m %U:%G %T
 // blobs are in the S3 server), and the conversation's next call on
 // replica B restores it there — same sandbox id, the same workspace byte
 // for byte, now B's — while neither replica touches the other's
-// containers.
+// containers. A process the archive on A ended is answered for on B
+// (Wait: killed by TERM, "sandbox archived by …").
 func TestArchivedSandboxRestoredByAnotherReplica(t *testing.T) {
 	raw, backend := s3URL(t)
 	a, b := sandboxReplicas(t, func(_ int, o *sandboxes.Options) {
@@ -53,6 +56,19 @@ func TestArchivedSandboxRestoredByAnotherReplica(t *testing.T) {
 	a.mustSh("c-arch", `set -e; mkdir -p /workspace/d; echo hello > /workspace/d/f; chmod 640 /workspace/d/f
 head -c 1500000 /dev/urandom > /workspace/blob; ln -s d/f /workspace/l`)
 	want, id := a.mustSh("c-arch", describe)
+	// A process the archive ends: its record is in the database, so B,
+	// which restores the sandbox, answers for it.
+	sctx, stopStart := context.WithCancel(a.conv("c-arch"))
+	st, err := agentdv1.NewProcessServiceClient(a.cc).Start(sctx, &agentdv1.StartRequest{Argv: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := st.Recv()
+	pid := ev.GetEvent().GetStarted().GetId()
+	if err != nil || pid == "" {
+		t.Fatalf("start on A: %v %v", ev, err)
+	}
+	stopStart()
 	if _, err := a.envs().ChangeSandboxState(a.admin(), &hubv1.ChangeSandboxStateRequest{Id: id, Action: "archive"}); err != nil {
 		t.Fatalf("archive on A: %v", err)
 	}
@@ -83,6 +99,10 @@ head -c 1500000 /dev/urandom > /workspace/blob; ln -s d/f /workspace/l`)
 	}
 	if sb, _ := b.row(id); sb.State != store.SandboxRunning || sb.Hub != b.hubID || sb.ArchiveID != "" {
 		t.Errorf("row after B restored it: %s on %s (archive %q), want running on %s", sb.State, sb.Hub, sb.ArchiveID, b.hubID)
+	}
+	w, err := agentdv1.NewProcessServiceClient(b.cc).Wait(b.conv("c-arch"), &agentdv1.WaitRequest{Id: pid})
+	if x := w.GetProcess().GetExited(); err != nil || !strings.HasPrefix(x.GetReason(), "sandbox archived by ") || x.GetSignal() != "TERM" {
+		t.Errorf("wait on B for %s, which the archive on A ended: %v %v; want killed by TERM, \"sandbox archived by …\"", pid, w, err)
 	}
 	if got, _ := a.mustSh("c-arch", "cat /workspace/d/f"); got != "hello\n" {
 		t.Errorf("the conversation through A after B restored it: %q", got)

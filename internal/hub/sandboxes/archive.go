@@ -315,7 +315,7 @@ func (m *Manager) restore(ctx context.Context, org store.Org, env envSpec, sb st
 }
 
 // deleteArchive deletes an archive no row names any more, and collects the
-// org's blobs no archive names where this replica does that.
+// org's blobs no archive names (one replica at a time: gclease.go).
 func (m *Manager) deleteArchive(ctx context.Context, orgID, id string) {
 	if id == "" || m.o.Archive == nil {
 		return
@@ -324,32 +324,7 @@ func (m *Manager) deleteArchive(ctx context.Context, orgID, id string) {
 		m.log.Warn("deleting an archive", zap.String("archive", id), zap.Error(err))
 		return
 	}
-	m.goFn(func(ctx context.Context) {
-		if !m.runsGC(ctx) {
-			return
-		}
-		if _, err := m.o.Archive.GC(ctx, orgID); err != nil && !errors.Is(err, archive.ErrBusy) && ctx.Err() == nil {
-			m.log.Warn("collecting an org's archive blobs", zap.String("org", orgID), zap.Error(err))
-		}
-	})
-}
-
-// runsGC reports whether this replica collects the archive store's blobs:
-// the only hub does; among replicas, the live one whose ID sorts first, so
-// that one place does it (the store's rule) without a lease.
-func (m *Manager) runsGC(ctx context.Context) bool {
-	if m.o.Replicas == nil {
-		return true
-	}
-	rs, err := m.o.Store.ListReplicas(ctx)
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	first := rs[0].ID
-	for _, r := range rs[1:] {
-		first = min(first, r.ID)
-	}
-	return first == m.o.Replicas.ReplicaID()
+	m.goFn(func(ctx context.Context) { m.collect(ctx, orgID) }) // gclease.go
 }
 
 // dropUnrecorded deletes, at the start, the archives of this hub's

@@ -114,25 +114,44 @@ func (m *Manager) Remove(ctx context.Context, org store.Org, id string) error {
 	if err != nil {
 		return unavailable("sandbox "+id, err)
 	}
-	m.destroy(ctx, sb, "removed by request")
+	m.destroy(ctx, sb, "removed"+m.byWhom(ctx))
 	return nil
 }
 
 // RemoveEnvironment removes the org's sandboxes of an environment that
-// was removed.
-func (m *Manager) RemoveEnvironment(ctx context.Context, orgID, env string) {
-	m.RetireEnvironment(ctx, orgID, env, "its environment was removed")
+// was removed, and says how many went.
+func (m *Manager) RemoveEnvironment(ctx context.Context, orgID, env string) Removed {
+	return m.RetireEnvironment(ctx, orgID, env, "its environment was removed"+m.byWhom(ctx))
+}
+
+// Removed counts the sandboxes RetireEnvironment removed (the warm
+// pool's, the hub's own, not counted), in every state, and of those the
+// stopped and the archived ones.
+type Removed struct {
+	Sandboxes, Stopped, Archived int
 }
 
 // RetireEnvironment removes the org's sandboxes of an environment, saying
 // why (its isolation changed, say): its next call gets a new one.
-func (m *Manager) RetireEnvironment(ctx context.Context, orgID, env, why string) {
+func (m *Manager) RetireEnvironment(ctx context.Context, orgID, env, why string) Removed {
+	var n Removed
 	sbs, _ := m.o.Store.ListSandboxes(ctx, orgID)
 	for _, sb := range sbs {
-		if sb.Environment == env {
-			m.destroy(context.WithoutCancel(ctx), sb, why)
+		if sb.Environment != env {
+			continue
 		}
+		if !sb.Warm {
+			n.Sandboxes++
+			switch stateOf(sb) {
+			case store.SandboxStopped:
+				n.Stopped++
+			case store.SandboxArchived:
+				n.Archived++
+			}
+		}
+		m.destroy(context.WithoutCancel(ctx), sb, why)
 	}
+	return n
 }
 
 // Destroy removes a sandbox: its tunnel, container and workspace, machine

@@ -505,6 +505,12 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	if err := m.o.Store.RevokeMachine(ctx, sb.OrgID, sb.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Warn("revoking a sandbox's identity", zap.String("sandbox", sb.ID), zap.Error(err))
 	}
+	// Its processes end with it (ended.go): a paused one's were listed
+	// at its pause, a stopped or archived one has none.
+	live := stateOf(sb) == store.SandboxRunning || stateOf(sb) == store.SandboxPaused
+	if stateOf(sb) == store.SandboxRunning && !sb.Warm {
+		m.listProcesses(ctx, sb, true)
+	}
 	m.o.Tunnels.CloseTunnel(sb.ID)
 	// By name, not by sb.ContainerID: when the container is gone already
 	// (a removal whose answer was lost), the name still finds its
@@ -512,6 +518,9 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox, why string) {
 	if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
 		m.log.Warn("removing a sandbox's container", zap.String("sandbox", sb.ID), zap.Error(err))
 		m.setFound(false) // the next reconcile removes it, the row gone
+	}
+	if live && !sb.Warm {
+		m.endProcesses(ctx, sb, deleteReason(why))
 	}
 	if err := m.o.Store.DeleteSandbox(ctx, sb.ID); err != nil {
 		m.log.Warn("deleting a sandbox", zap.String("sandbox", sb.ID), zap.Error(err))

@@ -166,6 +166,14 @@ type Options struct {
 	// Record adds an activity record of the hub's own to an org's stream
 	// (the egress proxy's connections). Nil: not recorded.
 	Record func(ctx context.Context, orgID string, r *agentdv1.ActivityRecord)
+	// RecordAbout adds an activity record of the hub's own about one
+	// sandbox (subject) to an org's stream: the processes a lifecycle
+	// step ended. Nil: not recorded.
+	RecordAbout func(ctx context.Context, orgID, subject string, r *agentdv1.ActivityRecord)
+	// CallerName is the name of the API token that made the call in ctx,
+	// "" for the hub's own work: a person's step says who ("sandbox
+	// stopped by alice"). Nil: always "" ("by request").
+	CallerName func(ctx context.Context) string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the manager's logs (named "sandbox"). Default: a
@@ -209,6 +217,8 @@ type Store interface {
 	ListReplicas(ctx context.Context) ([]store.Replica, error)
 	EnvironmentAllowPrivate(ctx context.Context, orgID, name string) ([]string, error)
 	SetEnvironmentAllowPrivate(ctx context.Context, orgID, name string, list []string, at time.Time) error
+	store.SandboxProcesses
+	store.Leases
 }
 
 // Tunnels is what the manager asks of the hub's tunnel registry.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -84,17 +83,17 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 	var to, why string
 	switch action {
 	case ActionPause:
-		to, why = store.SandboxPaused, "paused by request"
+		to, why = store.SandboxPaused, "paused"+m.byWhom(ctx)
 		if res.From == store.SandboxStopped || res.From == store.SandboxArchived {
 			return Result{}, errs.New(errs.Precondition, "sandbox %s is %s: it has no processes to pause (start it with 'agentctl sandbox start %s')", id, res.From, id)
 		}
 	case ActionStop:
-		to, why = store.SandboxStopped, "stopped by request"
+		to, why = store.SandboxStopped, "stopped"+m.byWhom(ctx)
 		if res.From == store.SandboxArchived {
 			return Result{}, errs.New(errs.Precondition, "sandbox %s is archived: it has no container to stop (restore it with 'agentctl sandbox restore %s')", id, id)
 		}
 	case ActionArchive:
-		to, why = store.SandboxArchived, "archived by request"
+		to, why = store.SandboxArchived, "archived"+m.byWhom(ctx)
 		if m.o.Archive == nil {
 			return Result{}, errArchiveOff(id)
 		}
@@ -137,7 +136,7 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 		if res.From == store.SandboxArchived {
 			return res, nil
 		}
-		if err := m.transition(ctx, sb, store.SandboxStopped, "stopped to be archived", time.Time{}); err != nil {
+		if err := m.transition(ctx, sb, store.SandboxStopped, "stopped to be archived"+m.byWhom(ctx), time.Time{}); err != nil {
 			return Result{}, err
 		}
 		if err := m.archiveStopped(ctx, sb, why, time.Time{}); err != nil {
@@ -195,6 +194,7 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 	}
 	switch to {
 	case store.SandboxPaused:
+		m.listProcesses(ctx, sb, true) // a stop of the paused sandbox ends them (ended.go)
 		if err := m.o.Driver.Pause(ctx, sb.ContainerID); err != nil {
 			return EngineError(err, "pause sandbox "+sb.ID)
 		}
@@ -202,6 +202,9 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 			return unavailable("record the state of sandbox "+sb.ID, err)
 		}
 	case store.SandboxStopped:
+		if stateOf(sb) == store.SandboxRunning {
+			m.listProcesses(ctx, sb, true) // a paused one's: listed at its pause
+		}
 		// Recorded first: a call the stop cuts reads why in the row (and a
 		// hub that dies before the engine answers finds the container
 		// running, and the row running again, at its start).
@@ -217,6 +220,7 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 			return EngineError(err, "stop sandbox "+sb.ID)
 		}
 		m.o.Tunnels.CloseTunnel(sb.ID)
+		m.endProcesses(ctx, sb, stopReason(why))
 	default:
 		return fmt.Errorf("sandbox %s: no transition to %s", sb.ID, to)
 	}
@@ -241,23 +245,7 @@ func (m *Manager) StopNote(id string, since time.Time) string {
 	if !ok || s.at.Before(since) {
 		return ""
 	}
-	return "sandbox stopped: " + strings.TrimPrefix(s.why, "stopped ")
-}
-
-// EndedNote says, for a call to sandbox id that found no such process,
-// that this replica stopped the sandbox and so ended every process it ran
-// then ("the sandbox was stopped at 15:04:05 UTC (sandbox stopped: idle
-// 30m), which ended every process it ran then"); "" when it never did. The
-// processes' own records went with the sandbox's agentd.
-func (m *Manager) EndedNote(id string) string {
-	m.mu.Lock()
-	s, ok := m.stops[id]
-	m.mu.Unlock()
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf("the sandbox was stopped at %s (%s), which ended every process it ran then",
-		s.at.UTC().Format("15:04:05 MST"), "sandbox stopped: "+strings.TrimPrefix(s.why, "stopped "))
+	return stopReason(s.why)
 }
 
 // Now is the manager's clock.

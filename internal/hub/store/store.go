@@ -61,6 +61,8 @@ type Store interface {
 	Exposures
 	EgressLists
 	Broker
+	SandboxProcesses
+	Leases
 
 	// ServerSecret returns the hub's 32-byte random secret, created when the
 	// store was first initialised. Pairing codes are stored as HMACs keyed

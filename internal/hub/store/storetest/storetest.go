@@ -61,6 +61,8 @@ func Run(t *testing.T, open Opener) {
 		{"Exposures", testExposures},
 		{"EgressLists", testEgressLists},
 		{"Broker", testBroker},
+		{"SandboxProcesses", testSandboxProcesses},
+		{"Leases", testLeases},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1764,9 +1764,17 @@ func (x *DeleteEnvironmentRequest) GetName() string {
 	return ""
 }
 
-// DeleteEnvironmentResponse is empty.
+// DeleteEnvironmentResponse says what went with the environment.
 type DeleteEnvironmentResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the org's sandboxes of the environment were removed, in
+	// every state (running, paused, stopped, archived), with their
+	// workspaces (volumes and archives).
+	Sandboxes int32 `protobuf:"varint,1,opt,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// Of those, how many were stopped.
+	Stopped int32 `protobuf:"varint,2,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// Of those, how many were archived (their archives deleted too).
+	Archived      int32 `protobuf:"varint,3,opt,name=archived,proto3" json:"archived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1799,6 +1807,27 @@ func (x *DeleteEnvironmentResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteEnvironmentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEnvironmentResponse) Descriptor() ([]byte, []int) {
 	return file_agentd_hub_v1_environment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteEnvironmentResponse) GetSandboxes() int32 {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return 0
+}
+
+func (x *DeleteEnvironmentResponse) GetStopped() int32 {
+	if x != nil {
+		return x.Stopped
+	}
+	return 0
+}
+
+func (x *DeleteEnvironmentResponse) GetArchived() int32 {
+	if x != nil {
+		return x.Archived
+	}
+	return 0
 }
 
 // ListSandboxesRequest names the org.
@@ -3224,8 +3253,11 @@ const file_agentd_hub_v1_environment_proto_rawDesc = "" +
 	"\x1dSetDefaultEnvironmentResponse\"@\n" +
 	"\x18DeleteEnvironmentRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x1b\n" +
-	"\x19DeleteEnvironmentResponse\"J\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"o\n" +
+	"\x19DeleteEnvironmentResponse\x12\x1c\n" +
+	"\tsandboxes\x18\x01 \x01(\x05R\tsandboxes\x12\x18\n" +
+	"\astopped\x18\x02 \x01(\x05R\astopped\x12\x1a\n" +
+	"\barchived\x18\x03 \x01(\x05R\barchived\"J\n" +
 	"\x14ListSandboxesRequest\x12\x10\n" +
 	"\x03org\x18\x01 \x01(\tR\x03org\x12 \n" +
 	"\venvironment\x18\x02 \x01(\tR\venvironment\"M\n" +
