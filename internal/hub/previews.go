@@ -93,6 +93,10 @@ func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstre
 		if s.sandboxes != nil && isSandboxID(id) {
 			done := s.sandboxes.Enter(ctx, id)
 			up.Done = func() { _ = done(nil) }
+		} else if !isSandboxID(id) {
+			// A machine dials the hub's public port for its byte stream
+			// (a sandbox's socket serves tunnels only).
+			up.Stream = func() preview.StreamOffer { return s.fleet.Streams().Offer(id) }
 		}
 		return up, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // portConn is a PortService.Connect call as a net.Conn: what is written
@@ -51,7 +52,14 @@ func dialPort(ctx context.Context, up Upstream, port uint32) (net.Conn, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if err := st.Send(&agentdv1.ConnectRequest{Port: port}); err != nil {
+	req := &agentdv1.ConnectRequest{Port: port}
+	var offer StreamOffer
+	if up.Stream != nil {
+		offer = up.Stream()
+		defer offer.Cancel()
+		req.StreamToken = offer.Token()
+	}
+	if err := st.Send(req); err != nil {
 		_, err = st.Recv()
 		return fail(err)
 	}
@@ -66,7 +74,47 @@ func dialPort(ctx context.Context, up Upstream, port uint32) (net.Conn, error) {
 	if done == nil {
 		done = func() {}
 	}
+	if m.GetStream() {
+		if offer == nil {
+			return fail(errors.New("the daemon answered with a byte stream nobody offered"))
+		}
+		// The hub switched protocols before the daemon said so: the
+		// stream is here or about to be.
+		wctx, wcancel := context.WithTimeout(ctx, streamWait)
+		sc, err := offer.Wait(wctx)
+		wcancel()
+		if err != nil {
+			return fail(fmt.Errorf("the daemon's byte stream did not arrive: %w", err))
+		}
+		return &streamConn{Conn: sc, cancel: cancel, done: done}, nil
+	}
 	return &portConn{st: st, cancel: cancel, done: done}, nil
+}
+
+// streamWait bounds the wait for a byte stream the daemon said it opened.
+const streamWait = 10 * time.Second
+
+// streamConn is a connection carried on the daemon's byte stream: reads
+// and writes go to the stream as they are; the Connect call beside it
+// lives as long and is cancelled by Close, as a portConn's.
+type streamConn struct {
+	net.Conn
+	cancel context.CancelFunc
+	done   func()
+	closed sync.Once
+}
+
+// CloseWrite half-closes: the target reads EOF.
+func (c *streamConn) CloseWrite() error { return transport.CloseWrite(c.Conn) }
+
+// Close ends the stream and the call.
+func (c *streamConn) Close() error {
+	err := c.Conn.Close()
+	c.closed.Do(func() {
+		c.cancel()
+		c.done()
+	})
+	return err
 }
 
 func (c *portConn) Read(p []byte) (int, error) {

@@ -49,6 +49,18 @@ type Upstream struct {
 	Conn grpc.ClientConnInterface
 	MD   metadata.MD
 	Done func()
+	// Stream, if set, offers the daemon a byte stream for each
+	// connection (transport.Streams.Offer); without it, or when the
+	// daemon does not take it, the bytes go in Connect's messages.
+	Stream func() StreamOffer
+}
+
+// StreamOffer is a byte stream offered to a daemon for one connection
+// (*transport.StreamOffer is one).
+type StreamOffer interface {
+	Token() string
+	Wait(ctx context.Context) (net.Conn, error)
+	Cancel()
 }
 
 // Options configures a Server. Store, Dial and Identify are required.

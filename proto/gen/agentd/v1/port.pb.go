@@ -191,7 +191,13 @@ type ConnectRequest struct {
 	// First message only: the port to dial on 127.0.0.1 (1-65535).
 	Port uint32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
 	// Bytes for the target (not in the first message).
-	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// First message only, optional (the hub sets it): a single-use token
+	// with which the daemon may carry this connection's bytes over a byte
+	// stream of its own to the hub (an HTTP upgrade of GET
+	// /v1/tunnel/stream, header Agentd-Stream) instead of in data messages.
+	// A daemon that does not, or cannot, ignores it.
+	StreamToken   string `protobuf:"bytes,3,opt,name=stream_token,json=streamToken,proto3" json:"stream_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +246,13 @@ func (x *ConnectRequest) GetData() []byte {
 	return nil
 }
 
+func (x *ConnectRequest) GetStreamToken() string {
+	if x != nil {
+		return x.StreamToken
+	}
+	return ""
+}
+
 // ConnectResponse is one message of a Connect call from the daemon.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -248,7 +261,11 @@ type ConnectResponse struct {
 	// Bytes from the target.
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	// The target closed its side (read EOF): no more data follows.
-	Eof           bool `protobuf:"varint,3,opt,name=eof,proto3" json:"eof,omitempty"`
+	Eof bool `protobuf:"varint,3,opt,name=eof,proto3" json:"eof,omitempty"`
+	// With connected: the bytes go over the byte stream the request's
+	// stream_token opened, not in data messages; the call stays open until
+	// the connection ends, and ends with its outcome.
+	Stream        bool `protobuf:"varint,4,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +321,13 @@ func (x *ConnectResponse) GetEof() bool {
 	return false
 }
 
+func (x *ConnectResponse) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
 var File_agentd_v1_port_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_port_proto_rawDesc = "" +
@@ -317,14 +341,16 @@ const file_agentd_v1_port_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
 	"\anetwork\x18\x03 \x01(\tR\anetwork\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x18\n" +
-	"\acommand\x18\x05 \x01(\tR\acommand\"8\n" +
+	"\acommand\x18\x05 \x01(\tR\acommand\"[\n" +
 	"\x0eConnectRequest\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"U\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12!\n" +
+	"\fstream_token\x18\x03 \x01(\tR\vstreamToken\"m\n" +
 	"\x0fConnectResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
-	"\x03eof\x18\x03 \x01(\bR\x03eof2\xa2\x01\n" +
+	"\x03eof\x18\x03 \x01(\bR\x03eof\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\bR\x06stream2\xa2\x01\n" +
 	"\vPortService\x12M\n" +
 	"\x04List\x12!.agentd.v1.PortServiceListRequest\x1a\".agentd.v1.PortServiceListResponse\x12D\n" +
 	"\aConnect\x12\x19.agentd.v1.ConnectRequest\x1a\x1a.agentd.v1.ConnectResponse(\x010\x01B<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"
