@@ -1,0 +1,130 @@
+package hub_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// bigServer serves /big (size bytes of a pattern) and /ws (a WebSocket
+// echo) on loopback; it returns the port and the body's digest.
+func bigServer(t *testing.T, size int) (int, [32]byte) {
+	t.Helper()
+	body := bytes.Repeat([]byte("agentd byte stream\n"), size/19+1)[:size]
+	mux := http.NewServeMux()
+	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, b, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo: "), b...)); err != nil {
+				return
+			}
+		}
+	})
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port, sha256.Sum256(body)
+}
+
+// metric reads one unlabelled counter of the hub's /metrics (-1: absent).
+func (h *hubEnv) metric(name string) int64 {
+	h.t.Helper()
+	req, err := http.NewRequestWithContext(h.t.Context(), http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.owner)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// A preview of a machine whose daemon takes byte streams goes over them
+// (a download whole and intact, a WebSocket echo); the same preview of a
+// daemon from before byte streams still works, in messages.
+func TestPreviewByteStream(t *testing.T) {
+	h, _ := startPreviewHub(t)
+	port, sum := bigServer(t, 8<<20+123)
+	for _, tc := range []struct {
+		name    string
+		old     bool
+		streams int64 // byte streams per preview connection
+	}{{name: "current daemon", streams: 1}, {name: "daemon before byte streams", old: true, streams: 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := h.startMachineWith(h.owner, &machine{old: tc.old})
+			code, out, stderr := h.agentctl(h.owner, m.id, "port", "expose", fmt.Sprint(port), "--access", "public")
+			if code != 0 {
+				t.Fatalf("expose: exit %d %s", code, stderr)
+			}
+			base := strings.TrimSpace(out)
+			before := h.metric("agenthub_byte_streams_total")
+
+			// A new client connection each: the preview's upstream
+			// connections are kept alive, so count by what it dialled.
+			resp, err := http.Get(base + "big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || sha256.Sum256(got) != sum {
+				t.Fatalf("GET big: %d, %d bytes, %v; want 200 and the whole body", resp.StatusCode, len(got), err)
+			}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			ws, _, err := websocket.Dial(ctx, strings.Replace(base, "http://", "ws://", 1)+"ws", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			if err := ws.Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if _, b, err := ws.Read(ctx); err != nil || string(b) != "echo: hi" {
+				t.Fatalf("websocket echo: %q, %v", b, err)
+			}
+			ws.Close(websocket.StatusNormalClosure, "")
+
+			after := h.metric("agenthub_byte_streams_total")
+			if n := after - before; before < 0 || (tc.streams > 0 && n < tc.streams) || (tc.streams == 0 && n != 0) {
+				t.Errorf("byte streams %d → %d; want %s", before, after, map[bool]string{true: "none", false: "at least one per upstream connection"}[tc.streams == 0])
+			}
+		})
+	}
+}
