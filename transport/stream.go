@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -53,8 +54,38 @@ func (t *Tunnel) DialStream(ctx context.Context, token string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
+	d := StreamDialer{URL: u, Socket: unixSocket(t.opts.HubURL), RootCAs: t.opts.RootCAs, Proxy: t.opts.Proxy,
+		MachineID: t.opts.MachineID, UserAgent: t.opts.UserAgent, Timeout: t.opts.HandshakeTimeout}
+	return d.Dial(ctx, token)
+}
+
+// StreamDialer opens byte streams to a hub: a daemon's (Tunnel.DialStream)
+// or a caller's (agentctl port forward).
+type StreamDialer struct {
+	// URL is the hub's: its host, and TLS for https:// or wss://.
+	URL *url.URL
+	// Socket, if set, is the hub's unix socket, dialled instead of URL's host.
+	Socket string
+	// RootCAs verify the hub's certificate (nil: the system's).
+	RootCAs *x509.CertPool
+	// Proxy, if set and naming a proxy for the hub, makes Dial return
+	// ErrStreamUnavailable: byte streams go to the hub directly.
+	Proxy func(*http.Request) (*url.URL, error)
+	// MachineID is sent in HeaderMachine: a daemon's id, "" for a caller.
+	MachineID string
+	// UserAgent is the request's User-Agent.
+	UserAgent string
+	// Timeout bounds the dial and the TLS handshake (0: none beyond ctx).
+	Timeout time.Duration
+}
+
+// Dial opens the byte stream of token: it returns once the hub has
+// switched protocols.
+func (d StreamDialer) Dial(ctx context.Context, token string) (net.Conn, error) {
+	u := d.URL
+	tlsOn := u.Scheme == "wss" || u.Scheme == "https"
 	scheme := "http"
-	if u.Scheme == "wss" {
+	if tlsOn {
 		scheme = "https"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+u.Host+StreamPath, nil)
@@ -64,30 +95,34 @@ func (t *Tunnel) DialStream(ctx context.Context, token string) (net.Conn, error)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", StreamUpgrade)
 	req.Header.Set(HeaderStream, token)
-	req.Header.Set(HeaderMachine, t.opts.MachineID)
-	req.Header.Set("User-Agent", t.opts.UserAgent)
+	if d.MachineID != "" {
+		req.Header.Set(HeaderMachine, d.MachineID)
+	}
+	if d.UserAgent != "" {
+		req.Header.Set("User-Agent", d.UserAgent)
+	}
 
 	var c net.Conn
-	d := net.Dialer{Timeout: t.opts.HandshakeTimeout}
-	if sock := unixSocket(t.opts.HubURL); sock != "" {
-		c, err = d.DialContext(ctx, "unix", sock)
+	nd := net.Dialer{Timeout: d.Timeout}
+	if d.Socket != "" {
+		c, err = nd.DialContext(ctx, "unix", d.Socket)
 	} else {
-		if t.opts.Proxy != nil {
-			if p, perr := t.opts.Proxy(req); perr != nil || p != nil {
+		if d.Proxy != nil {
+			if p, perr := d.Proxy(req); perr != nil || p != nil {
 				return nil, ErrStreamUnavailable
 			}
 		}
 		host := u.Host
 		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), map[string]string{"ws": "80", "wss": "443"}[u.Scheme])
+			host = net.JoinHostPort(u.Hostname(), map[bool]string{false: "80", true: "443"}[tlsOn])
 		}
-		c, err = d.DialContext(ctx, "tcp", host)
+		c, err = nd.DialContext(ctx, "tcp", host)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial hub for a byte stream: %w", err)
 	}
-	if scheme == "https" {
-		tc := tls.Client(c, &tls.Config{RootCAs: t.opts.RootCAs, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12,
+	if tlsOn {
+		tc := tls.Client(c, &tls.Config{RootCAs: d.RootCAs, ServerName: u.Hostname(), MinVersion: tls.VersionTLS12,
 			NextProtos: []string{"http/1.1"}})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/exposures"
+	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -96,7 +97,7 @@ func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstre
 		} else if !isSandboxID(id) {
 			// A machine dials the hub's public port for its byte stream
 			// (a sandbox's socket serves tunnels only).
-			up.Stream = func() preview.StreamOffer { return s.fleet.Streams().Offer(id) }
+			up.Stream = func() fleet.StreamOffer { return s.fleet.Streams().Offer(id) }
 		}
 		return up, nil
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // frame is a message the proxy forwards without decoding it: the buffers
@@ -80,6 +81,13 @@ type Route struct {
 	// Rec, if set, is the hub's record of the call: it reads the frames it
 	// needs as they pass and is finished with how the call ended.
 	Rec CallRecorder
+	// Streams, if set, carries a PortService.Connect call whose caller
+	// asks for it (ConnectRequest.stream) on byte streams: the caller's
+	// to this hub, and the daemon's too when StreamMachine is set.
+	Streams *transport.Streams
+	// StreamMachine is the machine whose daemon is offered a byte stream
+	// (its tunnel is here and it dials the hub's public port); "": none.
+	StreamMachine string
 }
 
 // CallRecorder records a call the proxy forwards. Up and Down see each
@@ -117,7 +125,12 @@ func Proxy(route Router) grpc.StreamHandler {
 		}
 		// Done and Rec see the status the caller gets (forward's own
 		// errors are domain errors).
-		err = rpcerr.Status(forward(ss, r, method))
+		if method == connectMethod && r.Streams != nil {
+			err = forwardConnect(ss, r, method)
+		} else {
+			err = forward(ss, r, method, nil)
+		}
+		err = rpcerr.Status(err)
 		if r.Done != nil {
 			err = r.Done(err)
 		}
@@ -130,12 +143,17 @@ func Proxy(route Router) grpc.StreamHandler {
 
 var streamDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 
-func forward(ss grpc.ServerStream, r Route, method string) error {
+// forward relays the call's frames both ways; first, if set, is the
+// caller's first frame, already read.
+func forward(ss grpc.ServerStream, r Route, method string, first *frame) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	ctx = metadata.NewOutgoingContext(ctx, r.MD)
 	cs, err := r.Conn.NewStream(ctx, streamDesc, method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
+		if first != nil {
+			first.free()
+		}
 		return err
 	}
 
@@ -143,8 +161,13 @@ func forward(ss grpc.ServerStream, r Route, method string) error {
 	upErr := make(chan error, 1)
 	go func() {
 		f := &frame{}
+		if first != nil {
+			f = first
+		}
 		for {
-			if err := ss.RecvMsg(f); err != nil {
+			if first != nil {
+				first = nil // already read
+			} else if err := ss.RecvMsg(f); err != nil {
 				if errors.Is(err, io.EOF) {
 					upErr <- cs.CloseSend()
 				} else {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -52,15 +53,7 @@ type Upstream struct {
 	// Stream, if set, offers the daemon a byte stream for each
 	// connection (transport.Streams.Offer); without it, or when the
 	// daemon does not take it, the bytes go in Connect's messages.
-	Stream func() StreamOffer
-}
-
-// StreamOffer is a byte stream offered to a daemon for one connection
-// (*transport.StreamOffer is one).
-type StreamOffer interface {
-	Token() string
-	Wait(ctx context.Context) (net.Conn, error)
-	Cancel()
+	Stream func() fleet.StreamOffer
 }
 
 // Options configures a Server. Store, Dial and Identify are required.
