@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,6 +126,50 @@ func TestPreviewByteStream(t *testing.T) {
 			after := h.metric("agenthub_byte_streams_total")
 			if n := after - before; before < 0 || (tc.streams > 0 && n < tc.streams) || (tc.streams == 0 && n != 0) {
 				t.Errorf("byte streams %d → %d; want %s", before, after, map[bool]string{true: "none", false: "at least one per upstream connection"}[tc.streams == 0])
+			}
+		})
+	}
+}
+
+// agentctl port forward carries each connection on byte streams: its own
+// to the hub and the daemon's; with a daemon from before byte streams
+// only its own (the hub relays to the daemon's messages); an agentctl
+// from before them (AGENTCTL_BYTE_STREAMS=0 sends what it sent) none, as
+// today. Every way carries 4 MiB each way with half-closes intact.
+func TestPortForwardByteStream(t *testing.T) {
+	h := startHub(t)
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(h.owner), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	echoPort := tcpEcho(t)
+	current := h.startMachine(h.owner)
+	old := h.startMachineWith(h.owner, &machine{old: true})
+	for _, tc := range []struct {
+		name       string
+		m          *machine
+		oldCtl     bool
+		perConnect int64
+	}{
+		{name: "current agentctl and daemon", m: current, perConnect: 2},
+		{name: "daemon before byte streams", m: old, perConnect: 1},
+		{name: "agentctl before byte streams", m: current, oldCtl: true, perConnect: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.oldCtl {
+				t.Setenv("AGENTCTL_BYTE_STREAMS", "0")
+			}
+			addrs, stop := forward(t, "--hub", h.url, "--machine", tc.m.id, "--token-file", tf, "port", "forward", ":"+strconv.Itoa(echoPort))
+			before := h.metric("agenthub_byte_streams_total")
+			echoRoundTrip(t, addrs[0], 4<<20)
+			echoRoundTrip(t, addrs[0], 1)
+			// The hub counts a stream as it hands it over, before the
+			// bytes: both connections' are in.
+			if got := h.metric("agenthub_byte_streams_total") - before; got != 2*tc.perConnect {
+				t.Errorf("byte streams for two connections: %d, want %d", got, 2*tc.perConnect)
+			}
+			if code, stderr := stop(); code != 0 || stderr != "" {
+				t.Errorf("after interrupt: exit %d, stderr %q; want 0 and nothing", code, stderr)
 			}
 		})
 	}
