@@ -403,8 +403,16 @@ func (f *forwarder) carry(ctx context.Context, local *net.TCPConn, port uint16) 
 		return
 	}
 	if tok := m.GetStreamToken(); tok != "" && f.streams != nil {
-		f.carryStream(ctx, local, port, st, tok)
-		return
+		if f.carryStream(ctx, local, port, st, tok) {
+			return
+		}
+		// The stream did not reach the hub (another replica behind a
+		// load balancer, a proxy that does not pass upgrades): decline
+		// it with an empty message, and carry the bytes in messages.
+		if err := st.Send(&agentdv1.ConnectRequest{}); err != nil {
+			f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
+			return
+		}
 	}
 
 	// Local → target, until the local side half-closes or fails.
@@ -462,14 +470,12 @@ func (f *forwarder) report(format string, args ...any) {
 }
 
 // carryStream carries local on the byte stream the hub offered with
-// token; the call beside it ends with the connection's outcome.
-func (f *forwarder) carryStream(ctx context.Context, local *net.TCPConn, port uint16, st agentdv1.PortService_ConnectClient, token string) {
+// token; the call beside it ends with the connection's outcome. It
+// returns false, having done nothing, if the stream cannot be opened.
+func (f *forwarder) carryStream(ctx context.Context, local *net.TCPConn, port uint16, st agentdv1.PortService_ConnectClient, token string) bool {
 	sc, err := f.streams.Dial(ctx, token)
 	if err != nil {
-		if ctx.Err() == nil {
-			f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
-		}
-		return
+		return false
 	}
 	defer sc.Close()
 	stop := context.AfterFunc(ctx, func() { local.Close(); sc.Close() }) // Ctrl-C cuts it
@@ -495,4 +501,5 @@ func (f *forwarder) carryStream(ctx context.Context, local *net.TCPConn, port ui
 	if _, err := st.Recv(); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
 		f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
 	}
+	return true
 }

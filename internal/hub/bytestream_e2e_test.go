@@ -5,17 +5,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
+
+	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // bigServer serves /big (size bytes of a pattern) and /ws (a WebSocket
@@ -173,4 +179,73 @@ func TestPortForwardByteStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A caller that asked for a byte stream but cannot open it (its upgrade
+// landed on another replica, or a proxy dropped it) declines with an empty
+// message, as agentctl does, and the hub carries the connection in the
+// call's messages, half-closes included.
+func TestPortConnectStreamDeclined(t *testing.T) {
+	h := startHub(t)
+	m := h.startMachine(h.owner)
+	echoPort := tcpEcho(t)
+	ctx, cancel := context.WithTimeout(authCtx(t.Context(), h.owner, m.id), 60*time.Second)
+	defer cancel()
+	st, err := agentdv1.NewPortServiceClient(h.conn()).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&agentdv1.ConnectRequest{Port: uint32(echoPort), Stream: true}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Recv()
+	if err != nil || !first.GetConnected() || first.GetStreamToken() == "" {
+		t.Fatalf("first answer %v, %v; want connected with a stream token", first, err)
+	}
+	if err := st.Send(&agentdv1.ConnectRequest{}); err != nil { // declined
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("declined "), 100_000)
+	go func() {
+		for b := want; len(b) > 0; b = b[min(len(b), 32<<10):] {
+			if st.Send(&agentdv1.ConnectRequest{Data: b[:min(len(b), 32<<10)]}) != nil {
+				return
+			}
+		}
+		_ = st.CloseSend()
+	}()
+	var got []byte
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(got), err)
+		}
+		got = append(got, r.GetData()...)
+		if r.GetEof() {
+			if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after eof: %v, want the call to end well", err)
+			}
+			break
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("echo in messages: %d of %d bytes back", len(got), len(want))
+	}
+	// The token was withdrawn with the decline.
+	if c, err := (transport.StreamDialer{URL: mustURL(t, h.url)}).Dial(ctx, first.GetStreamToken()); err == nil {
+		c.Close()
+		t.Error("the declined token still opens a stream")
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -63,14 +63,90 @@ func forwardConnect(ss grpc.ServerStream, r Route, method string) error {
 	if err := ss.SendMsg(&agentdv1.ConnectResponse{Connected: true, StreamToken: co.Token()}); err != nil {
 		return err
 	}
+	// The caller opens its stream, or declines with a message on the call
+	// (its stream could not reach this hub: another replica behind a
+	// load balancer, a proxy that does not pass upgrades) and the bytes go
+	// in the call's messages.
+	declined := make(chan error, 1)
+	go func() { declined <- ss.RecvMsg(new(agentdv1.ConnectRequest)) }()
+	arrived, gone := make(chan net.Conn), make(chan struct{})
+	defer close(gone)
 	wctx, wcancel := context.WithTimeout(ctx, streamWait)
-	caller, err := co.Wait(wctx)
-	wcancel()
-	if err != nil {
-		return errs.New(errs.Timeout, "the caller did not open its byte stream in %s", streamWait)
+	defer wcancel()
+	go func() {
+		c, err := co.Wait(wctx)
+		if err != nil {
+			return
+		}
+		select {
+		case arrived <- c:
+		case <-gone: // declined, or the call ended, meanwhile
+			c.Close()
+		}
+	}()
+	select {
+	case caller := <-arrived:
+		defer caller.Close()
+		return splice(ctx, caller, target)
+	case err := <-declined:
+		if err != nil {
+			return err
+		}
+		co.Cancel()
+		return relayMessages(ctx, ss, target)
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errs.New(errs.Timeout, "the caller neither opened its byte stream nor declined it in %s", streamWait)
 	}
-	defer caller.Close()
-	return splice(ctx, caller, target)
+}
+
+// relayMessages carries target in the call's messages, as a daemon does:
+// data both ways, the caller's half-close as the target's, the target's
+// as eof.
+func relayMessages(ctx context.Context, ss grpc.ServerStream, target net.Conn) error {
+	up := make(chan error, 1)
+	go func() {
+		for {
+			m := new(agentdv1.ConnectRequest)
+			if err := ss.RecvMsg(m); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = transport.CloseWrite(target)
+				}
+				up <- err
+				return
+			}
+			if _, err := target.Write(m.GetData()); err != nil {
+				up <- err
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := target.Read(buf)
+		if n > 0 {
+			if serr := ss.SendMsg(&agentdv1.ConnectResponse{Data: buf[:n]}); serr != nil {
+				return serr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if err := ss.SendMsg(&agentdv1.ConnectResponse{Eof: true}); err != nil {
+				return err
+			}
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("port connection: %w", err)
+		}
+	}
+	select {
+	case err := <-up:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // splice copies between a and b until both directions are done (each
