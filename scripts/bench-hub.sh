@@ -173,8 +173,10 @@ kv() {
 R[go_exec_p50]=$(gobench HubExecTrue p50-ms)
 R[go_exec_p99]=$(gobench HubExecTrue p99-ms)
 R[go_stdout]=$(gobench HubStdout MB/s)
-R[go_forward]=$(gobench HubPortForward MB/s)
-R[go_forward_cpu]=$(gobench HubPortForward cpu-s/GiB)
+R[go_forward]=$(gobench HubPortForward/messages MB/s)
+R[go_forward_cpu]=$(gobench HubPortForward/messages cpu-s/GiB)
+R[go_forward_streams]=$(gobench HubPortForward/streams MB/s)
+R[go_forward_streams_cpu]=$(gobench HubPortForward/streams cpu-s/GiB)
 R[tun_n]=$(kv 'IDLE-TUNNELS ' n)
 R[tun_kib]=$(kv 'IDLE-TUNNELS ' per_tunnel_kib)
 R[tun_heap]=$(kv 'IDLE-TUNNELS ' heap_kib)
@@ -608,6 +610,7 @@ summary() {
 	line "preview: 256 MiB download (curl)" "${R[hub_preview_big_mbps]:-n/a} MB/s" "ssh -L (mux): ${R[ssh_preview_big_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
 	line "  time; hub CPU per GiB of preview" "${R[hub_preview_big_s]:-n/a} s; ${R[hub_preview_cpu_per_gib]:-n/a} s" "ssh -L: ${R[ssh_preview_big_s]:-n/a} s" ""
 	line "port forward 256 MiB, in-process Go client" "${R[go_forward]:-n/a} MB/s" "CPU of hub+daemon+client: ${R[go_forward_cpu]:-n/a} s/GiB" ""
+	line "  the same on byte streams" "${R[go_forward_streams]:-n/a} MB/s" "CPU of hub+daemon+client: ${R[go_forward_streams_cpu]:-n/a} s/GiB" ""
 	v=$(judge "${R[tun_kib]:-}" "<=" 64)
 	line "hub memory per idle tunnel (N=${R[tun_n]:-?})" "${R[tun_kib]:-n/a} KiB" "heap ${R[tun_heap]:-?} + stacks ${R[tun_stack]:-?} KiB" "$v KiB"
 	line "  goroutines per tunnel (hub); daemon side" "${R[tun_gor]:-n/a}" "daemon: ${R[tun_daemon_kib]:-n/a} KiB/tunnel" ""
