@@ -95,6 +95,9 @@ func (p *portService) Connect(stream agentdv1.PortService_ConnectServer) error {
 	}
 	conn := c.(*net.TCPConn)
 	defer conn.Close()
+	if sc := p.dialStream(ctx, first.GetStreamToken()); sc != nil {
+		return p.carryStream(ctx, stream, conn, sc, port, addr, start)
+	}
 	if err := stream.Send(&agentdv1.ConnectResponse{Connected: true}); err != nil {
 		return err
 	}

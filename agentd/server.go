@@ -86,8 +86,14 @@ type Options struct {
 	// reports it.
 	Platform string
 	// Tunnel, when set, is the tunnel to the hub that SystemService.Info
-	// reports on (set by Run).
+	// reports on (set by Run); forwarded connections open byte streams
+	// to the hub through it when the hub offers them.
 	Tunnel *tunnelInfo
+	// NoByteStreams makes the daemon ignore the hub's offers of byte
+	// streams and carry every forwarded connection in messages, as
+	// daemons before them did (tests of that older path; a hub behind
+	// something that cannot carry an HTTP upgrade).
+	NoByteStreams bool
 }
 
 // maxRecvMsg bounds one request message: Python code may be 10 MiB, and

@@ -173,8 +173,10 @@ kv() {
 R[go_exec_p50]=$(gobench HubExecTrue p50-ms)
 R[go_exec_p99]=$(gobench HubExecTrue p99-ms)
 R[go_stdout]=$(gobench HubStdout MB/s)
-R[go_forward]=$(gobench HubPortForward MB/s)
-R[go_forward_cpu]=$(gobench HubPortForward cpu-s/GiB)
+R[go_forward]=$(gobench HubPortForward/messages MB/s)
+R[go_forward_cpu]=$(gobench HubPortForward/messages cpu-s/GiB)
+R[go_forward_streams]=$(gobench HubPortForward/streams MB/s)
+R[go_forward_streams_cpu]=$(gobench HubPortForward/streams cpu-s/GiB)
 R[tun_n]=$(kv 'IDLE-TUNNELS ' n)
 R[tun_kib]=$(kv 'IDLE-TUNNELS ' per_tunnel_kib)
 R[tun_heap]=$(kv 'IDLE-TUNNELS ' heap_kib)
@@ -348,12 +350,18 @@ PY
 	# Not through ctl (a function): $! must be agentctl's own pid.
 	"$bin/agentctl" --hub "$hub_url" --machine "$machine" port forward "$fwd_port:$zero_port" >"$tmp/forward.log" 2>&1 &
 	fwd_pid=$!
+	# The same agentctl with byte streams off: the connection's bytes in
+	# gRPC messages through the hub's raw proxy and the tunnel's HTTP/2,
+	# as before byte streams (the side-by-side baseline, same binaries).
+	msg_port=$(free_port $((fwd_port + 1)))
+	AGENTCTL_BYTE_STREAMS=0 "$bin/agentctl" --hub "$hub_url" --machine "$machine" port forward "$msg_port:$zero_port" >"$tmp/forward-msgs.log" 2>&1 &
+	msg_pid=$!
 	ssh_fwd_port=''
 	if [[ -n $ssh_ok ]]; then
-		ssh_fwd_port=$(free_port $((fwd_port + 1)))
+		ssh_fwd_port=$(free_port $((msg_port + 1)))
 		ssh "${ssh_base[@]}" -O forward -L "$ssh_fwd_port:127.0.0.1:$zero_port" "$ssh_dest" 2>>"$raw" || ssh_fwd_port=''
 	fi
-	for _ in $(seq 100); do port_busy "$fwd_port" && break; sleep 0.05; done
+	for _ in $(seq 100); do port_busy "$fwd_port" && port_busy "$msg_port" && break; sleep 0.05; done
 	read_port() {
 		python3 - "$1" <<'PY'
 import socket, sys
@@ -368,10 +376,10 @@ print(n)
 PY
 	}
 	[[ $(read_port "$fwd_port") == "$GiB" ]] || die "agentctl port forward did not deliver 1 GiB (see $tmp/forward.log)"
-	fnames=(hub_forward) fports=("$fwd_port")
+	[[ $(read_port "$msg_port") == "$GiB" ]] || die "agentctl port forward (messages) did not deliver 1 GiB (see $tmp/forward-msgs.log)"
+	fnames=(hub_forward hub_forward_msgs) fports=("$fwd_port" "$msg_port")
 	[[ -n $ssh_fwd_port ]] && fnames+=(ssh_forward) fports+=("$ssh_fwd_port")
-	declare -A ftimes=()
-	fwd_cpu=0
+	declare -A ftimes=() fcpu=()
 	for ((r = 0; r < THR_RUNS; r++)); do
 		for i in "${!fnames[@]}"; do
 			c0=$(hub_ticks)
@@ -381,18 +389,19 @@ PY
 			c1=$(hub_ticks)
 			[[ $got == "$GiB" ]] || die "${fnames[$i]} delivered $got bytes"
 			ftimes[$i]+="$((t1 - t0)) "
-			[[ ${fnames[$i]} == hub_forward ]] && fwd_cpu=$((fwd_cpu + c1 - c0))
+			fcpu[$i]=$((${fcpu[$i]:-0} + c1 - c0))
 		done
 	done
-	R[hub_fwd_cpu_per_gib]=$(awk -v t="$fwd_cpu" -v hz="$(getconf CLK_TCK)" -v n="$THR_RUNS" 'BEGIN { printf "%.2f", t / hz / n }')
+	R[hub_fwd_cpu_per_gib]=$(awk -v t="${fcpu[0]}" -v hz="$(getconf CLK_TCK)" -v n="$THR_RUNS" 'BEGIN { printf "%.2f", t / hz / n }')
+	R[hub_fwd_msgs_cpu_per_gib]=$(awk -v t="${fcpu[1]}" -v hz="$(getconf CLK_TCK)" -v n="$THR_RUNS" 'BEGIN { printf "%.2f", t / hz / n }')
 	for i in "${!fnames[@]}"; do
 		note "  ${fnames[$i]}: ${ftimes[$i]}(µs)"
 		med=$(tr ' ' '\n' <<<"${ftimes[$i]}" | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR - 1) / 2) + 1] }')
 		R[${fnames[$i]}_mbps]=$(awk -v b="$GiB" -v us="$med" 'BEGIN { printf "%.0f", b / us }')
 	done
 	[[ -n $ssh_fwd_port ]] && ssh "${ssh_base[@]}" -O cancel -L "$ssh_fwd_port:127.0.0.1:$zero_port" "$ssh_dest" 2>>"$raw" || true
-	kill "$fwd_pid" "$zero_pid" 2>/dev/null || true
-	wait "$fwd_pid" "$zero_pid" 2>/dev/null || true
+	kill "$fwd_pid" "$msg_pid" "$zero_pid" 2>/dev/null || true
+	wait "$fwd_pid" "$msg_pid" "$zero_pid" 2>/dev/null || true
 else
 	note "python3 not found: no port forward figures"
 fi
@@ -583,6 +592,7 @@ summary() {
 	line "port forward 1 GiB, agentctl port forward" "${R[hub_forward_mbps]:-n/a} MB/s" "ssh -L (mux): ${R[ssh_forward_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
 	v=$(judge "${R[hub_fwd_cpu_per_gib]:-}" "<=" 0.6)
 	line "  hub CPU per GiB forwarded" "${R[hub_fwd_cpu_per_gib]:-n/a} s" "user + system of agenthub serve" "$v s"
+	line "  the same in messages (AGENTCTL_BYTE_STREAMS=0)" "${R[hub_forward_msgs_mbps]:-n/a} MB/s" "hub CPU ${R[hub_fwd_msgs_cpu_per_gib]:-n/a} s/GiB" ""
 	r=$(ratio "${R[hub_preview_keepalive_p50]:-}" "${R[ssh_preview_keepalive_p50]:-}")
 	v=$(judge "$r" "<=" 1.5)
 	line "preview: small GET p50, kept-alive connection" "${R[hub_preview_keepalive_p50]:-n/a} ms" "ssh -L (mux): ${R[ssh_preview_keepalive_p50]:-n/a} ms" "hub/ssh ${r:-n/a}x: $v"
@@ -600,6 +610,7 @@ summary() {
 	line "preview: 256 MiB download (curl)" "${R[hub_preview_big_mbps]:-n/a} MB/s" "ssh -L (mux): ${R[ssh_preview_big_mbps]:-n/a} MB/s" "hub/ssh ${r:-n/a}x: $v"
 	line "  time; hub CPU per GiB of preview" "${R[hub_preview_big_s]:-n/a} s; ${R[hub_preview_cpu_per_gib]:-n/a} s" "ssh -L: ${R[ssh_preview_big_s]:-n/a} s" ""
 	line "port forward 256 MiB, in-process Go client" "${R[go_forward]:-n/a} MB/s" "CPU of hub+daemon+client: ${R[go_forward_cpu]:-n/a} s/GiB" ""
+	line "  the same on byte streams" "${R[go_forward_streams]:-n/a} MB/s" "CPU of hub+daemon+client: ${R[go_forward_streams_cpu]:-n/a} s/GiB" ""
 	v=$(judge "${R[tun_kib]:-}" "<=" 64)
 	line "hub memory per idle tunnel (N=${R[tun_n]:-?})" "${R[tun_kib]:-n/a} KiB" "heap ${R[tun_heap]:-?} + stacks ${R[tun_stack]:-?} KiB" "$v KiB"
 	line "  goroutines per tunnel (hub); daemon side" "${R[tun_gor]:-n/a}" "daemon: ${R[tun_daemon_kib]:-n/a} KiB/tunnel" ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 func (a *app) portCmd() *cobra.Command {
@@ -273,7 +275,12 @@ prints "Forwarding from 127.0.0.1:LOCAL -> REMOTE" on stdout once it listens
 
 It runs until interrupted (Ctrl-C): then it stops listening and cuts the
 connections in flight (each side sees its connection closed). A connection to a
-port nothing listens on is closed at once, with the reason on stderr.`,
+port nothing listens on is closed at once, with the reason on stderr.
+
+Through a hub it reaches directly (no HTTP proxy), each connection's bytes go
+on a connection of their own to the hub (an HTTP upgrade) rather than inside
+gRPC messages: cheaper for the hub, same access checks and records. An older
+hub or daemon, or AGENTCTL_BYTE_STREAMS=0, carries them in messages.`,
 		Example: `  agentctl port forward 8080
   agentctl port forward 15432:5432 9229
   agentctl --hub https://hub.example.com --env py --conversation c-42 port forward :8000`,
@@ -313,6 +320,9 @@ port nothing listens on is closed at once, with the reason on stderr.`,
 				}
 			}
 			fw := &forwarder{client: agentdv1.NewPortServiceClient(c), errw: a.io.Err}
+			if os.Getenv("AGENTCTL_BYTE_STREAMS") != "0" {
+				fw.streams = c.streams
+			}
 			return fw.serve(c.ctx(cmd.Context()), lis, specs)
 		},
 	}
@@ -322,8 +332,11 @@ port nothing listens on is closed at once, with the reason on stderr.`,
 // one PortService.Connect call each.
 type forwarder struct {
 	client agentdv1.PortServiceClient
-	errw   io.Writer // where a failed connection is reported
-	mu     sync.Mutex
+	// streams, if set, opens the byte stream a hub offers for a
+	// connection (nil: the bytes go in the call's messages).
+	streams *transport.StreamDialer
+	errw    io.Writer // where a failed connection is reported
+	mu      sync.Mutex
 }
 
 // serve accepts on every listener until ctx ends, then closes them, cuts
@@ -374,7 +387,7 @@ func (f *forwarder) carry(ctx context.Context, local *net.TCPConn, port uint16) 
 	defer cancel()
 	st, err := f.client.Connect(ctx)
 	if err == nil {
-		err = st.Send(&agentdv1.ConnectRequest{Port: uint32(port)})
+		err = st.Send(&agentdv1.ConnectRequest{Port: uint32(port), Stream: f.streams != nil})
 	}
 	var m *agentdv1.ConnectResponse
 	if err == nil {
@@ -388,6 +401,18 @@ func (f *forwarder) carry(ctx context.Context, local *net.TCPConn, port uint16) 
 			f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
 		}
 		return
+	}
+	if tok := m.GetStreamToken(); tok != "" && f.streams != nil {
+		if f.carryStream(ctx, local, port, st, tok) {
+			return
+		}
+		// The stream did not reach the hub (another replica behind a
+		// load balancer, a proxy that does not pass upgrades): decline
+		// it with an empty message, and carry the bytes in messages.
+		if err := st.Send(&agentdv1.ConnectRequest{}); err != nil {
+			f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
+			return
+		}
 	}
 
 	// Local → target, until the local side half-closes or fails.
@@ -442,4 +467,39 @@ func (f *forwarder) report(format string, args ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fmt.Fprintf(f.errw, "agentctl: port forward: "+format+"\n", args...)
+}
+
+// carryStream carries local on the byte stream the hub offered with
+// token; the call beside it ends with the connection's outcome. It
+// returns false, having done nothing, if the stream cannot be opened.
+func (f *forwarder) carryStream(ctx context.Context, local *net.TCPConn, port uint16, st agentdv1.PortService_ConnectClient, token string) bool {
+	sc, err := f.streams.Dial(ctx, token)
+	if err != nil {
+		return false
+	}
+	defer sc.Close()
+	stop := context.AfterFunc(ctx, func() { local.Close(); sc.Close() }) // Ctrl-C cuts it
+	defer stop()
+	done := make(chan error, 2)
+	cp := func(dst, src net.Conn) {
+		_, err := io.Copy(dst, src) // splice(2) when both are TCP
+		if err == nil {
+			err = transport.CloseWrite(dst)
+		}
+		done <- err
+	}
+	go cp(sc, local)
+	go cp(local, sc)
+	for range 2 {
+		if err := <-done; err != nil {
+			break // a failure of either side cuts both
+		}
+	}
+	local.Close()
+	sc.Close()
+	// The hub ends the call with how the connection went.
+	if _, err := st.Recv(); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+		f.report("connection from %s to port %d: %s", local.RemoteAddr(), port, describe(err))
+	}
+	return true
 }

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -20,7 +22,9 @@ import (
 	"github.com/devdepot-ai/agentd/internal/bufpool"
 	"github.com/devdepot-ai/agentd/internal/config"
 	"github.com/devdepot-ai/agentd/internal/listen"
+	"github.com/devdepot-ai/agentd/internal/version"
 	"github.com/devdepot-ai/agentd/internal/wire"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // targetFlags say which daemon to talk to.
@@ -61,6 +65,9 @@ func (t *targetFlags) token() (string, error) {
 type conn struct {
 	*grpc.ClientConn
 	md metadata.MD
+	// streams, through a hub reached directly (no proxy), opens the byte
+	// streams a forwarded port's connections ride (see port forward).
+	streams *transport.StreamDialer
 }
 
 // ctx returns ctx with the target's metadata attached.
@@ -176,12 +183,16 @@ func dialHub(t *targetFlags, md metadata.MD, tok string, route bool) (*conn, err
 	if err != nil {
 		return nil, err
 	}
+	c := &conn{ClientConn: cc, md: md}
 	if route {
 		setMD(md, wire.MDMachine, t.machine)
 		setMD(md, wire.MDEnvironment, t.env)
 		setMD(md, wire.MDConversation, t.conv)
+		if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && p == nil {
+			c.streams = &transport.StreamDialer{URL: u, UserAgent: "agentctl/" + version.Version, Timeout: 30 * time.Second}
+		}
 	}
-	return &conn{ClientConn: cc, md: md}, nil
+	return c, nil
 }
 
 // setMD sets key to v unless v is empty.

@@ -9,15 +9,18 @@ package hub_test
 //	go test -run '^$' -bench 'BenchmarkHub(PortForward|Stdout)$' -benchtime 3x ./internal/hub/
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // reportCPU reports the CPU seconds spent per GiB moved since start
@@ -60,7 +63,8 @@ func zeroServer(tb testing.TB, size int) int {
 }
 
 // BenchmarkHubPortForward moves 256 MiB from a TCP server on the daemon's
-// loopback to a client of the hub, through PortService.Connect.
+// loopback to a client of the hub, through PortService.Connect: in its
+// messages, and (/streams) on byte streams, as agentctl port forward does.
 func BenchmarkHubPortForward(b *testing.B) {
 	const size = 256 << 20
 	h := newBenchHub(b, zap.NewNop())
@@ -68,13 +72,42 @@ func BenchmarkHubPortForward(b *testing.B) {
 	port := zeroServer(b, size)
 	c := agentdv1.NewPortServiceClient(h.conn())
 	ctx := authCtx(b.Context(), h.token, id)
+	hubURL, err := url.Parse(h.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("messages", func(b *testing.B) { benchPortForward(b, c, ctx, port, size, nil) })
+	b.Run("streams", func(b *testing.B) {
+		benchPortForward(b, c, ctx, port, size, &transport.StreamDialer{URL: hubURL})
+	})
+}
+
+func benchPortForward(b *testing.B, c agentdv1.PortServiceClient, ctx context.Context, port, size int, streams *transport.StreamDialer) {
 	run := func() {
 		st, err := c.Connect(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Send(&agentdv1.ConnectRequest{Port: uint32(port)}); err != nil {
+		if err := st.Send(&agentdv1.ConnectRequest{Port: uint32(port), Stream: streams != nil}); err != nil {
 			b.Fatal(err)
+		}
+		if streams != nil {
+			m, err := st.Recv()
+			if err != nil || m.GetStreamToken() == "" {
+				b.Fatalf("no stream token: %v, %v", m, err)
+			}
+			sc, err := streams.Dial(ctx, m.GetStreamToken())
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = transport.CloseWrite(sc)
+			n, err := io.Copy(io.Discard, sc)
+			sc.Close()
+			if err != nil || n != int64(size) {
+				b.Fatalf("port forward delivered %d bytes (%v), want %d", n, err, size)
+			}
+			_, _ = st.Recv() // the call's end
+			return
 		}
 		n := 0
 		for {
@@ -96,10 +129,10 @@ func BenchmarkHubPortForward(b *testing.B) {
 		}
 	}
 	run() // warm up
-	b.SetBytes(size)
+	b.SetBytes(int64(size))
 	start := cpuTime(b)
 	for b.Loop() {
 		run()
 	}
-	reportCPU(b, start, int64(b.N)*size)
+	reportCPU(b, start, int64(b.N)*int64(size))
 }

@@ -104,6 +104,7 @@ type machine struct {
 	ws   string
 	cfg  string   // config dir: machine id and key
 	env  []string // its commands' environment (nil: this process's)
+	old  bool     // a daemon of before byte streams (agentd.Options.NoByteStreams)
 	stop func()
 }
 
@@ -126,6 +127,12 @@ func (h *hubEnv) startShellMachine(token string) *machine {
 
 func (h *hubEnv) startMachineEnv(token string, env []string) *machine {
 	h.t.Helper()
+	return h.startMachineWith(token, &machine{env: env})
+}
+
+// startMachineWith pairs and runs a daemon as mc says (env, old).
+func (h *hubEnv) startMachineWith(token string, mc *machine) *machine {
+	h.t.Helper()
 	dir := h.t.TempDir()
 	cfg, ws := filepath.Join(dir, "config"), filepath.Join(dir, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -142,7 +149,7 @@ func (h *hubEnv) startMachineEnv(token string, env []string) *machine {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	mc := &machine{id: m.MachineID, ws: ws, cfg: cfg, env: env}
+	mc.id, mc.ws, mc.cfg = m.MachineID, ws, cfg
 	h.run(token, mc, filepath.Join(dir, "state"))
 	return mc
 }
@@ -158,7 +165,8 @@ func (h *hubEnv) run(token string, mc *machine, stateDir string) {
 	done := make(chan error, 1)
 	go func() {
 		done <- agentd.Run(ctx, agentd.RunOptions{
-			Server:    agentd.Options{Workspace: mc.ws, StateDir: stateDir, Env: env, Logger: zaptest.NewLogger(h.t).Named("agentd")},
+			Server: agentd.Options{Workspace: mc.ws, StateDir: stateDir, Env: env, Logger: zaptest.NewLogger(h.t).Named("agentd"),
+				NoByteStreams: mc.old},
 			ConfigDir: mc.cfg, Socket: "-",
 			Backoff: transport.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Rejected: time.Hour},
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/conns"
 	"github.com/devdepot-ai/agentd/internal/hub/console"
 	"github.com/devdepot-ai/agentd/internal/hub/exposures"
+	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/preview"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
@@ -98,6 +99,10 @@ func (s *Server) previewUpstream(ctx context.Context, id string) (preview.Upstre
 		if s.sandboxes != nil && isSandboxID(id) {
 			done := s.sandboxes.Enter(ctx, id)
 			up.Done = func() { _ = done(nil) }
+		} else if !isSandboxID(id) {
+			// A machine dials the hub's public port for its byte stream
+			// (a sandbox's socket serves tunnels only).
+			up.Stream = func() fleet.StreamOffer { return s.fleet.Streams().Offer(id) }
 		}
 		return up, nil
 	}

@@ -107,7 +107,7 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 	if !here {
 		r, remote, err := s.fleet.RouteRemote(ctx, id, out)
 		if remote || err != nil {
-			r.Rec = rec
+			r.Rec, r.Streams = rec, s.fleet.Streams()
 			return r, err
 		}
 		seen := "never"
@@ -116,7 +116,10 @@ func (s *Server) route(ctx context.Context, method string) (Route, error) {
 		}
 		return Route{}, errs.New(errs.Unavailable, "machine %s is offline (last seen %s)", id, seen)
 	}
-	r := Route{Conn: cc, MD: out, Rec: rec}
+	r := Route{Conn: cc, MD: out, Rec: rec, Streams: s.fleet.Streams()}
+	if !isSandboxID(id) {
+		r.StreamMachine = id // a sandbox's socket serves tunnels only
+	}
 	if s.sandboxes != nil && isSandboxID(id) {
 		if err := s.sandboxes.EgressRefusalFor(ctx, id); err != nil {
 			return Route{}, err

@@ -256,3 +256,13 @@ func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
 	}
 	return sc.SyscallConn()
 }
+
+// CloseWrite half-closes the underlying connection (a byte stream the hub
+// relays half-closes its sides as each direction ends).
+func (c *prefixConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return cw.CloseWrite()
+}

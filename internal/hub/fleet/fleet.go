@@ -79,12 +79,18 @@ type Fleet struct {
 	bcast    Broadcaster       // replicas with a Broadcaster: events to the others
 	pulse    chan struct{}     // with bcast: activity stored, to tell the others
 	subs     subscriptions
+	streams  *transport.Streams // byte streams the daemons open for forwarded connections
 
 	ctx       context.Context // lives until Close
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
+
+// Streams is where the daemons' byte streams arrive (served at
+// transport.StreamPath): a forwarded connection to a machine whose tunnel
+// is here offers its daemon one (see transport.Streams).
+func (f *Fleet) Streams() *transport.Streams { return f.streams }
 
 // ErrNotReplica is returned by what only a replica can do, on a hub that
 // is not one.
@@ -110,7 +116,7 @@ func New(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 10 * time.Second
 	}
-	f := &Fleet{o: opts, log: opts.Logger}
+	f := &Fleet{o: opts, log: opts.Logger, streams: transport.NewStreams()}
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var err error
 	f.tunnels, err = transport.NewRegistry(transport.RegistryOptions{

@@ -16,6 +16,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/rpcerr"
+	"github.com/devdepot-ai/agentd/transport"
 )
 
 // frame is a message the proxy forwards without decoding it: the buffers
@@ -90,6 +91,13 @@ type Route struct {
 	// Edit, if set, rewrites each frame the machine sends before the
 	// caller gets it.
 	Edit func(frame []byte) []byte
+	// Streams, if set, carries a PortService.Connect call whose caller
+	// asks for it (ConnectRequest.stream) on byte streams: the caller's
+	// to this hub, and the daemon's too when StreamMachine is set.
+	Streams *transport.Streams
+	// StreamMachine is the machine whose daemon is offered a byte stream
+	// (its tunnel is here and it dials the hub's public port); "": none.
+	StreamMachine string
 }
 
 // CallRecorder records a call the proxy forwards. Up and Down see each
@@ -128,7 +136,12 @@ func Proxy(route Router) grpc.StreamHandler {
 		// Done and Rec see the status the caller gets (forward's own
 		// errors are domain errors).
 		var fw forwarded
-		err = rpcerr.Status(forward(ss, r, method, &fw))
+		if method == connectMethod && r.Streams != nil {
+			err = forwardConnect(ss, r, method, &fw)
+		} else {
+			err = forward(ss, r, method, nil, &fw)
+		}
+		err = rpcerr.Status(err)
 		if r.Done != nil {
 			err = r.Done(err)
 		}
@@ -185,12 +198,17 @@ func answer(ss grpc.ServerStream, r Route, req []byte, err error) error {
 	return nil
 }
 
-func forward(ss grpc.ServerStream, r Route, method string, fw *forwarded) error {
+// forward relays the call's frames both ways; first, if set, is the
+// caller's first frame, already read.
+func forward(ss grpc.ServerStream, r Route, method string, first *frame, fw *forwarded) error {
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	ctx = metadata.NewOutgoingContext(ctx, r.MD)
 	cs, err := r.Conn.NewStream(ctx, streamDesc, method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
+		if first != nil {
+			first.free()
+		}
 		return err
 	}
 
@@ -198,8 +216,13 @@ func forward(ss grpc.ServerStream, r Route, method string, fw *forwarded) error 
 	upErr := make(chan error, 1)
 	go func() {
 		f := &frame{}
+		if first != nil {
+			f = first
+		}
 		for {
-			if err := ss.RecvMsg(f); err != nil {
+			if first != nil {
+				first = nil // already read
+			} else if err := ss.RecvMsg(f); err != nil {
 				if errors.Is(err, io.EOF) {
 					upErr <- cs.CloseSend()
 				} else {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/devdepot-ai/agentd/internal/hub/fleet"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 )
 
@@ -50,6 +51,10 @@ type Upstream struct {
 	Conn grpc.ClientConnInterface
 	MD   metadata.MD
 	Done func()
+	// Stream, if set, offers the daemon a byte stream for each
+	// connection (transport.Streams.Offer); without it, or when the
+	// daemon does not take it, the bytes go in Connect's messages.
+	Stream func() fleet.StreamOffer
 }
 
 // Options configures a Server. Store, Dial and Identify are required.

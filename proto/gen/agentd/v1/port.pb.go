@@ -191,7 +191,18 @@ type ConnectRequest struct {
 	// First message only: the port to dial on 127.0.0.1 (1-65535).
 	Port uint32 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
 	// Bytes for the target (not in the first message).
-	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// First message only, optional (the hub sets it): a single-use token
+	// with which the daemon may carry this connection's bytes over a byte
+	// stream of its own to the hub (an HTTP upgrade of GET
+	// /v1/tunnel/stream, header Agentd-Stream) instead of in data messages.
+	// A daemon that does not, or cannot, ignores it.
+	StreamToken string `protobuf:"bytes,3,opt,name=stream_token,json=streamToken,proto3" json:"stream_token,omitempty"`
+	// First message only, optional (a caller of the hub sets it): the
+	// caller can carry the connection's bytes on a byte stream of its own to
+	// the hub. A hub that can answers with stream_token; a daemon, or an
+	// older hub, ignores it, and the bytes go in data messages.
+	Stream        bool `protobuf:"varint,4,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +251,20 @@ func (x *ConnectRequest) GetData() []byte {
 	return nil
 }
 
+func (x *ConnectRequest) GetStreamToken() string {
+	if x != nil {
+		return x.StreamToken
+	}
+	return ""
+}
+
+func (x *ConnectRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
 // ConnectResponse is one message of a Connect call from the daemon.
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -248,7 +273,17 @@ type ConnectResponse struct {
 	// Bytes from the target.
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	// The target closed its side (read EOF): no more data follows.
-	Eof           bool `protobuf:"varint,3,opt,name=eof,proto3" json:"eof,omitempty"`
+	Eof bool `protobuf:"varint,3,opt,name=eof,proto3" json:"eof,omitempty"`
+	// With connected: the bytes go over the byte stream the request's
+	// stream_token opened, not in data messages; the call stays open until
+	// the connection ends, and ends with its outcome.
+	Stream bool `protobuf:"varint,4,opt,name=stream,proto3" json:"stream,omitempty"`
+	// With connected, from the hub to a caller that asked for a byte
+	// stream: the caller opens it (GET /v1/tunnel/stream upgraded to
+	// agentd-stream, this token in header Agentd-Stream, on the hub's own
+	// address) and carries the bytes there; the call ends with the
+	// connection's outcome.
+	StreamToken   string `protobuf:"bytes,5,opt,name=stream_token,json=streamToken,proto3" json:"stream_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +339,20 @@ func (x *ConnectResponse) GetEof() bool {
 	return false
 }
 
+func (x *ConnectResponse) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+func (x *ConnectResponse) GetStreamToken() string {
+	if x != nil {
+		return x.StreamToken
+	}
+	return ""
+}
+
 var File_agentd_v1_port_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_port_proto_rawDesc = "" +
@@ -317,14 +366,18 @@ const file_agentd_v1_port_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
 	"\anetwork\x18\x03 \x01(\tR\anetwork\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x18\n" +
-	"\acommand\x18\x05 \x01(\tR\acommand\"8\n" +
+	"\acommand\x18\x05 \x01(\tR\acommand\"s\n" +
 	"\x0eConnectRequest\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"U\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12!\n" +
+	"\fstream_token\x18\x03 \x01(\tR\vstreamToken\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\bR\x06stream\"\x90\x01\n" +
 	"\x0fConnectResponse\x12\x1c\n" +
 	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
-	"\x03eof\x18\x03 \x01(\bR\x03eof2\xa2\x01\n" +
+	"\x03eof\x18\x03 \x01(\bR\x03eof\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\bR\x06stream\x12!\n" +
+	"\fstream_token\x18\x05 \x01(\tR\vstreamToken2\xa2\x01\n" +
 	"\vPortService\x12M\n" +
 	"\x04List\x12!.agentd.v1.PortServiceListRequest\x1a\".agentd.v1.PortServiceListResponse\x12D\n" +
 	"\aConnect\x12\x19.agentd.v1.ConnectRequest\x1a\x1a.agentd.v1.ConnectResponse(\x010\x01B<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3"

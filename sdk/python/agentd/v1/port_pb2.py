@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x61gentd/v1/port.proto\x12\tagentd.v1\"\x18\n\x16PortServiceListRequest\"B\n\x17PortServiceListResponse\x12\'\n\x05ports\x18\x01 \x03(\x0b\x32\x18.agentd.v1.ListeningPort\"]\n\rListeningPort\x12\x0c\n\x04port\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07network\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\",\n\x0e\x43onnectRequest\x12\x0c\n\x04port\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"?\n\x0f\x43onnectResponse\x12\x11\n\tconnected\x18\x01 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\x32\xa2\x01\n\x0bPortService\x12M\n\x04List\x12!.agentd.v1.PortServiceListRequest\x1a\".agentd.v1.PortServiceListResponse\x12\x44\n\x07\x43onnect\x12\x19.agentd.v1.ConnectRequest\x1a\x1a.agentd.v1.ConnectResponse(\x01\x30\x01\x42<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x61gentd/v1/port.proto\x12\tagentd.v1\"\x18\n\x16PortServiceListRequest\"B\n\x17PortServiceListResponse\x12\'\n\x05ports\x18\x01 \x03(\x0b\x32\x18.agentd.v1.ListeningPort\"]\n\rListeningPort\x12\x0c\n\x04port\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07network\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\"R\n\x0e\x43onnectRequest\x12\x0c\n\x04port\x18\x01 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x14\n\x0cstream_token\x18\x03 \x01(\t\x12\x0e\n\x06stream\x18\x04 \x01(\x08\"e\n\x0f\x43onnectResponse\x12\x11\n\tconnected\x18\x01 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\x12\x0e\n\x06stream\x18\x04 \x01(\x08\x12\x14\n\x0cstream_token\x18\x05 \x01(\t2\xa2\x01\n\x0bPortService\x12M\n\x04List\x12!.agentd.v1.PortServiceListRequest\x1a\".agentd.v1.PortServiceListResponse\x12\x44\n\x07\x43onnect\x12\x19.agentd.v1.ConnectRequest\x1a\x1a.agentd.v1.ConnectResponse(\x01\x30\x01\x42<Z:github.com/devdepot-ai/agentd/proto/gen/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.port_pb2', globals())
@@ -28,9 +28,9 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _LISTENINGPORT._serialized_start=129
   _LISTENINGPORT._serialized_end=222
   _CONNECTREQUEST._serialized_start=224
-  _CONNECTREQUEST._serialized_end=268
-  _CONNECTRESPONSE._serialized_start=270
-  _CONNECTRESPONSE._serialized_end=333
-  _PORTSERVICE._serialized_start=336
-  _PORTSERVICE._serialized_end=498
+  _CONNECTREQUEST._serialized_end=306
+  _CONNECTRESPONSE._serialized_start=308
+  _CONNECTRESPONSE._serialized_end=409
+  _PORTSERVICE._serialized_start=412
+  _PORTSERVICE._serialized_end=574
 # @@protoc_insertion_point(module_scope)

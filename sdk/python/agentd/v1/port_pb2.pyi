@@ -6,22 +6,30 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ConnectRequest(_message.Message):
-    __slots__ = ["data", "port"]
+    __slots__ = ["data", "port", "stream", "stream_token"]
     DATA_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    STREAM_TOKEN_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     port: int
-    def __init__(self, port: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    stream: bool
+    stream_token: str
+    def __init__(self, port: _Optional[int] = ..., data: _Optional[bytes] = ..., stream_token: _Optional[str] = ..., stream: bool = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
-    __slots__ = ["connected", "data", "eof"]
+    __slots__ = ["connected", "data", "eof", "stream", "stream_token"]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EOF_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    STREAM_TOKEN_FIELD_NUMBER: _ClassVar[int]
     connected: bool
     data: bytes
     eof: bool
-    def __init__(self, connected: bool = ..., data: _Optional[bytes] = ..., eof: bool = ...) -> None: ...
+    stream: bool
+    stream_token: str
+    def __init__(self, connected: bool = ..., data: _Optional[bytes] = ..., eof: bool = ..., stream: bool = ..., stream_token: _Optional[str] = ...) -> None: ...
 
 class ListeningPort(_message.Message):
     __slots__ = ["address", "command", "network", "pid", "port"]
