@@ -26,4 +26,3 @@ func (w *tarWriter) file(name, data string) {
 }
 
 func (w *tarWriter) close() { _ = w.tw.Close() }
-
