@@ -25,6 +25,10 @@ var startFailures = map[string]bool{
 	"CreateContainerError": true, "RunContainerError": true, "ImagePullBackOff": true, "ErrImagePull": true,
 }
 
+// startTimeout bounds Start's wait for the Pod to run: a Pod the
+// scheduler cannot place stays Pending for ever.
+const startTimeout = 2 * time.Minute
+
 // policyName is the namespace's NetworkPolicy for sandboxes of network
 // "none": no traffic in or out.
 const policyName = "agentd-sandbox-none"
@@ -58,6 +62,8 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	for {
 		p, err := pods.Get(ctx, id, metav1.GetOptions{})
 		if err != nil {
