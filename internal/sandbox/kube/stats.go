@@ -48,8 +48,10 @@ const statsWait = 20 * time.Second
 
 // Stats samples the sandbox's Pod through its node's kubelet (the API
 // server's node proxy: /stats/summary). Memory is the container's working
-// set, processes the Pod's (the pause process among them), the pids limit
-// the node's podPidsLimit (Create refused a spec it would not bound).
+// set, processes the Pod's tasks (the pause process among them: the
+// kubelet's count, or, when the hub runs on the node (hostPath mode), its
+// pids cgroup's), the pids limit the cgroup's or else the node's
+// podPidsLimit (Create refused a spec it would not bound).
 func (d *Driver) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 	if _, err := d.record(ctx, "stats of sandbox", id); err != nil {
 		return sandbox.Stats{}, err
@@ -75,7 +77,9 @@ func (d *Driver) Stats(ctx context.Context, id string) (sandbox.Stats, error) {
 			return sandbox.Stats{}, err
 		}
 		if ok {
-			s.PidsLimit = pidsLimit
+			if s.PidsLimit == 0 {
+				s.PidsLimit = pidsLimit
+			}
 			return s, nil
 		}
 		if time.Now().After(deadline) {
@@ -113,6 +117,11 @@ func (d *Driver) sample(ctx context.Context, p *corev1.Pod) (sandbox.Stats, bool
 		}
 		if ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
 			s.Pids = clamp(*ps.ProcessStats.ProcessCount)
+		}
+		if d.hostDir != "" { // this host is the node: its cgroup counts
+			if cur, limit, ok := localPids(string(p.UID)); ok {
+				s.Pids, s.PidsLimit = cur, limit
+			}
 		}
 		if ps.Network != nil && ps.Network.RxBytes != nil && ps.Network.TxBytes != nil {
 			s.NetRxBytes, s.NetTxBytes = clamp(*ps.Network.RxBytes), clamp(*ps.Network.TxBytes)
