@@ -52,6 +52,7 @@ func TestKubeSandboxEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { drv.Close() }) // after the hub's own cleanup
 	image := ""
 	for _, ref := range []string{sandbox.BaseImage, "agentd-test/debian-slim:1"} {
 		if img, err := drv.Image(t.Context(), ref); err == nil {

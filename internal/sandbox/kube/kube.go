@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,6 +53,7 @@ type Options struct {
 // is safe for concurrent use.
 type Driver struct {
 	cs      kubernetes.Interface
+	httpc   *http.Client
 	ns      string
 	host    string // the API server, for messages
 	hostDir string
@@ -73,12 +75,16 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	httpc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	d := &Driver{
-		cs: cs, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
+		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
 	}
 	if d.ns == "" {
@@ -125,6 +131,11 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100 // the waits poll; the default 5/10 throttles them
+	// The client certificate read now, not reloaded: client-go's reloader
+	// is a goroutine nothing stops (a rotated certificate needs a restart).
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
 	return cfg, nil
 }
 
@@ -221,6 +232,8 @@ func (d *Driver) sleep(ctx context.Context) error {
 	}
 }
 
-// Close releases nothing: the client's connections are idle ones. It is
-// here so that the hub closes every driver alike.
-func (d *Driver) Close() error { return nil }
+// Close releases the driver's idle connections to the API server.
+func (d *Driver) Close() error {
+	d.httpc.CloseIdleConnections()
+	return nil
+}
