@@ -13,9 +13,10 @@
 #
 # Environment: K8S_STATE (default .cache/k8s/state), K8S_CACHE (.cache/k8s),
 # K8S_IMAGES (images to copy from the local Docker engine; default
-# ghcr.io/devdepot-ai/sandbox-base:1), K8S_GVISOR=1 (create RuntimeClass gvisor;
+# ghcr.io/devdepot-ai/sandbox-base:1 and the tests' agentd-test/debian-slim:1), K8S_GVISOR=1 (create RuntimeClass gvisor;
 # does not work yet, see docs/kubernetes.md), K8S_POD_CIDR (10.213.0.0/16),
-# K8S_SERVICE_CIDR (10.214.0.0/24), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
+# K8S_SERVICE_CIDR (10.214.0.0/24), K8S_POD_PIDS (the kubelet's podPidsLimit,
+# 512: the sandbox driver refuses nodes without one), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
 # K8S_REUSE_BIN=1 (keep binaries already in $K8S_CACHE/bin, e.g. copied from
 # another checkout built at the same versions, instead of rebuilding them).
 set -euo pipefail
@@ -23,7 +24,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${K8S_CACHE:-$root/.cache/k8s}
 state=${K8S_STATE:-$cache/state}
-images=${K8S_IMAGES-ghcr.io/devdepot-ai/sandbox-base:1}
+images=${K8S_IMAGES-ghcr.io/devdepot-ai/sandbox-base:1 agentd-test/debian-slim:1}
 pod_cidr=${K8S_POD_CIDR:-10.213.0.0/16}
 svc_cidr=${K8S_SERVICE_CIDR:-10.214.0.0/24}
 api_port=${K8S_API_PORT:-16443}
@@ -301,6 +302,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFre
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+podPidsLimit: ${K8S_POD_PIDS:-512}
 KCFG
 start kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
 	--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$gw"

@@ -72,6 +72,9 @@ type sandboxFlags struct {
 	noNetwork bool
 	// allowPrivate is --egress-allow-private (allowprivate.go).
 	allowPrivate []string
+	// driver, kubeconfig, namespace and storageClass: the Kubernetes
+	// driver (sandbox_kube.go).
+	driver, kubeconfig, namespace, storageClass string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -96,6 +99,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.idleTTL, "sandbox-idle-ttl", 30*time.Minute, "deprecated: --sandbox-stop-after")
 	_ = fs.MarkDeprecated("sandbox-idle-ttl", "use --sandbox-stop-after (an idle sandbox is stopped, its /workspace kept, no longer removed)")
 	f.registerAllowPrivate(fs)
+	f.registerKube(fs)
 	f.fs = fs
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
@@ -178,6 +182,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	default:
 		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandboxes %q: want auto, on or off", f.mode)}
 	}
+	if f.driver != driverDocker && f.driver != driverKubernetes {
+		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-driver %q: want docker or kubernetes", f.driver)}
+	}
 	if f.warmBuiltin < 0 || f.warmCustom < 0 || f.warmBuiltin > 100 || f.warmCustom > 100 {
 		return sandboxes.Options{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}
 	}
@@ -223,50 +230,17 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if dir == "" {
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
-	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
-	if len(regs.Insecure) > 0 || regs.CAs != nil {
-		dopts.Fetch = regs.Fetch // only then: it costs an image lookup per create
+	var (
+		drv     sandboxDriver
+		bounded bool // wsMax bounds the workspaces
+	)
+	if f.driver == driverKubernetes {
+		drv, err = f.kubeDriver(ctx, dir, log)
+	} else {
+		drv, bounded, err = f.dockerDriver(ctx, dir, wsMax, log)
 	}
-	var unbounded error // why workspaces cannot be bounded here
-	if wsMax > 0 {
-		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
-			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
-			if f.mode == "on" {
-				return sandboxes.Options{}, none, unbounded
-			}
-		} else {
-			dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
-		}
-	}
-	drv, err := docker.New(dopts)
-	if err != nil {
+	if err != nil || drv == nil {
 		return sandboxes.Options{}, none, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = drv.Ping(pctx)
-	cancel()
-	if err != nil {
-		drv.Close()
-		if f.mode == "on" {
-			return sandboxes.Options{}, none, fmt.Errorf("--sandboxes on: %w", err)
-		}
-		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
-		return sandboxes.Options{}, none, nil
-	}
-	if unbounded != nil {
-		// An engine answers, but this hub cannot bound what sandboxes
-		// write (not root, no e2fsprogs, a remote engine): auto starts the
-		// hub without them rather than with unbounded workspaces.
-		drv.Close()
-		log.Warn("no sandboxes (--sandboxes auto): " + unbounded.Error())
-		return sandboxes.Options{}, none, nil
-	}
-	if wsMax > 0 {
-		// Before any sandbox starts: workspaces whose volume went are
-		// released, those whose loop device went (a reboot) get one.
-		if err := drv.RecoverWorkspaces(ctx); err != nil {
-			log.Error("recovering the sandboxes' workspaces", zap.Error(err))
-		}
 	}
 	// Before anything is written there: the agentd staged in dir is the
 	// one the other hub's sandboxes mount.
@@ -295,7 +269,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		o.Archive = arch.store
 	}
 	o.Limits.CPUs = f.cpus
-	if wsMax > 0 {
+	if bounded {
 		o.Limits.WorkspaceBytes, o.WorkspaceBound = wsMax, "ext4 on loop"
 	} else {
 		log.Warn("sandbox workspaces are unbounded (--sandbox-workspace-max 0): one sandbox can fill the engine's disk")
@@ -317,7 +291,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	// environments that need one are refused, and say why.
 	// Each reaper tick re-checks them (the guard), refuses calls to
 	// network sandboxes while they are missing, and re-installs them.
-	if f.noNetwork {
+	if f.noNetwork || f.driver == driverKubernetes {
 		o.BuiltinNetwork = "none"
 	} else if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
 		AllowDNS: hostResolvers(), AllowPrivate: kernelAllow, Logger: log}); err != nil {
@@ -517,4 +491,66 @@ func (f *sandboxFlags) registries() (imagecheck.Registries, error) {
 		r.CAs = cas
 	}
 	return r, nil
+}
+
+// sandboxDriver is a sandbox driver the hub closes when it stops.
+type sandboxDriver interface {
+	sandbox.Driver
+	Close() error
+}
+
+// dockerDriver returns the Docker engine's driver, and whether it bounds
+// workspaces to wsMax; nil (and no error) when sandboxes are auto and
+// the engine does not answer, or workspaces cannot be bounded here.
+func (f *sandboxFlags) dockerDriver(ctx context.Context, dir string, wsMax int64, log *zap.Logger) (sandboxDriver, bool, error) {
+	regs, err := f.registries()
+	if err != nil {
+		return nil, false, err
+	}
+	dopts := docker.Options{Host: f.dockerHost, Logger: log} // the driver names itself "docker"
+	if len(regs.Insecure) > 0 || regs.CAs != nil {
+		dopts.Fetch = regs.Fetch // only then: it costs an image lookup per create
+	}
+	var unbounded error // why workspaces cannot be bounded here
+	if wsMax > 0 {
+		if err := canBoundWorkspaces(dockerHostName(f.dockerHost)); err != nil {
+			unbounded = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for workspaces on the engine's disk, unbounded, or --sandboxes off", f.wsMax, err)
+			if f.mode == "on" {
+				return nil, false, unbounded
+			}
+		} else {
+			dopts.WorkspaceDir = filepath.Join(dir, "workspaces")
+		}
+	}
+	drv, err := docker.New(dopts)
+	if err != nil {
+		return nil, false, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = drv.Ping(pctx)
+	cancel()
+	if err != nil {
+		drv.Close()
+		if f.mode == "on" {
+			return nil, false, fmt.Errorf("--sandboxes on: %w", err)
+		}
+		log.Warn("no sandboxes: the Docker engine does not answer (--sandboxes auto)", zap.Error(err))
+		return nil, false, nil
+	}
+	if unbounded != nil {
+		// An engine answers, but this hub cannot bound what sandboxes
+		// write (not root, no e2fsprogs, a remote engine): auto starts the
+		// hub without them rather than with unbounded workspaces.
+		drv.Close()
+		log.Warn("no sandboxes (--sandboxes auto): " + unbounded.Error())
+		return nil, false, nil
+	}
+	if wsMax > 0 {
+		// Before any sandbox starts: workspaces whose volume went are
+		// released, those whose loop device went (a reboot) get one.
+		if err := drv.RecoverWorkspaces(ctx); err != nil {
+			log.Error("recovering the sandboxes' workspaces", zap.Error(err))
+		}
+	}
+	return drv, wsMax > 0, nil
 }

@@ -27,6 +27,10 @@ var (
 	// ErrExhausted: the host has no room for another sandbox (no free
 	// loop device for its workspace, say).
 	ErrExhausted = errors.New("the host's sandbox resources are exhausted")
+	// ErrNotSupported: the engine has no such operation (Kubernetes has
+	// no freezer, so its driver cannot Pause); the caller does without
+	// (the hub stops a sandbox it would have paused).
+	ErrNotSupported = errors.New("not supported by this container engine")
 )
 
 // Labels every sandbox container and volume carries, so that a restarted

@@ -148,6 +148,9 @@ func (m *Manager) Transition(ctx context.Context, org store.Org, id, action stri
 	if err := m.transition(ctx, sb, to, why, time.Time{}); err != nil {
 		return Result{}, err
 	}
+	if now, err := m.o.Store.Sandbox(ctx, id); err == nil && to == store.SandboxPaused {
+		res.To = stateOf(now) // stopped, where the engine cannot pause
+	}
 	res.Took = m.o.Now().Sub(began)
 	return res, nil
 }
@@ -192,17 +195,26 @@ func (m *Manager) transition(ctx context.Context, sb store.Sandbox, to, why stri
 	if stateOf(sb) == store.SandboxRunning {
 		m.measure(ctx, sb)
 	}
-	switch to {
-	case store.SandboxPaused:
+	listed := false
+	if to == store.SandboxPaused {
 		m.listProcesses(ctx, sb, true) // a stop of the paused sandbox ends them (ended.go)
-		if err := m.o.Driver.Pause(ctx, sb.ContainerID); err != nil {
+		listed = true
+		err := m.o.Driver.Pause(ctx, sb.ContainerID)
+		switch {
+		case errors.Is(err, sandbox.ErrNotSupported):
+			// No freezer (Kubernetes): stopped instead, the workspace kept.
+			to, why = store.SandboxStopped, why+"; stopped: the engine cannot pause"
+		case err != nil:
 			return EngineError(err, "pause sandbox "+sb.ID)
 		}
+	}
+	switch to {
+	case store.SandboxPaused:
 		if err := m.o.Store.SetSandboxState(ctx, sb.ID, to, m.o.Now(), why); err != nil {
 			return unavailable("record the state of sandbox "+sb.ID, err)
 		}
 	case store.SandboxStopped:
-		if stateOf(sb) == store.SandboxRunning {
+		if stateOf(sb) == store.SandboxRunning && !listed {
 			m.listProcesses(ctx, sb, true) // a paused one's: listed at its pause
 		}
 		// Recorded first: a call the stop cuts reads why in the row (and a

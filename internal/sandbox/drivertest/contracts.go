@@ -240,6 +240,10 @@ func (r *run) pauseUnpause(t *testing.T) {
 	if err := r.d.Start(ctx, sb.id); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	if r.h.CannotPause {
+		r.pauseRefused(t, sb)
+		return
+	}
 	if err := r.d.Pause(ctx, sb.id); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
@@ -261,6 +265,27 @@ func (r *run) pauseUnpause(t *testing.T) {
 	if in.ExitCode != 0 {
 		t.Errorf("exit code after Unpause: %d, want 0", in.ExitCode)
 	}
+}
+
+// pauseRefused: an engine without a freezer refuses Pause of a running
+// container with ErrNotSupported and leaves it running; Unpause of it is
+// a no-op. The container (ExitSoon) then exits as it would have.
+func (r *run) pauseRefused(t *testing.T, sb sandboxRef) {
+	ctx := t.Context()
+	if err := r.d.Pause(ctx, sb.id); !errors.Is(err, sandbox.ErrNotSupported) {
+		t.Errorf("Pause on an engine without a freezer: %v, want ErrNotSupported", err)
+	}
+	if in := r.inspect(t, sb.id); in.State != sandbox.StateRunning && in.State != sandbox.StateExited {
+		t.Errorf("Inspect after a refused Pause: state %q, want running (or exited, its sleep over)", in.State)
+	}
+	if err := r.d.Unpause(ctx, sb.id); err != nil && r.inspect(t, sb.id).State == sandbox.StateRunning {
+		t.Errorf("Unpause of a running container: %v, want nil", err)
+	}
+	in := r.await(t, sb.id, "the container to exit", func(in sandbox.Info) bool { return in.State == sandbox.StateExited })
+	if in.ExitCode != 0 {
+		t.Errorf("exit code after a refused Pause: %d, want 0", in.ExitCode)
+	}
+	t.Log("the engine cannot pause (Harness.CannotPause): the freeze itself is not tested")
 }
 
 // A container that does not run cannot be paused or unpaused; running,
@@ -285,6 +310,9 @@ func (r *run) pauseNotRunning(t *testing.T) {
 // Stop stops a paused container, within its grace period when its process
 // exits on SIGTERM.
 func (r *run) stopPaused(t *testing.T) {
+	if r.h.CannotPause {
+		t.Skip("the engine cannot pause (Harness.CannotPause): no paused container to stop")
+	}
 	sb := r.create(t, Serve, nil)
 	ctx := t.Context()
 	if err := r.d.Start(ctx, sb.id); err != nil {

@@ -10,7 +10,9 @@
 // Stop sends SIGTERM and SIGKILL after the grace period, and a stopped
 // container starts again; Pause freezes a running container (its process
 // does not run on until Unpause; twice is not an error; a container that
-// does not run cannot be paused) and Stop stops a paused one; Remove removes the container and its workspace
+// does not run cannot be paused) and Stop stops a paused one — or, for an
+// engine without a freezer (Harness.CannotPause), Pause says
+// sandbox.ErrNotSupported and changes nothing; Remove removes the container and its workspace
 // volume, and removing what is gone is not an error; List and Volumes filter
 // by every label given; RemoveVolume of a gone volume is not an error, of a
 // volume in use is; the workspace is the sandbox user's before anything runs;
@@ -114,6 +116,12 @@ type Harness struct {
 	// EnforcesLimits: the driver carries out a spec's memory and pids
 	// limits, and Stats reports them; false: Stats's limits are 0.
 	EnforcesLimits bool
+	// CannotPause: the engine has no freezer (Kubernetes). Pause of a
+	// running container then returns sandbox.ErrNotSupported and leaves
+	// it running, Unpause of a running one is a no-op, and the contracts
+	// of a paused container (PauseUnpause's freeze, StopPaused) are
+	// skipped, saying so; the caller stops instead of pausing.
+	CannotPause bool
 	// Timeout bounds each wait of the suite (a start, an exit). Default
 	// one minute.
 	Timeout time.Duration

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap/zaptest"
+)
+
+// --sandbox-driver: an unknown driver and a bounded workspace on
+// Kubernetes are refused naming the flag; a cluster that does not answer
+// is an error with --sandboxes on and no sandboxes with auto (the Docker
+// driver's rules), the API server's address in the error.
+func TestSandboxDriverFlags(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing answers there now
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://" + addr + "', insecure-skip-tls-verify: true}}]\n" +
+		"users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kube := []string{"--sandbox-driver", "kubernetes", "--kubeconfig", kubeconfig, "--sandbox-dir", t.TempDir()}
+	for _, tc := range []struct {
+		args []string
+		want string // "": no error, no driver
+	}{
+		{[]string{"--sandboxes", "on", "--sandbox-driver", "podman"}, "--sandbox-driver \"podman\": want docker or kubernetes"},
+		{append([]string{"--sandboxes", "on", "--sandbox-workspace-max", "1GiB"}, kube...), "--sandbox-workspace-max 1GiB"},
+		{append([]string{"--sandboxes", "on"}, kube...), addr},
+		{append([]string{"--sandboxes", "auto"}, kube...), ""},
+	} {
+		var f sandboxFlags
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		o, closeFn, err := f.options(t.Context(), t.TempDir()+"/hub.db", zaptest.NewLogger(t))
+		closeFn()
+		switch {
+		case tc.want == "" && (err != nil || o.Driver != nil):
+			t.Errorf("%v: driver %v, %v; want no sandboxes and no error", tc.args, o.Driver, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v; want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

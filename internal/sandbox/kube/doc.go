@@ -1,0 +1,51 @@
+// Package kube is the sandbox.Driver for Kubernetes, on k8s.io/client-go: a
+// sandbox is a Pod, its workspace a PersistentVolumeClaim, placement the
+// scheduler's. It passes the drivertest suite against a real API server and
+// kubelet (make k8s-up), never a fake clientset.
+//
+// A Pod runs from the moment it exists and cannot be stopped and started
+// again, while a sandbox is created, started, stopped and started again
+// with its workspace. So a sandbox is three objects named after Spec.Name
+// (which is also its id), in one namespace:
+//
+//   - a Secret of type agentd.devdepot.ai/sandbox, its record: the spec in
+//     an annotation, its environment (agentd's credential among it) as the
+//     data the Pod takes with envFrom, so no credential is in a Pod spec;
+//     and how its last run ended while no Pod runs. Create makes it.
+//   - a PersistentVolumeClaim NAME-workspace, mounted at /workspace. The
+//     cluster here has no provisioner: given Options.HostPathDir the driver
+//     makes each workspace a directory there, owned by uid 1000, and a
+//     hostPath PersistentVolume reserved for the claim (the hub runs on the
+//     only node); otherwise the claim names Options.StorageClass and the Pod
+//     gets fsGroup 1000 (the kubelet makes the volume the sandbox group's).
+//   - a Pod NAME, made by Start from the record and deleted by Stop (with
+//     the spec's grace period: SIGTERM, SIGKILL after it), which records
+//     its exit code first. Remove deletes all three.
+//
+// The Pod carries the Docker driver's hardening in Kubernetes's terms: uid
+// and gid 1000, runAsNonRoot, a read-only root, every capability dropped,
+// no privilege escalation, seccomp RuntimeDefault; CPU and memory limits
+// from the spec (small requests, so the scheduler packs idle sandboxes as
+// one engine does); /tmp and HOME as memory-backed emptyDirs with the
+// spec's sizes; a shared process namespace, so that the pause process
+// reaps orphans as Docker's init does; imagePullPolicy Never; no service
+// account token, no service links; the NetworkPolicy agentd-sandbox-none
+// (no traffic in or out) for the sandboxes of network "none", the only
+// network the driver runs (agentd's tunnel is the hub's unix socket).
+// agentd, the hub's socket, the key and the CA bundle are hostPath mounts
+// of the spec's host directories: a single-node arrangement (see
+// docs/kubernetes.md for what more nodes need).
+//
+// What Kubernetes cannot do, the driver refuses rather than weakens:
+//
+//   - Pause: no freezer in the API. Pause returns sandbox.ErrNotSupported;
+//     the hub stops the sandbox instead.
+//   - A per-Pod pids limit: the kubelet bounds every Pod of a node by its
+//     podPidsLimit. Create refuses a spec whose limit is below a node's (or
+//     when a node has none); Stats reports the node's.
+//   - Pull: kubelets pull, and these Pods never do. Pull returns
+//     sandbox.ErrNotSupported; Image finds images in the nodes' status,
+//     which shows names and sizes but no config (no labels, user, env).
+//   - Workspace export, import and copy read and write the hostPath
+//     directory; on provisioned volumes they return ErrNotSupported.
+package kube

@@ -1,0 +1,239 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// Options configure a Driver.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file. Default (""):
+	// $KUBECONFIG, else the in-cluster service account.
+	Kubeconfig string
+	// Namespace holds every object the driver makes. Default "default".
+	Namespace string
+	// HostPathDir, when set, is a directory on the node (this host: the
+	// hub runs on the cluster's only node) where the driver makes each
+	// workspace as a hostPath PersistentVolume bound to its claim, owned
+	// by uid 1000; the workspace calls (Export, Import, Copy) then work
+	// on that directory. Empty: claims of StorageClass, and the workspace
+	// calls are refused (ErrNotSupported).
+	HostPathDir string
+	// StorageClass is the class of the workspace claims when HostPathDir
+	// is empty ("": the cluster's default class).
+	StorageClass string
+	// WorkspaceSize is the size a claim requests when the spec bounds no
+	// workspace. Default 1 GiB.
+	WorkspaceSize int64
+	// Logger receives what the driver does. Default: a no-op logger.
+	Logger *zap.Logger
+	// PollInterval is how often the driver reads a Pod while it waits for
+	// it to start or go. Default 100 ms.
+	PollInterval time.Duration
+}
+
+// Driver is a sandbox.Driver on one namespace of a Kubernetes cluster. It
+// is safe for concurrent use.
+type Driver struct {
+	cs      kubernetes.Interface
+	httpc   *http.Client
+	ns      string
+	host    string // the API server, for messages
+	hostDir string
+	class   string
+	wsSize  int64
+	poll    time.Duration
+	log     *zap.Logger
+
+	mu       sync.Mutex
+	nodePids map[string]int64 // node → its kubelet's podPidsLimit
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// New returns a Driver for the cluster opts names. It does not contact the
+// cluster (Ping does).
+func New(opts Options) (*Driver, error) {
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	httpc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	d := &Driver{
+		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
+		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
+	}
+	if d.ns == "" {
+		d.ns = "default"
+	}
+	if d.wsSize <= 0 {
+		d.wsSize = 1 << 30
+	}
+	if d.poll <= 0 {
+		d.poll = 100 * time.Millisecond
+	}
+	if d.log == nil {
+		d.log = zap.NewNop()
+	}
+	d.log = d.log.Named("kube")
+	if opts.HostPathDir != "" {
+		dir, err := filepath.Abs(opts.HostPathDir)
+		if err != nil {
+			return nil, fmt.Errorf("host path dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o711); err != nil {
+			return nil, fmt.Errorf("host path dir: %w", err)
+		}
+		d.hostDir = dir
+	}
+	return d, nil
+}
+
+// restConfig loads the client configuration from path, $KUBECONFIG or the
+// Pod's service account.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig (--kubeconfig, $KUBECONFIG) and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100 // the waits poll; the default 5/10 throttles them
+	// The client certificate read now, not reloaded: client-go's reloader
+	// is a goroutine nothing stops (a rotated certificate needs a restart).
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Namespace is the namespace the driver works in.
+func (d *Driver) Namespace() string { return d.ns }
+
+// clusterError is an API failure that errors.Is matches against kind
+// (sandbox.ErrUnavailable or sandbox.ErrNotFound) as well as the client's
+// own error.
+type clusterError struct {
+	msg  string
+	kind error
+	err  error
+}
+
+func (e *clusterError) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *clusterError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// fail wraps a client error from op, classifying an unreachable API server
+// and missing objects for errors.Is.
+func (d *Driver) fail(op string, err error) error {
+	var status apierrors.APIStatus
+	switch {
+	case apierrors.IsNotFound(err):
+		return &clusterError{msg: op, kind: sandbox.ErrNotFound, err: err}
+	case errors.As(err, &status):
+		return fmt.Errorf("%s: %w", op, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, err)
+	default: // no answer from the API server
+		return &clusterError{msg: "kubernetes API server at " + d.host + " is not reachable (" + op + ")", kind: sandbox.ErrUnavailable, err: err}
+	}
+}
+
+// notFound is ErrNotFound for a sandbox that is not there.
+func notFound(op, id string) error {
+	return fmt.Errorf("%s %s: %w", op, id, sandbox.ErrNotFound)
+}
+
+// Ping checks that the API server answers and the namespace exists.
+func (d *Driver) Ping(ctx context.Context) error {
+	if _, err := d.cs.Discovery().ServerVersion(); err != nil {
+		return d.fail("ping", err)
+	}
+	if _, err := d.cs.CoreV1().Namespaces().Get(ctx, d.ns, metav1.GetOptions{}); err != nil {
+		return d.fail("namespace "+d.ns, err)
+	}
+	return nil
+}
+
+// Runtimes lists the cluster's RuntimeClasses: name → [its handler]. A
+// Spec.Runtime names a RuntimeClass.
+func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
+	list, err := d.cs.NodeV1().RuntimeClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, d.fail("list runtime classes", err)
+	}
+	out := make(map[string][]string, len(list.Items))
+	for _, rc := range list.Items {
+		out[rc.Name] = []string{rc.Handler}
+	}
+	return out, nil
+}
+
+// quantity is n bytes as a resource quantity.
+func quantity(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
+
+// podGone waits until the Pod name is gone, and returns the last status it
+// read (nil when there was no Pod).
+func (d *Driver) podGone(ctx context.Context, name string) (*corev1.Pod, error) {
+	var last *corev1.Pod
+	for {
+		p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return last, nil
+		}
+		if err != nil {
+			return last, d.fail("read pod "+name, err)
+		}
+		last = p
+		if err := d.sleep(ctx); err != nil {
+			return last, fmt.Errorf("wait for pod %s to go: %w", name, err)
+		}
+	}
+}
+
+// sleep waits one poll interval, or until ctx is done.
+func (d *Driver) sleep(ctx context.Context) error {
+	select {
+	case <-time.After(d.poll):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close releases the driver's idle connections to the API server.
+func (d *Driver) Close() error {
+	d.httpc.CloseIdleConnections()
+	return nil
+}
