@@ -207,4 +207,3 @@ func ctimeAfter(t *testing.T, dir, p string) time.Time {
 		}
 	}
 }
-
