@@ -108,14 +108,9 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 	}
 	began := m.o.Now()
 	m.hook(HookBeforeUpload)
-	rc, err := m.o.Driver.ExportWorkspace(ctx, sb.ContainerID)
+	man, how, err := m.putWorkspace(ctx, sb.OrgID, sb.ID, sb.ContainerID)
 	if err != nil {
-		return EngineError(err, "archive sandbox "+sb.ID+": read its workspace")
-	}
-	man, err := m.o.Archive.Put(ctx, sb.OrgID, sb.ID, &hookReader{r: rc, m: m})
-	rc.Close()
-	if err != nil {
-		return archiveError(sb.ID, "archive", err)
+		return err
 	}
 	drop := func() {
 		if err := m.o.Archive.Delete(context.WithoutCancel(ctx), sb.OrgID, man.ID); err != nil {
@@ -140,6 +135,7 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 		return unavailable("record the archive of sandbox "+sb.ID, err)
 	}
 	m.hook(HookRecorded)
+	m.dropBasis(sb.ID)
 	m.setWorkspace(ctx, sb.ID, man.TotalBytes)
 	m.o.Tunnels.CloseTunnel(sb.ID)
 	if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
@@ -149,7 +145,7 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 	}
 	m.log.Info("sandbox archived", zap.String("sandbox", sb.ID), zap.String("archive", man.ID), zap.String("why", why),
 		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)),
-		zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
+		zap.String("read", how), zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
 	return nil
 }
 
@@ -283,8 +279,10 @@ func (m *Manager) restore(ctx context.Context, org store.Org, env envSpec, sb st
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	var restored *archive.Manifest
 	go func() {
-		_, err := m.o.Archive.Restore(ctx, sb.OrgID, sb.ArchiveID, pw)
+		man, err := m.o.Archive.Restore(ctx, sb.OrgID, sb.ArchiveID, pw)
+		restored = man
 		pw.CloseWithError(err) // nil: the tar ended, every file checked
 		done <- err
 	}()
@@ -298,6 +296,10 @@ func (m *Manager) restore(ctx context.Context, org store.Org, env envSpec, sb st
 		}
 		return "", EngineError(ierr, "restore sandbox "+sb.ID)
 	}
+	// Nothing has written the volume since the import, and nothing will
+	// before the start below: the next archive takes the files this
+	// restore wrote, unchanged since now, as the manifest says.
+	m.saveBasis(sb.ID, restored, time.Now())
 	if err := m.o.Store.UnarchiveSandbox(ctx, sb.ID, cid, env.image, m.o.Now()); err != nil {
 		undo()
 		return "", unavailable("record the restore of sandbox "+sb.ID, err)
