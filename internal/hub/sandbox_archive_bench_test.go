@@ -128,6 +128,10 @@ for i in range(n):
 	b.ReportMetric(float64(expNewBytes)/n/float64(size)*100, "rearchive-export-new-%")
 	b.ReportMetric(rearchD.Seconds()/archD.Seconds(), "rearchive/archive-x")
 	b.ReportMetric(reexpD.Seconds()/expD.Seconds(), "rearchive-export/archive-export-x")
+	for _, e := range h.logs.FilterMessage("sandbox archived").All() {
+		c := e.ContextMap()
+		b.Logf("archived %v: read %v, took %v (put %v, verify %v), new bytes %v", c["sandbox"], c["read"], c["took"], c["put_took"], c["verify_took"], c["new_bytes"])
+	}
 	b.Logf("load %s; tar %v, archive %v (export %v), restore %v, re-archive %v (export %v)", sbLoad(), tarD, archD, expD, restD, rearchD, reexpD)
 }
 

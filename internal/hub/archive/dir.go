@@ -153,7 +153,7 @@ func (m *Manifest) walk(root *os.Root) ([]fileStat, error) {
 			return nil
 		}
 		m.Entries = append(m.Entries, e)
-		stats = append(stats, fileStat{ctime: time.Unix(st.Ctim.Unix())})
+		stats = append(stats, fileStat{ctime: ctimeOf(st)})
 		m.count(e, 1)
 		if len(m.Entries) > MaxEntries {
 			return errs.New(errs.Exhausted, "the archive has more than %d entries", MaxEntries)

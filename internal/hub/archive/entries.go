@@ -210,18 +210,30 @@ func (s *Store) fillBlob(ctx context.Context, org string, e *Entry, open OpenFun
 func (s *Store) commit(ctx context.Context, m *Manifest) error {
 	s.hook("uploaded")
 	// On a file:// store, the blobs reach the disk before the manifest
-	// that names them, and the manifest before Put returns.
-	if err := s.sync(); err != nil {
-		return err
+	// that names them (one syncfs), and the manifest before Put returns.
+	// An archive that uploaded nothing (an unchanged workspace) syncs
+	// only its manifest: a syncfs would write back whatever else is dirty
+	// on that file system (the restore that just wrote the workspace).
+	uploaded := len(m.checked) > 0
+	if uploaded {
+		if err := s.sync(); err != nil {
+			return err
+		}
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := s.bucket.WriteAll(ctx, manifestKey(m.Org, m.ID), data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	key := manifestKey(m.Org, m.ID)
+	if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return storeError(err, "write manifest of archive %s", m.ID)
 	}
-	if err := s.sync(); err != nil {
+	if uploaded {
+		err = s.sync()
+	} else {
+		err = s.syncFile(key)
+	}
+	if err != nil {
 		return err
 	}
 	s.hook("committed")

@@ -138,15 +138,37 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 	m.dropBasis(sb.ID)
 	m.setWorkspace(ctx, sb.ID, man.TotalBytes)
 	m.o.Tunnels.CloseTunnel(sb.ID)
-	if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
-		// Archived and verified: the next start of the hub removes them.
-		m.log.Warn("removing an archived sandbox's container and volume", zap.String("sandbox", sb.ID), zap.Error(err))
-		m.setFound(false)
-	}
+	// The workspace is archived and verified: the container and volume
+	// go after this call returns (under the sandbox's lock, so before any
+	// restore of it), not on its path.
+	archiveID := man.ID
+	m.goFn(func(ctx context.Context) { m.removeArchived(ctx, sb.ID, archiveID) })
 	m.log.Info("sandbox archived", zap.String("sandbox", sb.ID), zap.String("archive", man.ID), zap.String("why", why),
 		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)),
 		zap.String("read", how), zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
 	return nil
+}
+
+// removeArchived removes the container and volume of a sandbox archived
+// as archiveID, unless a restore has brought it back meanwhile (that
+// restore removed them itself before it made the new container). A
+// failure, or a hub stopping first, leaves them to the next start's
+// reconcile.
+func (m *Manager) removeArchived(ctx context.Context, id, archiveID string) {
+	defer m.sbLock(id)()
+	sb, err := m.o.Store.Sandbox(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound): // removed (sandbox rm): nothing will make its container again
+	case err != nil:
+		m.setFound(false)
+		return
+	case stateOf(sb) != store.SandboxArchived || sb.ArchiveID != archiveID:
+		return
+	}
+	if err := m.o.Driver.Remove(ctx, "agentd-"+id); err != nil {
+		m.log.Warn("removing an archived sandbox's container and volume", zap.String("sandbox", id), zap.Error(err))
+		m.setFound(false)
+	}
 }
 
 // archiveQuota refuses an archive of sb (of about more bytes) that would

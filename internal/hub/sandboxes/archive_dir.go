@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/hub/archive"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/units"
 )
 
 // Reading a stopped sandbox's workspace directly. The engine's archive
@@ -115,7 +117,9 @@ func (m *Manager) putWorkspace(ctx context.Context, org, id, cid string) (*archi
 		switch {
 		case err == nil:
 			done := false
-			progress := func(read int64) {
+			var read int64
+			progress := func(n int64) {
+				read = n
 				if !done && read >= 1<<20 {
 					done = true
 					m.hook(HookMidUpload)
@@ -126,9 +130,9 @@ func (m *Manager) putWorkspace(ctx context.Context, org, id, cid string) (*archi
 			if rerr := release(); rerr != nil {
 				m.log.Warn("releasing a workspace read for its archive", zap.String("sandbox", id), zap.Error(rerr))
 			}
-			how := "direct"
+			how := fmt.Sprintf("direct, %s of files read", units.Bytes(read))
 			if basis != nil {
-				how = "direct, with the restore's basis"
+				how = fmt.Sprintf("direct, %s of files read (the rest known from the restore)", units.Bytes(read))
 			}
 			if err != nil {
 				return nil, how, archiveError(id, "archive", err)
