@@ -140,9 +140,15 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 	m.o.Tunnels.CloseTunnel(sb.ID)
 	// The workspace is archived and verified: the container and volume
 	// go after this call returns (under the sandbox's lock, so before any
-	// restore of it), not on its path.
+	// restore of it here), not on its path. With replicas another one may
+	// restore it at once, and its lock is not this one: removed here
+	// before the call returns.
 	archiveID := man.ID
-	m.goFn(func(ctx context.Context) { m.removeArchived(ctx, sb.ID, archiveID) })
+	if m.o.Replicas == nil {
+		m.goFn(func(ctx context.Context) { m.removeArchived(ctx, sb.ID, archiveID) })
+	} else {
+		m.removeArchivedLocked(ctx, sb.ID, archiveID)
+	}
 	m.log.Info("sandbox archived", zap.String("sandbox", sb.ID), zap.String("archive", man.ID), zap.String("why", why),
 		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)),
 		zap.String("read", how), zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
@@ -156,6 +162,11 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 // reconcile.
 func (m *Manager) removeArchived(ctx context.Context, id, archiveID string) {
 	defer m.sbLock(id)()
+	m.removeArchivedLocked(ctx, id, archiveID)
+}
+
+// removeArchivedLocked is removeArchived under the sandbox's lock.
+func (m *Manager) removeArchivedLocked(ctx context.Context, id, archiveID string) {
 	sb, err := m.o.Store.Sandbox(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound): // removed (sandbox rm): nothing will make its container again
