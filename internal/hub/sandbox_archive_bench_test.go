@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"net/url"
 	"os"
@@ -82,10 +83,19 @@ for i in range(n):
 			h.drv.noMount(sb.ContainerID)
 		}
 		if action == sandboxes.ActionArchive {
-			// Each archive starts with the disk written back, as a
-			// sandbox archived after days stopped does: else the
-			// archive's fsync waits for the restore just before it.
+			// Each archive starts as a sandbox archived after days
+			// stopped does: the disk written back (else the archive's
+			// fsync waits for the restore just before it) and no GC
+			// of the org under way (a restore starts one, which holds
+			// the org's lock that an archive waits for).
 			syscall.Sync()
+			for {
+				_, err := st.GC(b.Context(), h.org.ID)
+				if !errors.Is(err, archive.ErrBusy) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond) // the hub's GC still runs
+			}
 		}
 		t0 := time.Now()
 		if _, err := h.envs.ChangeSandboxState(admin, &hubv1.ChangeSandboxStateRequest{Id: id, Action: action}); err != nil {
