@@ -2,8 +2,8 @@ package hub_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
