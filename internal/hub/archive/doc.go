@@ -19,6 +19,10 @@
 // PutEntries is the incremental way in: it takes entries whose sha256
 // the caller knows (an agentd snapshot's manifest) and asks for the
 // content of the files the org does not have only, checking each.
+// PutDir reads a directory the hub can see (a stopped sandbox's volume)
+// itself, several files at a time, and with a Basis (what a restore
+// wrote, and when) skips reading the files whose status says they are
+// unchanged since.
 //
 // # Layout
 //
@@ -47,8 +51,9 @@
 // half-written temporary files), which GC removes once the marker is
 // older than Options.PendingTimeout. So a caller that removes a
 // sandbox's volume only after Put returned (and, for the cautious, after
-// Verify re-read every blob) never loses a workspace: before that point
-// the volume is there, after it the archive is.
+// VerifyRest read back the blobs Put did not: the ones the org had) never
+// loses a workspace: before that point the volume is there, after it the
+// archive is.
 //
 // Restore checks every file's size and sha256 while it writes the
 // stream and fails with a *CorruptError naming the file; it ends the tar

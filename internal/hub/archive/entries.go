@@ -63,11 +63,12 @@ func (s *Store) PutEntries(ctx context.Context, org, label string, entries []Ent
 	defer s.removePending(ctx, pk)
 	s.hook("started")
 
-	n, err := s.fillBlobs(ctx, m, open)
+	var checked sumSet
+	n, err := s.fillBlobs(ctx, m, open, &checked)
 	if err != nil {
 		return nil, err
 	}
-	m.NewBytes = n
+	m.NewBytes, m.checked = n, checked.sums()
 	return m, s.commit(ctx, m)
 }
 
@@ -109,7 +110,7 @@ func (m *Manifest) setEntries(entries []Entry) error {
 
 // fillBlobs uploads the contents of m's files that the org lacks,
 // Options.Uploads at a time, and returns the bytes uploaded.
-func (s *Store) fillBlobs(ctx context.Context, m *Manifest, open OpenFunc) (int64, error) {
+func (s *Store) fillBlobs(ctx context.Context, m *Manifest, open OpenFunc, checked *sumSet) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan *Entry)
@@ -124,7 +125,7 @@ func (s *Store) fillBlobs(ctx context.Context, m *Manifest, open OpenFunc) (int6
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				n, err := s.fillBlob(ctx, m.Org, e, open)
+				n, err := s.fillBlob(ctx, m.Org, e, open, checked)
 				mu.Lock()
 				total += n
 				if err != nil && first == nil {
@@ -158,7 +159,7 @@ feed:
 }
 
 // fillBlob makes sure the org has e's content.
-func (s *Store) fillBlob(ctx context.Context, org string, e *Entry, open OpenFunc) (int64, error) {
+func (s *Store) fillBlob(ctx context.Context, org string, e *Entry, open OpenFunc, checked *sumSet) (int64, error) {
 	key := blobKey(org, e.SHA256)
 	a, err := s.bucket.Attributes(ctx, key)
 	switch {
@@ -202,25 +203,37 @@ func (s *Store) fillBlob(ctx context.Context, org string, e *Entry, open OpenFun
 		return 0, errs.Wrap(errs.Precondition, ErrChanged, "file %q: read %d bytes with sha256 %s, its entry says %d bytes, %s (take the entries again)", e.Path, n, got, e.Size, e.SHA256)
 	}
 	j.sum = e.SHA256
-	return s.upload(ctx, org, &j)
+	return s.upload(ctx, org, &j, checked)
 }
 
 // commit writes a finished archive's manifest, its blobs on disk first.
 func (s *Store) commit(ctx context.Context, m *Manifest) error {
 	s.hook("uploaded")
 	// On a file:// store, the blobs reach the disk before the manifest
-	// that names them, and the manifest before Put returns.
-	if err := s.sync(); err != nil {
-		return err
+	// that names them (one syncfs), and the manifest before Put returns.
+	// An archive that uploaded nothing (an unchanged workspace) syncs
+	// only its manifest: a syncfs would write back whatever else is dirty
+	// on that file system (the restore that just wrote the workspace).
+	uploaded := len(m.checked) > 0
+	if uploaded {
+		if err := s.sync(); err != nil {
+			return err
+		}
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := s.bucket.WriteAll(ctx, manifestKey(m.Org, m.ID), data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	key := manifestKey(m.Org, m.ID)
+	if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return storeError(err, "write manifest of archive %s", m.ID)
 	}
-	if err := s.sync(); err != nil {
+	if uploaded {
+		err = s.sync()
+	} else {
+		err = s.syncFile(key)
+	}
+	if err != nil {
 		return err
 	}
 	s.hook("committed")

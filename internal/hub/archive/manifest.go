@@ -44,6 +44,10 @@ type Manifest struct {
 	// Entries are the paths, in the order of the stream (the snapshot
 	// export's path order).
 	Entries []Entry `json:"entries"`
+
+	// checked holds the blobs the Put that made this manifest uploaded
+	// and read back (not stored: VerifyRest skips them).
+	checked map[string]bool
 }
 
 // Entry is one path of an archive.

@@ -73,6 +73,7 @@ func (s *Store) Put(ctx context.Context, org, label string, r io.Reader) (*Manif
 		return nil, err
 	}
 	m.NewBytes = up.newBytes
+	m.checked = up.checked.sums()
 	if err := s.commit(ctx, m); err != nil {
 		return nil, err
 	}
@@ -202,6 +203,8 @@ type uploader struct {
 	mem    *semaphore.Weighted
 	small  int64
 	seen   map[string]bool // blobs of this archive, handed to a worker already
+	// checked holds the blobs uploaded and read back by this Put.
+	checked sumSet
 
 	mu       sync.Mutex
 	err      error
@@ -301,7 +304,7 @@ func (u *uploader) work() {
 	defer u.wg.Done()
 	for j := range u.jobs {
 		if u.ctx.Err() == nil {
-			n, err := u.s.storeBlob(u.ctx, u.org, &j)
+			n, err := u.s.storeBlob(u.ctx, u.org, &j, &u.checked)
 			u.mu.Lock()
 			u.newBytes += n
 			if err != nil && u.err == nil {
@@ -323,8 +326,8 @@ func (u *uploader) wait() error {
 }
 
 // storeBlob uploads a blob unless the org has it, reads it back and
-// checks it; it returns the bytes it uploaded.
-func (s *Store) storeBlob(ctx context.Context, org string, j *job) (int64, error) {
+// checks it (adding it to checked); it returns the bytes it uploaded.
+func (s *Store) storeBlob(ctx context.Context, org string, j *job, checked *sumSet) (int64, error) {
 	key := blobKey(org, j.sum)
 	a, err := s.bucket.Attributes(ctx, key)
 	switch {
@@ -333,12 +336,12 @@ func (s *Store) storeBlob(ctx context.Context, org string, j *job) (int64, error
 	case err != nil && gcerrors.Code(err) != gcerrors.NotFound:
 		return 0, storeError(err, "look up blob %s", key)
 	}
-	return s.upload(ctx, org, j)
+	return s.upload(ctx, org, j, checked)
 }
 
-// upload writes a blob, reads it back and checks it; it returns the
-// bytes it uploaded.
-func (s *Store) upload(ctx context.Context, org string, j *job) (int64, error) {
+// upload writes a blob, reads it back and checks it, and adds it to
+// checked; it returns the bytes it uploaded.
+func (s *Store) upload(ctx context.Context, org string, j *job, checked *sumSet) (int64, error) {
 	key := blobKey(org, j.sum)
 	r, err := j.reader()
 	if err != nil {
@@ -370,7 +373,29 @@ func (s *Store) upload(ctx context.Context, org string, j *job) (int64, error) {
 		}
 		return 0, fmt.Errorf("read back blob %s: %w", key, err)
 	}
+	checked.add(j.sum)
 	return j.size, nil
+}
+
+// sumSet is a set of blob sums that several goroutines add to.
+type sumSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (c *sumSet) add(sum string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]bool)
+	}
+	c.m[sum] = true
+}
+
+func (c *sumSet) sums() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m
 }
 
 // checkBlob reads a blob and checks its size and sha256.

@@ -211,6 +211,24 @@ func (s *Store) Verify(ctx context.Context, org, id string) error {
 	if err != nil {
 		return err
 	}
+	return s.verify(ctx, m, nil)
+}
+
+// VerifyRest is Verify for the manifest a Put, PutEntries or PutDir of
+// this Store just returned: it reads back the blobs that call did not
+// upload and read back itself (the ones the org had already), so that
+// every blob of the archive has been read back once. A manifest from
+// Get has no such record, and VerifyRest reads every blob of it.
+func (s *Store) VerifyRest(ctx context.Context, m *Manifest) error {
+	if err := checkOrg(m.Org); err != nil {
+		return err
+	}
+	return s.verify(ctx, m, m.checked)
+}
+
+// verify reads back the blobs of m that skip does not hold.
+func (s *Store) verify(ctx context.Context, m *Manifest, skip map[string]bool) error {
+	org := m.Org
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan *Entry)
@@ -240,7 +258,7 @@ func (s *Store) Verify(ctx context.Context, org, id string) error {
 feed:
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Type != TypeFile || seen[e.SHA256] {
+		if e.Type != TypeFile || seen[e.SHA256] || skip[e.SHA256] {
 			continue
 		}
 		seen[e.SHA256] = true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/devdepot-ai/agentd/internal/errs"
 )
@@ -25,6 +26,7 @@ func runSuite(t *testing.T, s *Store) {
 	t.Run("BadStream", func(t *testing.T) { testBadStream(t, s) })
 	t.Run("DeleteGC", func(t *testing.T) { testDeleteGC(t, s) })
 	t.Run("PutEntries", func(t *testing.T) { testPutEntries(t, s) })
+	t.Run("VerifyRest", func(t *testing.T) { testVerifyRest(t, s) })
 }
 
 func put(t testing.TB, s *Store, org string, data []byte) *Manifest {
@@ -89,7 +91,7 @@ func testRoundTrip(t *testing.T, s *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(m, g); diff != "" {
+	if diff := cmp.Diff(m, g, cmpopts.IgnoreUnexported(Manifest{})); diff != "" {
 		t.Errorf("Get (-put +get):\n%s", diff)
 	}
 }

@@ -2,6 +2,9 @@ package archive
 
 import (
 	"os"
+	"path/filepath"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -24,3 +27,26 @@ func (s *Store) sync() error {
 	}
 	return nil
 }
+
+// syncFile flushes one object of a file:// store and its directory.
+func (s *Store) syncFile(key string) error {
+	if s.syncDir == "" {
+		return nil
+	}
+	p := filepath.Join(s.syncDir, filepath.FromSlash(key))
+	for _, name := range []string{p, filepath.Dir(p)} {
+		f, err := os.Open(name)
+		if err != nil {
+			return errs.Wrap(errs.KindOf(err), err, "sync archive store")
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return errs.Wrap(errs.Unavailable, err, "sync archive store")
+		}
+	}
+	return nil
+}
+
+// ctimeOf is a file's status change time.
+func ctimeOf(st *syscall.Stat_t) time.Time { return time.Unix(st.Ctim.Unix()) }

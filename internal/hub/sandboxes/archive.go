@@ -34,7 +34,7 @@ import (
 // archive's *Store).
 type ArchiveStore interface {
 	Put(ctx context.Context, org, label string, r io.Reader) (*archive.Manifest, error)
-	Verify(ctx context.Context, org, id string) error
+	VerifyRest(ctx context.Context, m *archive.Manifest) error
 	Restore(ctx context.Context, org, id string, w io.Writer) (*archive.Manifest, error)
 	Delete(ctx context.Context, org, id string) error
 	GC(ctx context.Context, org string) (archive.GCStats, error)
@@ -108,14 +108,9 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 	}
 	began := m.o.Now()
 	m.hook(HookBeforeUpload)
-	rc, err := m.o.Driver.ExportWorkspace(ctx, sb.ContainerID)
+	man, how, err := m.putWorkspace(ctx, sb.OrgID, sb.ID, sb.ContainerID)
 	if err != nil {
-		return EngineError(err, "archive sandbox "+sb.ID+": read its workspace")
-	}
-	man, err := m.o.Archive.Put(ctx, sb.OrgID, sb.ID, &hookReader{r: rc, m: m})
-	rc.Close()
-	if err != nil {
-		return archiveError(sb.ID, "archive", err)
+		return err
 	}
 	drop := func() {
 		if err := m.o.Archive.Delete(context.WithoutCancel(ctx), sb.OrgID, man.ID); err != nil {
@@ -127,7 +122,9 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 		return err
 	}
 	putTook, verifyAt := m.o.Now().Sub(began), m.o.Now()
-	if err := m.o.Archive.Verify(ctx, sb.OrgID, man.ID); err != nil {
+	// Put read back every blob it uploaded; the rest (blobs the org had)
+	// are read back here: every blob once before the volume goes.
+	if err := m.o.Archive.VerifyRest(ctx, man); err != nil {
 		drop()
 		return archiveError(sb.ID, "verify the archive of", err)
 	}
@@ -138,17 +135,51 @@ func (m *Manager) archiveStopped(ctx context.Context, sb store.Sandbox, why stri
 		return unavailable("record the archive of sandbox "+sb.ID, err)
 	}
 	m.hook(HookRecorded)
+	m.dropBasis(sb.ID)
 	m.setWorkspace(ctx, sb.ID, man.TotalBytes)
 	m.o.Tunnels.CloseTunnel(sb.ID)
-	if err := m.o.Driver.Remove(ctx, "agentd-"+sb.ID); err != nil {
-		// Archived and verified: the next start of the hub removes them.
-		m.log.Warn("removing an archived sandbox's container and volume", zap.String("sandbox", sb.ID), zap.Error(err))
-		m.setFound(false)
+	// The workspace is archived and verified: the container and volume
+	// go after this call returns (under the sandbox's lock, so before any
+	// restore of it here), not on its path. With replicas another one may
+	// restore it at once, and its lock is not this one: removed here
+	// before the call returns.
+	archiveID := man.ID
+	if m.o.Replicas == nil {
+		m.goFn(func(ctx context.Context) { m.removeArchived(ctx, sb.ID, archiveID) })
+	} else {
+		m.removeArchivedLocked(ctx, sb.ID, archiveID)
 	}
 	m.log.Info("sandbox archived", zap.String("sandbox", sb.ID), zap.String("archive", man.ID), zap.String("why", why),
 		zap.Int64("bytes", man.TotalBytes), zap.Int64("new_bytes", man.NewBytes), zap.Duration("took", m.o.Now().Sub(began)),
-		zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
+		zap.String("read", how), zap.Duration("put_took", putTook), zap.Duration("verify_took", verifyTook))
 	return nil
+}
+
+// removeArchived removes the container and volume of a sandbox archived
+// as archiveID, unless a restore has brought it back meanwhile (that
+// restore removed them itself before it made the new container). A
+// failure, or a hub stopping first, leaves them to the next start's
+// reconcile.
+func (m *Manager) removeArchived(ctx context.Context, id, archiveID string) {
+	defer m.sbLock(id)()
+	m.removeArchivedLocked(ctx, id, archiveID)
+}
+
+// removeArchivedLocked is removeArchived under the sandbox's lock.
+func (m *Manager) removeArchivedLocked(ctx context.Context, id, archiveID string) {
+	sb, err := m.o.Store.Sandbox(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound): // removed (sandbox rm): nothing will make its container again
+	case err != nil:
+		m.setFound(false)
+		return
+	case stateOf(sb) != store.SandboxArchived || sb.ArchiveID != archiveID:
+		return
+	}
+	if err := m.o.Driver.Remove(ctx, "agentd-"+id); err != nil {
+		m.log.Warn("removing an archived sandbox's container and volume", zap.String("sandbox", id), zap.Error(err))
+		m.setFound(false)
+	}
 }
 
 // archiveQuota refuses an archive of sb (of about more bytes) that would
@@ -281,8 +312,10 @@ func (m *Manager) restore(ctx context.Context, org store.Org, env envSpec, sb st
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	var restored *archive.Manifest
 	go func() {
-		_, err := m.o.Archive.Restore(ctx, sb.OrgID, sb.ArchiveID, pw)
+		man, err := m.o.Archive.Restore(ctx, sb.OrgID, sb.ArchiveID, pw)
+		restored = man
 		pw.CloseWithError(err) // nil: the tar ended, every file checked
 		done <- err
 	}()
@@ -296,6 +329,10 @@ func (m *Manager) restore(ctx context.Context, org store.Org, env envSpec, sb st
 		}
 		return "", EngineError(ierr, "restore sandbox "+sb.ID)
 	}
+	// Nothing has written the volume since the import, and nothing will
+	// before the start below: the next archive takes the files this
+	// restore wrote, unchanged since now, as the manifest says.
+	m.saveBasis(sb.ID, restored, time.Now())
 	if err := m.o.Store.UnarchiveSandbox(ctx, sb.ID, cid, env.image, m.o.Now()); err != nil {
 		undo()
 		return "", unavailable("record the restore of sandbox "+sb.ID, err)

@@ -237,6 +237,7 @@ func (d *Driver) RecoverWorkspaces(ctx context.Context) error {
 	if d.wsDir == "" {
 		return nil
 	}
+	d.unmountLeftovers()
 	imgs, err := filepath.Glob(filepath.Join(d.wsDir, "*"+imgSuffix))
 	if err != nil {
 		return err
