@@ -24,8 +24,8 @@ import (
 // relative layout, and the shared libraries the image lacks), made with
 // initdb and started with agentctl exec --detach on 127.0.0.1:5432. A pgx
 // client on this side reaches it through agentctl port forward → hub →
-// sandbox: it creates a table, inserts, reads back, and SHOW
-// data_directory names the sandbox's path.
+// sandbox: it creates a table, inserts, reads back, SHOW data_directory
+// names the sandbox's path and the table's file is there.
 func TestPortForwardPostgresSandbox(t *testing.T) {
 	found, err := pgtest.FindBinaries()
 	if err != nil {
@@ -162,7 +162,16 @@ func TestPortForwardPostgresSandbox(t *testing.T) {
 		n != 1000 || sum != 500500 || body != "note 42" {
 		t.Errorf("SELECT through the forward: %d rows, sum %d, %q, %v; want 1000, 500500, \"note 42\"", n, sum, body, err)
 	}
+	var rel string
+	if err := pg.QueryRow(ctx, "SELECT pg_relation_filepath('notes')").Scan(&rel); err != nil {
+		t.Fatal(err)
+	}
 	_ = pg.Close(ctx)
+	// The table's file is in the sandbox's workspace, where its server
+	// keeps its data.
+	if code, out, errs := cli(append(target, "stat", "/workspace/pgdata/"+rel)...); code != 0 {
+		t.Errorf("the table's file %s is not in the sandbox: exit %d %s%s", rel, code, out, errs)
+	}
 
 	if code, stderr := stop(); code != 0 || stderr != "" {
 		t.Errorf("after interrupt: exit %d, stderr %q", code, stderr)
