@@ -214,6 +214,38 @@ func TestPortForwardBadSpecs(t *testing.T) {
 	}
 }
 
+// lsPort is one row of agentctl --json port ls.
+type lsPort struct {
+	Port    int    `json:"port"`
+	Address string `json:"address"`
+	Pid     int    `json:"pid"`
+	Command string `json:"command"`
+}
+
+// waitListening polls agentctl --json port ls (run runs agentctl against
+// the target and returns its stdout) until every port listens, and
+// returns the rows by port; it fails t after timeout.
+func waitListening(t *testing.T, run func(args ...string) string, timeout time.Duration, ports ...int) map[int]lsPort {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; {
+		var resp struct{ Ports []lsPort }
+		if err := json.Unmarshal([]byte(run("--json", "port", "ls")), &resp); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]lsPort{}
+		for _, p := range resp.Ports {
+			seen[p.Port] = p
+		}
+		if !slices.ContainsFunc(ports, func(p int) bool { _, ok := seen[p]; return !ok }) {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port ls never showed all of %v: %v", ports, seen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // In a builtin sandbox with network none: port ls shows the servers the
 // agent started (with their owner), port forward carries a TCP echo and
 // python3 -m http.server's pages, dialled by agentd inside, and a public
@@ -252,32 +284,7 @@ while True:
 	run("exec", "--detach", "--", "python3", "-c", echoPy)
 	run("exec", "--detach", "--cwd", "/workspace", "--", "python3", "-m", "http.server", "8000", "--bind", "0.0.0.0")
 
-	type lsPort struct {
-		Port    int    `json:"port"`
-		Address string `json:"address"`
-		Pid     int    `json:"pid"`
-		Command string `json:"command"`
-	}
-	var seen map[int]lsPort
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		var resp struct{ Ports []lsPort }
-		if err := json.Unmarshal([]byte(run("--json", "port", "ls")), &resp); err != nil {
-			t.Fatal(err)
-		}
-		seen = map[int]lsPort{}
-		for _, p := range resp.Ports {
-			seen[p.Port] = p
-		}
-		if _, ok := seen[8000]; ok {
-			if _, ok := seen[7007]; ok {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("port ls never showed 7007 and 8000: %v", seen)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	seen := waitListening(t, run, 30*time.Second, 7007, 8000)
 	if p := seen[7007]; p.Address != "127.0.0.1" || p.Pid == 0 || !strings.HasPrefix(p.Command, "python3 -c") {
 		t.Errorf("7007: %+v; want 127.0.0.1, the python3 -c process", p)
 	}
