@@ -1,3 +1,5 @@
+//go:build linux
+
 package hub_test
 
 import (
@@ -16,6 +18,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub"
 	"github.com/devdepot-ai/agentd/internal/hub/archive"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
+	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -96,6 +100,33 @@ for i in range(n):
 				}
 				time.Sleep(50 * time.Millisecond) // the hub's GC still runs
 			}
+		}
+		if action == sandboxes.ActionRestore {
+			// A restore starts as one days after its archive does: the
+			// archive's container and volume removed (after the archive
+			// call, under the sandbox's lock, which the restore would
+			// wait for) and the disk written back.
+			// The other sandbox's too, when it is archived.
+			for _, x := range []string{id, exportID} {
+				sb, err := h.store.Sandbox(context.WithoutCancel(b.Context()), x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if x != id && sb.State != store.SandboxArchived {
+					continue
+				}
+				for deadline := time.Now().Add(2 * time.Minute); ; {
+					_, err := h.drv.Inspect(b.Context(), "agentd-"+x)
+					if errors.Is(err, sandbox.ErrNotFound) {
+						break
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("archived sandbox %s: its container is still there after 2m (%v)", x, err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			syscall.Sync()
 		}
 		t0 := time.Now()
 		if _, err := h.envs.ChangeSandboxState(admin, &hubv1.ChangeSandboxStateRequest{Id: id, Action: action}); err != nil {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -123,11 +122,11 @@ func (m *Manifest) walk(root *os.Root) ([]fileStat, error) {
 		if err != nil {
 			return errs.Wrap(errs.KindOf(err), err, "read the tree to archive")
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
+		mode, ctime, ok := statOf(fi)
 		if !ok {
 			return errs.New(errs.Unknown, "archive %s: no file status", p)
 		}
-		e := Entry{Path: p, Mode: uint32(st.Mode) & 0o7777, ModTime: fi.ModTime().UTC()}
+		e := Entry{Path: p, Mode: mode, ModTime: fi.ModTime().UTC()}
 		switch fi.Mode().Type() {
 		case fs.ModeDir:
 			e.Type = TypeDir
@@ -153,7 +152,7 @@ func (m *Manifest) walk(root *os.Root) ([]fileStat, error) {
 			return nil
 		}
 		m.Entries = append(m.Entries, e)
-		stats = append(stats, fileStat{ctime: ctimeOf(st)})
+		stats = append(stats, fileStat{ctime: ctime})
 		m.count(e, 1)
 		if len(m.Entries) > MaxEntries {
 			return errs.New(errs.Exhausted, "the archive has more than %d entries", MaxEntries)
@@ -282,7 +281,7 @@ func (d *dirPut) release(j *job) {
 // left open (uploaded from the file, if at all).
 func (d *dirPut) readFile(ctx context.Context, e *Entry) (job, error) {
 	j := job{size: e.Size}
-	f, err := d.root.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := d.root.OpenFile(e.Path, os.O_RDONLY|openNoFollow, 0)
 	if err != nil {
 		return j, errs.Wrap(errs.KindOf(err), err, "archive %s", e.Path)
 	}

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -48,5 +49,16 @@ func (s *Store) syncFile(key string) error {
 	return nil
 }
 
-// ctimeOf is a file's status change time.
-func ctimeOf(st *syscall.Stat_t) time.Time { return time.Unix(st.Ctim.Unix()) }
+// statOf is a file's permission bits (with setuid, setgid and sticky)
+// and its status change time.
+func statOf(fi fs.FileInfo) (mode uint32, ctime time.Time, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	return uint32(st.Mode) & 0o7777, time.Unix(st.Ctim.Unix()), true
+}
+
+// openNoFollow opens a file to archive: never through a symlink, never
+// blocking on a fifo put in its place.
+const openNoFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
