@@ -18,7 +18,7 @@ func TestEgressAllowPrivateRefused(t *testing.T) {
 		{"http://mirror/", "want a CIDR"},
 		{"10.0.0.0/4", "fewer than 8 bits"},
 	} {
-		f := sandboxFlags{mode: "on", allowPrivate: []string{tc.entry}}
+		f := sandboxFlags{mode: "on", driver: driverDocker, allowPrivate: []string{tc.entry}}
 		_, closeFn, err := f.options(t.Context(), "", zap.NewNop())
 		closeFn()
 		var usage usageError

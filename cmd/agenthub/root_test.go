@@ -46,7 +46,7 @@ func TestAllowRegistryRefused(t *testing.T) {
 		{"*.com", "top-level domain"},
 		{"ghcr.io/acme", "want a host"},
 	} {
-		f := sandboxFlags{mode: "on", allow: []string{tc.entry}}
+		f := sandboxFlags{mode: "on", driver: driverDocker, allow: []string{tc.entry}}
 		_, closeFn, err := f.options(t.Context(), "", zap.NewNop())
 		closeFn()
 		var usage usageError
