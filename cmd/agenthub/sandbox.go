@@ -182,6 +182,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	default:
 		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandboxes %q: want auto, on or off", f.mode)}
 	}
+	if f.driver == "" {
+		f.driver = driverDocker // the flag's default, for options built in code (the demo's)
+	}
 	if f.driver != driverDocker && f.driver != driverKubernetes {
 		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-driver %q: want docker or kubernetes", f.driver)}
 	}
