@@ -21,9 +21,6 @@ func (d *Driver) workspaceDir(ctx context.Context, op, id string, ok func(sandbo
 	if err != nil {
 		return nil, err
 	}
-	if d.hostDir == "" {
-		return nil, fmt.Errorf("%s %s: %w: the driver reads and writes workspaces only on hostPath volumes (its host path dir)", op, id, sandbox.ErrNotSupported)
-	}
 	if err := ok(in); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
@@ -52,8 +49,12 @@ func neverRan(in sandbox.Info) error {
 }
 
 // ExportWorkspace tars the workspace directory of a sandbox that does not
-// run, in the snapshot export format.
+// run, in the snapshot export format; on a provisioned volume, through a
+// helper Pod (helperpod.go).
 func (d *Driver) ExportWorkspace(ctx context.Context, id string) (io.ReadCloser, error) {
+	if d.hostDir == "" {
+		return d.exportHelper(ctx, id)
+	}
 	root, err := d.workspaceDir(ctx, "export the workspace of", id, notRunning)
 	if err != nil {
 		return nil, err
@@ -67,8 +68,12 @@ func (d *Driver) ExportWorkspace(ctx context.Context, id string) (io.ReadCloser,
 }
 
 // ImportWorkspace extracts a snapshot export stream into the workspace of
-// a created sandbox, every entry uid 1000's.
+// a created sandbox, every entry uid 1000's; on a provisioned volume,
+// through a helper Pod.
 func (d *Driver) ImportWorkspace(ctx context.Context, id string, r io.Reader) error {
+	if d.hostDir == "" {
+		return d.importHelper(ctx, id, r)
+	}
 	root, err := d.workspaceDir(ctx, "import the workspace of", id, neverRan)
 	if err != nil {
 		return err
@@ -81,8 +86,12 @@ func (d *Driver) ImportWorkspace(ctx context.Context, id string, r io.Reader) er
 }
 
 // CopyWorkspace replaces the workspace of dst, created and not started,
-// with a copy of src's, by exporting one into the other.
+// with a copy of src's, by exporting one into the other; on provisioned
+// volumes, through a helper Pod for each.
 func (d *Driver) CopyWorkspace(ctx context.Context, src, dst string) error {
+	if d.hostDir == "" {
+		return d.copyHelper(ctx, src, dst)
+	}
 	from, err := d.workspaceDir(ctx, "copy the workspace of", src, func(sandbox.Info) error { return nil })
 	if err != nil {
 		return err

@@ -272,3 +272,56 @@ func Own(r io.Reader, w io.Writer, uid, gid int) error {
 		}
 	}
 }
+
+// Rewrite copies a tar of a workspace that another tar made (GNU tar
+// run in the workspace's directory, e.g. in a Kubernetes helper Pod) to w
+// in the snapshot export format: names clean and relative, the root
+// itself and owners left out, and, as Export does, every entry but
+// directories, regular files and symlinks (make that tar store hard links
+// as files). It fails on a name that climbs out or is absolute and on a
+// stream without the tar's end marker.
+func Rewrite(r io.Reader, w io.Writer) error {
+	tail := tarcheck.NewReader(r)
+	tr, tw := tar.NewReader(tail), tar.NewWriter(w)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			if !tail.Complete() {
+				return errors.New("read the workspace's tar: it ends without the tar's end marker")
+			}
+			return tw.Close()
+		}
+		if errors.Is(err, tar.ErrInsecurePath) && hdr != nil {
+			err = nil // RelPath decides
+		}
+		if err != nil {
+			return fmt.Errorf("read the workspace's tar: %w", err)
+		}
+		rel, err := tarcheck.RelPath(hdr.Name)
+		if err != nil {
+			return fmt.Errorf("read the workspace's tar: %w", err)
+		}
+		if rel == "" {
+			continue
+		}
+		out := &tar.Header{Typeflag: hdr.Typeflag, Name: rel, Mode: hdr.Mode & 0o7777, ModTime: hdr.ModTime,
+			Linkname: hdr.Linkname, Format: tar.FormatPAX}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			out.Name += "/"
+		case tar.TypeReg:
+			out.Size = hdr.Size
+		case tar.TypeSymlink:
+		default:
+			continue
+		}
+		if err := tw.WriteHeader(out); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return fmt.Errorf("read the workspace's tar: %w", err)
+			}
+		}
+	}
+}
