@@ -64,10 +64,10 @@ var (
 	// hard links stored as files, no owner names.
 	tarOut = []string{"tar", "-C", sandbox.WorkspaceDir, "--format=posix", "--hard-dereference", "--numeric-owner", "-cf", "-", "."}
 	// tarIn extracts into the workspace: the stream's modes and times, the
-	// helper's uid as owner, an entry that exists already an error (as
-	// wstar.Extract's), the existing directories' metadata kept (the
-	// volume's root).
-	tarIn = []string{"tar", "-C", sandbox.WorkspaceDir, "-x", "-f", "-", "--no-same-owner", "--same-permissions", "--keep-old-files", "--no-overwrite-dir"}
+	// helper's uid as owner, a file that exists already an error (as
+	// wstar.Extract's). The volume's root keeps its metadata: wstar.Own
+	// leaves the root's entry out.
+	tarIn = []string{"tar", "-C", sandbox.WorkspaceDir, "-x", "-f", "-", "--no-same-owner", "--same-permissions", "--keep-old-files"}
 	// replaceIn empties the workspace first (CopyWorkspace replaces it).
 	replaceIn = append([]string{"sh", "-c", `set -e; rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*; exec "$@"`, "sh"}, tarIn...)
 )
@@ -238,15 +238,30 @@ func (d *Driver) tarFrom(ctx context.Context, pod string, w io.Writer) error {
 	err := wstar.Rewrite(pr, w)
 	if err != nil {
 		cancel() // the tar stops when nothing reads it
+	} else {
+		_, _ = io.Copy(io.Discard, pr) // tar's padding after its end marker
 	}
-	pr.CloseWithError(errors.New("export ended"))
+	pr.CloseWithError(errTarEnded)
 	if xerr := <-done; err == nil {
 		err = xerr
 	}
 	return err
 }
 
-// errTarEnded is what Own's writes get once the tar it fed is done.
+// eofReader ends at its reader's first error: the executor would log
+// the error (Own's, which the call returns) and then end the tar's input
+// all the same.
+type eofReader struct{ r io.Reader }
+
+func (e eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// errTarEnded is what a pipe's other end gets once the tar is done.
 var errTarEnded = errors.New("the tar in the helper pod ended")
 
 // tarInto extracts the snapshot export stream r into the workspace of
@@ -261,7 +276,7 @@ func (d *Driver) tarInto(ctx context.Context, pod string, cmd []string, r io.Rea
 		pw.CloseWithError(err)
 		owned <- err
 	}()
-	err := d.exec(ctx, pod, cmd, pr, nil)
+	err := d.exec(ctx, pod, cmd, eofReader{pr}, nil)
 	pr.CloseWithError(errTarEnded) // unblocks Own when the tar stopped reading
 	if oerr := <-owned; oerr != nil && (err == nil || !errors.Is(oerr, errTarEnded)) {
 		return oerr
