@@ -54,6 +54,10 @@ const (
 	// labelHelper marks a helper Pod with its call: export, import,
 	// copy-from, copy-to.
 	labelHelper = annPrefix + "workspace-helper"
+	// helperStartTimeout bounds the wait for a helper Pod to run: longer
+	// than a sandbox's Start (startTimeout), since a call that needs one
+	// has no Pod to fall back on and a busy node starts Pods slowly.
+	helperStartTimeout = 5 * time.Minute
 	// stderrMax is how much of a helper command's stderr an error quotes.
 	stderrMax = 4 << 10
 )
@@ -154,9 +158,9 @@ func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node stri
 }
 
 // awaitHelper waits until helper Pod name's container runs (at most
-// startTimeout); it fails at once when the container cannot start.
+// helperStartTimeout); it fails at once when the container cannot start.
 func (d *Driver) awaitHelper(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, helperStartTimeout)
 	defer cancel()
 	for {
 		p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
