@@ -11,7 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
-	"github.com/devdepot-ai/agentd/internal/tarcheck"
+	"github.com/devdepot-ai/agentd/internal/sandbox/wstar"
 )
 
 // ExportWorkspace reads a container's /workspace through the engine's
@@ -73,60 +73,11 @@ func rebaseExport(r io.Reader, w io.Writer) error {
 // the read-only root does not refuse it.
 func (d *Driver) ImportWorkspace(ctx context.Context, id string, r io.Reader) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(ownImport(r, pw)) }()
+	go func() { pw.CloseWithError(wstar.Own(r, pw, uid, gid)) }()
 	_, err := d.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: sandbox.WorkspaceDir, Content: pr})
-	pr.CloseWithError(errors.New("import ended")) // unblocks ownImport when the engine stopped reading
+	pr.CloseWithError(errors.New("import ended")) // unblocks Own when the engine stopped reading
 	if err != nil {
 		return d.fail("import the workspace of "+id, err)
 	}
 	return nil
-}
-
-// ownImport copies a snapshot export stream to w, checking its paths and
-// making every entry uid and gid 1000's. It fails on a stream that ends
-// without the tar's end marker, so a cut stream never passes for a
-// smaller workspace.
-func ownImport(r io.Reader, w io.Writer) error {
-	tail := tarcheck.NewReader(r)
-	tr, tw := tar.NewReader(tail), tar.NewWriter(w)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			if !tail.Complete() {
-				return errors.New("the workspace stream ends without the tar's end marker")
-			}
-			return tw.Close()
-		}
-		if errors.Is(err, tar.ErrInsecurePath) && hdr != nil {
-			err = nil // judged below
-		}
-		if err != nil {
-			return fmt.Errorf("read the workspace stream: %w", err)
-		}
-		rel, err := tarcheck.RelPath(hdr.Name)
-		if err != nil {
-			return err
-		}
-		if rel == "" {
-			continue
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir, tar.TypeReg, tar.TypeSymlink:
-		default:
-			return fmt.Errorf("workspace entry %q: type %q is not a directory, file or symlink", rel, hdr.Typeflag)
-		}
-		out := &tar.Header{Typeflag: hdr.Typeflag, Name: rel, Mode: hdr.Mode & 0o7777, ModTime: hdr.ModTime,
-			Size: hdr.Size, Linkname: hdr.Linkname, Uid: uid, Gid: gid, Format: tar.FormatPAX}
-		if hdr.Typeflag == tar.TypeDir {
-			out.Name += "/"
-		}
-		if err := tw.WriteHeader(out); err != nil {
-			return err
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			if _, err := io.Copy(tw, tr); err != nil {
-				return fmt.Errorf("read the workspace stream: %w", err)
-			}
-		}
-	}
 }

@@ -5,12 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -41,6 +45,13 @@ var testImages = []string{"agentd-test/debian-slim:1", sandbox.BaseImage}
 // when no cluster answers.
 func cluster(t *testing.T) *Driver {
 	t.Helper()
+	return newCluster(t, Options{HostPathDir: t.TempDir()})
+}
+
+// newCluster is cluster with the workspaces opts says (HostPathDir,
+// StorageClass).
+func newCluster(t *testing.T, opts Options) *Driver {
+	t.Helper()
 	cfg := os.Getenv("AGENTD_KUBECONFIG")
 	if cfg == "" {
 		cfg = os.Getenv("KUBECONFIG")
@@ -51,10 +62,9 @@ func cluster(t *testing.T) *Driver {
 	if os.Geteuid() != 0 {
 		t.Skip("the hostPath workspaces are made owned by uid 1000: run as root")
 	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	ns := "agentd-dt-" + hex.EncodeToString(b)
-	d, err := New(Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: t.TempDir(), Logger: zaptest.NewLogger(t), WorkspaceSize: 64 << 20})
+	ns := "agentd-dt-" + randHex(4)
+	opts.Kubeconfig, opts.Namespace, opts.Logger, opts.WorkspaceSize = cfg, ns, zaptest.NewLogger(t), 64<<20
+	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +85,12 @@ func cluster(t *testing.T) *Driver {
 		}
 	})
 	return d
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // testImage is the first of testImages the cluster has.
@@ -98,26 +114,122 @@ func testImage(t *testing.T, d *Driver) string {
 // PullImage), Pause too (CannotPause: Kubernetes has no freezer).
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
-		d := cluster(t)
-		image := testImage(t, d)
-		pids, err := d.PodPidsLimit(t.Context())
-		if err != nil || pids == 0 {
-			t.Fatalf("the nodes' podPidsLimit: %d, %v; want one (make k8s-up sets 512)", pids, err)
+		return harness(t, cluster(t))
+	})
+}
+
+// The conformance suite with the workspaces on claims of a StorageClass,
+// as on a cluster with a provisioner: the driver has no host directory,
+// and the workspace calls (export, import, copy) go through helper Pods.
+// The class has no provisioner (this cluster has none): the test makes
+// hostPath volumes of it beforehand, in a directory the driver is never
+// told of, and checks that no helper Pod is left.
+func TestConformanceStorageClass(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
+		class := "agentd-static-" + randHex(4)
+		d := newCluster(t, Options{StorageClass: class})
+		staticVolumes(t, d, class, 48, 64<<20)
+		t.Cleanup(func() { noHelperLeft(t, d) })
+		return harness(t, d)
+	})
+}
+
+// staticVolumes makes StorageClass class (no provisioner, claims bound at
+// once) and n hostPath PersistentVolumes of it, size bytes each, in
+// directories owned by uid 1000 (as a provisioner's or an init
+// container's chown would leave them); all are deleted when the test
+// ends.
+func staticVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
+	t.Helper()
+	ctx := t.Context()
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Labels: map[string]string{sandbox.LabelManaged: "test"}}
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta: meta(class), Provisioner: "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr(storagev1.VolumeBindingImmediate), ReclaimPolicy: ptr(corev1.PersistentVolumeReclaimRetain),
+	}
+	if _, err := d.cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create storage class %s: %v", class, err)
+	}
+	var names []string
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, name := range names {
+			if err := d.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("delete volume %s: %v", name, err)
+			}
 		}
-		return drivertest.Harness{
-			Driver: d,
-			Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
-				return sandbox.Spec{
-					Image:   image,
-					Cmd:     []string{"sh", "-c", conformanceScripts[b]},
-					Network: "none",
-					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
-				}, true
-			},
-			MissingImage:   "agentd-test/absent:1",
-			EnforcesLimits: true,
-			CannotPause:    true,
-			Timeout:        2 * time.Minute,
+		if err := d.cs.StorageV1().StorageClasses().Delete(ctx, class, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete storage class %s: %v", class, err)
 		}
 	})
+	dir := t.TempDir()
+	for i := range n {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: meta(fmt.Sprintf("%s-%d", class, i)),
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: quantity(size)},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              class,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: p, Type: ptr(corev1.HostPathDirectory)},
+				},
+			},
+		}
+		if _, err := d.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create volume %s: %v", pv.Name, err)
+		}
+		names = append(names, pv.Name)
+	}
+}
+
+// noHelperLeft fails the test for any workspace helper Pod left in d's
+// namespace.
+func noHelperLeft(t *testing.T, d *Driver) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := d.cs.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: labelHelper})
+	if err != nil {
+		t.Errorf("list helper pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		t.Errorf("helper pod %s (%s) outlived its call", p.Name, p.Labels[labelHelper])
+	}
+}
+
+// harness is the suite's harness for d.
+func harness(t *testing.T, d *Driver) drivertest.Harness {
+	t.Helper()
+	image := testImage(t, d)
+	pids, err := d.PodPidsLimit(t.Context())
+	if err != nil || pids == 0 {
+		t.Fatalf("the nodes' podPidsLimit: %d, %v; want one (make k8s-up sets 512)", pids, err)
+	}
+	return drivertest.Harness{
+		Driver: d,
+		Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
+			return sandbox.Spec{
+				Image:   image,
+				Cmd:     []string{"sh", "-c", conformanceScripts[b]},
+				Network: "none",
+				Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
+			}, true
+		},
+		MissingImage:   "agentd-test/absent:1",
+		EnforcesLimits: true,
+		CannotPause:    true,
+		Timeout:        2 * time.Minute,
+	}
 }

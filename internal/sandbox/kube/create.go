@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -236,8 +234,6 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 			corev1.EnvVar{Name: "XDG_STATE_HOME", Value: s.Home + "/.local/state"})
 	}
 	env = append(env, corev1.EnvVar{Name: "HOME", Value: home})
-	mem := quantity(s.Limits.MemoryBytes)
-	cpu := *resource.NewMilliQuantity(int64(math.Round(s.Limits.CPUs*1000)), resource.DecimalSI)
 	mounts := []corev1.VolumeMount{
 		{Name: "workspace", MountPath: sandbox.WorkspaceDir},
 		{Name: "tmp", MountPath: "/tmp"},
@@ -275,10 +271,7 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 			AutomountServiceAccountToken:  ptr(false),
 			EnableServiceLinks:            ptr(false),
 			TerminationGracePeriodSeconds: ptr(int64(10)),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsUser: ptr(int64(uid)), RunAsGroup: ptr(int64(gid)), RunAsNonRoot: ptr(true),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:               d.podSecurity(),
 			Containers: []corev1.Container{{
 				Name:            container,
 				Image:           s.Image,
@@ -288,30 +281,13 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 				Env:             env,
 				EnvFrom:         []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: sec.Name}}}},
 				VolumeMounts:    mounts,
-				Resources: corev1.ResourceRequirements{
-					Limits: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
-					// Small requests: the scheduler packs idle sandboxes as
-					// the Docker engine does; the limits bound them.
-					Requests: corev1.ResourceList{
-						corev1.ResourceCPU:    *resource.NewMilliQuantity(min(10, cpu.MilliValue()), resource.DecimalSI),
-						corev1.ResourceMemory: quantity(min(32<<20, s.Limits.MemoryBytes)),
-					},
-				},
-				SecurityContext: &corev1.SecurityContext{
-					RunAsUser: ptr(int64(uid)), RunAsGroup: ptr(int64(gid)), RunAsNonRoot: ptr(true),
-					Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
+				Resources:       resources(s.Limits),
+				SecurityContext: containerSecurity(),
+
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Volumes: vols,
 		},
-	}
-	if d.hostDir == "" {
-		// A provisioned volume's root is root's: the kubelet gives it the
-		// sandbox's group (doc.go).
-		p.Spec.SecurityContext.FSGroup = ptr(int64(gid))
 	}
 	if s.Runtime != "" {
 		p.Spec.RuntimeClassName = &s.Runtime

@@ -46,6 +46,11 @@
 //   - Pull: kubelets pull, and these Pods never do. Pull returns
 //     sandbox.ErrNotSupported; Image finds images in the nodes' status,
 //     which shows names and sizes but no config (no labels, user, env).
-//   - Workspace export, import and copy read and write the hostPath
-//     directory; on provisioned volumes they return ErrNotSupported.
+//
+// Workspace export, import and copy use the snapshot export format
+// (internal/sandbox/wstar). On hostPath volumes they read and write the
+// directory, opened as an os.Root. On provisioned volumes, which the hub
+// cannot read, a helper Pod mounts the claim and the driver streams a tar
+// over exec (helperpod.go): the sandbox's image and hardening, GNU tar
+// inside, the stream checked by wstar before it reaches that tar.
 package kube

@@ -34,7 +34,7 @@ type Options struct {
 	// workspace as a hostPath PersistentVolume bound to its claim, owned
 	// by uid 1000; the workspace calls (Export, Import, Copy) then work
 	// on that directory. Empty: claims of StorageClass, and the workspace
-	// calls are refused (ErrNotSupported).
+	// calls go through a helper Pod that mounts the claim (helperpod.go).
 	HostPathDir string
 	// StorageClass is the class of the workspace claims when HostPathDir
 	// is empty ("": the cluster's default class).
@@ -54,6 +54,7 @@ type Options struct {
 type Driver struct {
 	cs      kubernetes.Interface
 	httpc   *http.Client
+	cfg     *rest.Config // for exec into workspace helper Pods
 	ns      string
 	host    string // the API server, for messages
 	hostDir string
@@ -84,7 +85,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	d := &Driver{
-		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
+		cs: cs, httpc: httpc, cfg: cfg, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
 	}
 	if d.ns == "" {

@@ -118,7 +118,9 @@ func (d *Driver) sample(ctx context.Context, p *corev1.Pod) (sandbox.Stats, bool
 		if ps.ProcessStats != nil && ps.ProcessStats.ProcessCount != nil {
 			s.Pids = clamp(*ps.ProcessStats.ProcessCount)
 		}
-		if d.hostDir != "" { // this host is the node: its cgroup counts
+		// This host is the node (hostPath mode; or the Pod's cgroup is
+		// here, whose name has the Pod's uid): its cgroup counts.
+		if d.hostDir != "" || s.Pids == 0 {
 			if cur, limit, ok := localPids(string(p.UID)); ok {
 				s.Pids, s.PidsLimit = cur, limit
 			}

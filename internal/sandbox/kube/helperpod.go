@@ -1,0 +1,372 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/wstar"
+)
+
+// A workspace on a provisioned volume (Options.StorageClass, no
+// HostPathDir) is somewhere the hub cannot read: on another node, behind
+// a CSI driver. Its export, import and copy go through a helper Pod: the
+// sandbox's image, the sandbox's hardening (hardening.go: uid 1000, read
+// only root, no capabilities), the claim its only volume, no network (it
+// carries the sandbox's labels, so the deny-all policy applies), running
+// sleep; the driver streams a tar through exec (client-go's websocket
+// executor, SPDY when the API server does not upgrade to it). The helper
+// is deleted by name when the call ends, whatever happened, and waited for
+// until gone; should the hub die first, the kubelet ends it at its
+// deadline and Remove takes it with the record (its owner).
+//
+// The tar inside is the image's (GNU tar): out, it tars the workspace and
+// wstar.Rewrite makes that the snapshot export format; in, it extracts
+// what wstar.Own let through: relative names without "..", directories,
+// files and symlinks only, every entry uid 1000's, a stream with the tar's
+// end marker (a cut stream fails the call whatever tar made of it).
+// GNU tar extracts symlinks that point out (absolute, or climbing with
+// "..") as placeholders until the end, so no later entry is written
+// through them; and were one written through a symlink anyway, it runs as
+// uid 1000 in a Pod whose only writable mount is that workspace.
+
+const (
+	// helperContainer is a helper Pod's container.
+	helperContainer = "workspace"
+	// helperDeadline bounds a helper Pod's life should the driver never
+	// delete it (activeDeadlineSeconds; its sleep ends then too).
+	helperDeadline = 6 * time.Hour
+	// labelHelper marks a helper Pod with its call: export, import,
+	// copy-from, copy-to.
+	labelHelper = annPrefix + "workspace-helper"
+	// helperStartTimeout bounds the wait for a helper Pod to run: longer
+	// than a sandbox's Start (startTimeout), since a call that needs one
+	// has no Pod to fall back on and a busy node starts Pods slowly.
+	helperStartTimeout = 5 * time.Minute
+	// stderrMax is how much of a helper command's stderr an error quotes.
+	stderrMax = 4 << 10
+)
+
+// The helper's commands.
+var (
+	// tarOut tars the workspace: PAX headers (times to the nanosecond),
+	// hard links stored as files, no owner names.
+	tarOut = []string{"tar", "-C", sandbox.WorkspaceDir, "--format=posix", "--hard-dereference", "--numeric-owner", "-cf", "-", "."}
+	// tarIn extracts into the workspace: the stream's modes and times, the
+	// helper's uid as owner, a file that exists already an error (as
+	// wstar.Extract's). The volume's root keeps its metadata: wstar.Own
+	// leaves the root's entry out.
+	tarIn = []string{"tar", "-C", sandbox.WorkspaceDir, "-x", "-f", "-", "--no-same-owner", "--same-permissions", "--keep-old-files"}
+	// replaceIn empties the workspace first (CopyWorkspace replaces it).
+	replaceIn = append([]string{"sh", "-c", `set -e; rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*; exec "$@"`, "sh"}, tarIn...)
+)
+
+// startHelper makes a helper Pod with sandbox id's workspace claim
+// (read-only unless write), waits until it runs and returns its name and
+// the func that deletes it (call it, always). A read of a sandbox whose
+// Pod exists runs on that Pod's node: a ReadWriteOnce volume is attached
+// there.
+func (d *Driver) startHelper(ctx context.Context, op, id string, write bool) (string, func(), error) {
+	sec, err := d.record(ctx, op+" the workspace of", id)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := recordSpec(sec)
+	if err != nil {
+		return "", nil, err
+	}
+	node := ""
+	if p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, id, metav1.GetOptions{}); err == nil {
+		node = p.Spec.NodeName
+	} else if !apierrors.IsNotFound(err) {
+		return "", nil, d.fail(op+" the workspace of "+id, err)
+	}
+	if err := d.ensurePolicy(ctx); err != nil {
+		return "", nil, err
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	p := d.helperPod(sec, s, id+"-ws-"+hex.EncodeToString(b), op, node, write)
+	if _, err := d.cs.CoreV1().Pods(d.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return "", nil, d.fail(op+" the workspace of "+id+": create helper pod", err)
+	}
+	stop := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if _, err := d.deletePod(cctx, p.Name, 0); err != nil {
+			d.log.Warn("remove a workspace helper pod", zap.String("pod", p.Name), zap.Error(err))
+		}
+	}
+	if err := d.awaitHelper(ctx, p.Name); err != nil {
+		stop()
+		return "", nil, fmt.Errorf("%s the workspace of %s: %w", op, id, err)
+	}
+	return p.Name, stop, nil
+}
+
+// helperPod is the helper Pod name for sandbox sec's workspace.
+func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node string, write bool) *corev1.Pod {
+	meta := objectMeta(name, allLabels(sec.ObjectMeta))
+	meta.Labels[labelSandbox] = sec.Name
+	meta.Labels[labelHelper] = op
+	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: sec.Name, UID: sec.UID}}
+	deadline := int64(helperDeadline / time.Second)
+	p := &corev1.Pod{
+		ObjectMeta: meta,
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr(false),
+			EnableServiceLinks:            ptr(false),
+			TerminationGracePeriodSeconds: ptr(int64(0)),
+			ActiveDeadlineSeconds:         &deadline,
+			NodeName:                      node,
+			SecurityContext:               d.podSecurity(),
+			Containers: []corev1.Container{{
+				Name:            helperContainer,
+				Image:           s.Image,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"sleep", strconv.FormatInt(deadline, 10)},
+				WorkingDir:      sandbox.WorkspaceDir,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: sandbox.WorkspaceDir, ReadOnly: !write}},
+				Resources:       resources(s.Limits),
+				SecurityContext: containerSecurity(),
+			}},
+			Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(sec.Name), ReadOnly: !write},
+			}}},
+		},
+	}
+	if s.Runtime != "" {
+		p.Spec.RuntimeClassName = &s.Runtime // a gVisor sandbox's workspace is read under gVisor
+	}
+	return p
+}
+
+// awaitHelper waits until helper Pod name's container runs (at most
+// helperStartTimeout); it fails at once when the container cannot start.
+func (d *Driver) awaitHelper(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, helperStartTimeout)
+	defer cancel()
+	for {
+		p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return d.fail("helper pod "+name, err)
+		}
+		var cs *corev1.ContainerStatus
+		if len(p.Status.ContainerStatuses) == 1 {
+			cs = &p.Status.ContainerStatuses[0]
+		}
+		switch {
+		case cs != nil && cs.State.Running != nil:
+			return nil
+		case cs != nil && cs.State.Terminated != nil:
+			return fmt.Errorf("helper pod %s: its container ended: %s %s", name, cs.State.Terminated.Reason, cs.State.Terminated.Message)
+		case cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] &&
+			!strings.Contains(cs.State.Waiting.Message, "context deadline exceeded"): // a busy runtime: the kubelet retries
+			return fmt.Errorf("helper pod %s: %s: %s", name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		case p.Status.Phase == corev1.PodFailed:
+			return fmt.Errorf("helper pod %s failed: %s %s", name, p.Status.Reason, p.Status.Message)
+		}
+		if err := d.sleep(ctx); err != nil {
+			return fmt.Errorf("helper pod %s: not running yet (%s): %w", name, podWhy(p), err)
+		}
+	}
+}
+
+// exec runs cmd in helper Pod pod with stdin and stdout (either nil: not
+// attached), and fails when it exits other than 0, quoting its stderr.
+func (d *Driver) exec(ctx context.Context, pod string, cmd []string, stdin io.Reader, stdout io.Writer) error {
+	req := d.cs.CoreV1().RESTClient().Post().Namespace(d.ns).Resource("pods").Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: helperContainer, Command: cmd, Stdin: stdin != nil, Stdout: stdout != nil, Stderr: true,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(d.cfg, "GET", req.URL().String())
+	if err != nil {
+		return fmt.Errorf("exec in %s: %w", pod, err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(d.cfg, "POST", req.URL())
+	if err != nil {
+		return fmt.Errorf("exec in %s: %w", pod, err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return fmt.Errorf("exec in %s: %w", pod, err)
+	}
+	var stderr headBuffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: &stderr})
+	if err != nil {
+		if msg := strings.TrimSpace(string(stderr.b)); msg != "" {
+			return fmt.Errorf("%s in helper pod %s: %w: %s", cmd[0], pod, err, msg)
+		}
+		return d.fail(cmd[0]+" in helper pod "+pod, err)
+	}
+	return nil
+}
+
+// headBuffer keeps the first stderrMax bytes written to it.
+type headBuffer struct{ b []byte }
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.b = append(h.b, p[:min(len(p), stderrMax-len(h.b))]...)
+	return len(p), nil
+}
+
+// tarFrom writes the workspace of helper Pod pod to w in the snapshot
+// export format.
+func (d *Driver) tarFrom(ctx context.Context, pod string, w io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := d.exec(ctx, pod, tarOut, nil, pw)
+		pw.CloseWithError(err) // nil: EOF
+		done <- err
+	}()
+	err := wstar.Rewrite(pr, w)
+	if err != nil {
+		cancel() // the tar stops when nothing reads it
+	} else {
+		_, _ = io.Copy(io.Discard, pr) // tar's padding after its end marker
+	}
+	pr.CloseWithError(errTarEnded)
+	if xerr := <-done; err == nil {
+		err = xerr
+	}
+	return err
+}
+
+// eofReader ends at its reader's first error: the executor would log
+// the error (Own's, which the call returns) and then end the tar's input
+// all the same.
+type eofReader struct{ r io.Reader }
+
+func (e eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// errTarEnded is what a pipe's other end gets once the tar is done.
+var errTarEnded = errors.New("the tar in the helper pod ended")
+
+// tarInto extracts the snapshot export stream r into the workspace of
+// helper Pod pod with cmd (tarIn or replaceIn), after wstar.Own's checks.
+// A stream that fails them fails the call, whatever the tar made of its
+// cut input.
+func (d *Driver) tarInto(ctx context.Context, pod string, cmd []string, r io.Reader) error {
+	pr, pw := io.Pipe()
+	owned := make(chan error, 1)
+	go func() {
+		err := wstar.Own(r, pw, uid, gid)
+		pw.CloseWithError(err)
+		owned <- err
+	}()
+	err := d.exec(ctx, pod, cmd, eofReader{pr}, nil)
+	pr.CloseWithError(errTarEnded) // unblocks Own when the tar stopped reading
+	if oerr := <-owned; oerr != nil && (err == nil || !errors.Is(oerr, errTarEnded)) {
+		return oerr
+	}
+	return err
+}
+
+// exportHelper is ExportWorkspace on a provisioned volume: the sandbox in
+// any state, as the Docker engine's archive API reads a running
+// container's (a running sandbox's tree may change under the tar).
+func (d *Driver) exportHelper(ctx context.Context, id string) (io.ReadCloser, error) {
+	pod, stop, err := d.startHelper(ctx, "export", id, false)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		defer stop()
+		err := d.tarFrom(ctx, pod, pw)
+		if err != nil {
+			err = fmt.Errorf("export the workspace of %s: %w", id, err)
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
+
+// importHelper is ImportWorkspace on a provisioned volume.
+func (d *Driver) importHelper(ctx context.Context, id string, r io.Reader) error {
+	in, err := d.Inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := neverRan(in); err != nil {
+		return fmt.Errorf("import the workspace of %s: %w", id, err)
+	}
+	pod, stop, err := d.startHelper(ctx, "import", id, true)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := d.tarInto(ctx, pod, tarIn, r); err != nil {
+		return fmt.Errorf("import the workspace of %s: %w", id, err)
+	}
+	return nil
+}
+
+// copyHelper is CopyWorkspace on provisioned volumes: a helper Pod for
+// each workspace (they may be on different nodes), the tar streamed from
+// one through the driver into the other, as an export into an import.
+func (d *Driver) copyHelper(ctx context.Context, src, dst string) error {
+	if _, err := d.Inspect(ctx, src); err != nil {
+		return err
+	}
+	in, err := d.Inspect(ctx, dst)
+	if err != nil {
+		return err
+	}
+	if err := neverRan(in); err != nil {
+		return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+	}
+	from, stopFrom, err := d.startHelper(ctx, "copy-from", src, false)
+	if err != nil {
+		return err
+	}
+	defer stopFrom()
+	to, stopTo, err := d.startHelper(ctx, "copy-to", dst, true)
+	if err != nil {
+		return err
+	}
+	defer stopTo()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := d.tarFrom(ctx, from, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err = d.tarInto(ctx, to, replaceIn, pr)
+	pr.CloseWithError(errors.New("copy ended"))
+	if xerr := <-done; xerr != nil && err == nil {
+		err = xerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package wstar
+
+func mkfifo(string) error { return nil }
