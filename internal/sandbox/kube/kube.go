@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 )
 
 // Options configure a Driver.
@@ -33,14 +34,18 @@ type Options struct {
 	// hub runs on the cluster's only node) where the driver makes each
 	// workspace as a hostPath PersistentVolume bound to its claim, owned
 	// by uid 1000; the workspace calls (Export, Import, Copy) then work
-	// on that directory. Empty: claims of StorageClass, and the workspace
-	// calls are refused (ErrNotSupported).
+	// on that directory. A spec's Limits.WorkspaceBytes makes it the
+	// mount point of an ext4 image of that size (bounded.go; root, loop
+	// devices and e2fsprogs). Empty: claims of StorageClass, and the
+	// workspace calls are refused (ErrNotSupported).
 	HostPathDir string
 	// StorageClass is the class of the workspace claims when HostPathDir
 	// is empty ("": the cluster's default class).
 	StorageClass string
 	// WorkspaceSize is the size a claim requests when the spec bounds no
-	// workspace. Default 1 GiB.
+	// workspace. Default 1 GiB. A spec's Limits.WorkspaceBytes is its
+	// claim's request: with a StorageClass, the bound is the
+	// provisioner's to enforce.
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
@@ -61,6 +66,9 @@ type Driver struct {
 	wsSize  int64
 	poll    time.Duration
 	log     *zap.Logger
+	// loopControl attaches bounded workspaces' images (tests: one that
+	// is not).
+	loopControl string
 
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
@@ -86,6 +94,7 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
+		loopControl: loopfs.LoopControl,
 	}
 	if d.ns == "" {
 		d.ns = "default"

@@ -59,6 +59,12 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if err := d.ensurePolicy(ctx); err != nil {
 		return err
 	}
+	if d.bounded(claimName(id)) {
+		// Never a Pod on the bare directory: that would be unbounded.
+		if err := d.mountBounded(claimName(id)); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
 	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
@@ -308,6 +314,9 @@ func (d *Driver) deleteVolume(ctx context.Context, claim string) error {
 	err = d.cs.CoreV1().PersistentVolumes().Delete(ctx, pv, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return d.fail("delete workspace volume "+pv, err)
+	}
+	if err := d.releaseBounded(claim); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(d.hostDirOf(claim)); err != nil {
 		return fmt.Errorf("remove the workspace of %s: %w", strings.TrimSuffix(claim, wsSuffix), err)

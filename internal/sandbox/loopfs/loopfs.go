@@ -21,6 +21,9 @@ import (
 // few MiB.
 const MinBytes = 16 << 20
 
+// LoopControl is the host's loop control device.
+const LoopControl = "/dev/loop-control"
+
 // ErrNoLoopDevice: the host has no loop device to give a workspace.
 var ErrNoLoopDevice = fmt.Errorf("no free loop device: %w", sandbox.ErrExhausted)
 

@@ -16,9 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LoopControl is the host's loop control device.
-const LoopControl = "/dev/loop-control"
-
 // Ioctls that golang.org/x/sys/unix does not name (linux/fs.h).
 const (
 	fiFreeze  = 0xc0045877 // FIFREEZE, _IOWR('X', 119, int)
@@ -308,4 +305,43 @@ func FlushOpen(f *os.File) error {
 		return fmt.Errorf("flush %s: %w", f.Name(), err)
 	}
 	return nil
+}
+
+// Mount mounts the ext4 file system on block device dev at dir, nodev and
+// nosuid.
+func Mount(dev, dir string) error {
+	if err := unix.Mount(dev, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", dev, dir, err)
+	}
+	return nil
+}
+
+// Unmount unmounts dir; when something still holds it (EBUSY), it is
+// detached lazily and goes when its last user does.
+func Unmount(dir string) error {
+	err := unix.Unmount(dir, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CopyImage makes the image dst, attached to the loop device dstDev, a
+// sparse copy of the image src (both size bytes): dstDev is held open
+// exclusively for the copy (it fails while dst is mounted), and its buffer
+// cache dropped after it. A mounted src must be frozen (Freeze) by the
+// caller, so that its image is a clean file system.
+func CopyImage(ctx context.Context, src, dst, dstDev string, size int64) error {
+	d, err := os.OpenFile(dstDev, os.O_RDONLY|unix.O_EXCL, 0)
+	if err != nil {
+		return fmt.Errorf("open %s exclusively (is it mounted?): %w", dstDev, err)
+	}
+	defer d.Close()
+	if err := CopySparse(ctx, src, dst, size); err != nil {
+		return err
+	}
+	return FlushOpen(d)
 }

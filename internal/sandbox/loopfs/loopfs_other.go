@@ -39,3 +39,12 @@ func FlushBuffers(dev string) error { return ErrUnsupported }
 
 // FlushOpen: ErrUnsupported off Linux.
 func FlushOpen(f *os.File) error { return ErrUnsupported }
+
+// Mount: ErrUnsupported off Linux.
+func Mount(dev, dir string) error { return ErrUnsupported }
+
+// Unmount: ErrUnsupported off Linux.
+func Unmount(dir string) error { return ErrUnsupported }
+
+// CopyImage: ErrUnsupported off Linux.
+func CopyImage(ctx context.Context, src, dst, dstDev string, size int64) error { return ErrUnsupported }
