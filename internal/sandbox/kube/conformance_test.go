@@ -27,6 +27,8 @@ var conformanceScripts = map[drivertest.Behaviour]string{
 	drivertest.ExitSoon:   `sleep 2`,
 	drivertest.WriteTree:  `mkdir -p /workspace/d && printf one > /workspace/d/f && chmod 640 /workspace/d/f && ln -s d/f /workspace/l && TZ=UTC touch -d "2020-01-02 03:04:05" /workspace/d/f`,
 	drivertest.CheckTree:  `[ "$(cat /workspace/d/f)" = one ] && [ "$(stat -c %a /workspace/d/f)" = 640 ] && [ -L /workspace/l ] && [ "$(readlink /workspace/l)" = d/f ] && [ "$(stat -c %Y /workspace/d/f)" = 1577934245 ] && [ ! -e /workspace/fork-only ] && touch /workspace/fork-only`,
+	drivertest.FillWorkspace: `dd if=/dev/zero of=/workspace/fill bs=1M count=64 2>/tmp/err; rc=$?; n=$(stat -c %s /workspace/fill); ` +
+		`[ $rc = 0 ] && exit 1; grep -q "No space left" /tmp/err && [ "$n" -ge $((16<<20)) ] && exit 0; cat /tmp/err; exit 2`,
 	drivertest.WorkspaceOwned: `[ "$(id -u)" = 1000 ] && [ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && ` +
 		`touch /workspace/.owned`,
 }
@@ -94,7 +96,7 @@ func testImage(t *testing.T, d *Driver) string {
 }
 
 // The conformance suite on the real cluster: Pods of a Debian-based image,
-// hostPath workspaces. Pull is refused (the driver never pulls: no
+// hostPath workspaces (bounded ones ext4 images). Pull is refused (the driver never pulls: no
 // PullImage), Pause too (CannotPause: Kubernetes has no freezer).
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
@@ -117,6 +119,7 @@ func TestConformance(t *testing.T) {
 			MissingImage:   "agentd-test/absent:1",
 			EnforcesLimits: true,
 			CannotPause:    true,
+			WorkspaceBytes: 32 << 20, // FillWorkspace writes 64 MiB
 			Timeout:        2 * time.Minute,
 		}
 	})
