@@ -47,7 +47,11 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	}
 	pods := d.cs.CoreV1().Pods(d.ns)
 	if p, err := pods.Get(ctx, id, metav1.GetOptions{}); err == nil {
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		// Its container may have exited before the kubelet set the
+		// Pod's phase: that Pod is done too.
+		cs := containerStatus(p)
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed &&
+			(cs == nil || cs.State.Terminated == nil) {
 			return nil
 		}
 		if _, err := d.deletePod(ctx, id, 1); err != nil {
