@@ -18,6 +18,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
@@ -77,7 +78,7 @@ func TestKubeForkRunning(t *testing.T) {
 	}
 	c0 := counter()
 	start := time.Now()
-	code, out, errOut = k.agentctl("c-src", "sandbox", "fork", src)
+	code, out, errOut = k.agentctl("", "sandbox", "fork", src)
 	if code != 0 || !strings.HasPrefix(out, "sb-") {
 		t.Fatalf("sandbox fork of the running source: exit %d %q %q", code, out, errOut)
 	}
@@ -113,13 +114,16 @@ type kubeHub struct {
 }
 
 // agentctl runs agentctl against the hub in the builtin environment's
-// conversation conv.
+// conversation conv ("": none named).
 func (k *kubeHub) agentctl(conv string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	code := ctl.Main(ctx, append([]string{"--hub", k.h.URL, "--token-file", k.tf, "--env", "builtin", "--conversation", conv}, args...),
-		ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+	pre := []string{"--hub", k.h.URL, "--token-file", k.tf, "--env", "builtin"}
+	if conv != "" {
+		pre = append(pre, "--conversation", conv)
+	}
+	code := ctl.Main(ctx, append(pre, args...), ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return code, out.String(), errb.String()
 }
 
@@ -152,6 +156,27 @@ func startKubeHub(t *testing.T, wsMax int64) *kubeHub {
 	kubectl("create", "namespace", ns)
 	t.Cleanup(func() { kubectl("delete", "namespace", ns, "--wait=false") })
 	dir := t.TempDir()
+	// After the hub's cleanup, before the directory's removal: the hub
+	// leaves its sandboxes (the namespace's deletion takes their objects),
+	// so their bounded workspaces are unmounted and detached here, by path.
+	t.Cleanup(func() {
+		imgs, _ := filepath.Glob(filepath.Join(dir, "ws", ns, "*.img"))
+		for _, img := range imgs {
+			base := strings.TrimSuffix(img, ".img")
+			loop := loopfs.LoopOf(img, base+".dev")
+			if loop == "" {
+				continue
+			}
+			if mp, _ := loopfs.MountOf(loop); mp != "" {
+				if err := loopfs.Unmount(mp); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := loopfs.Detach(loop); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	drv, err := kube.New(kube.Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: filepath.Join(dir, "ws")})
 	if err != nil {
 		t.Fatal(err)
