@@ -47,7 +47,7 @@ func TestKubeSandboxEndToEnd(t *testing.T) {
 		t.Errorf("after a stop, the next call: exit %d %q %q; want the workspace kept", code, out, errOut)
 	}
 	// Running, with an unbounded workspace: no fork (nothing to freeze).
-	if code, out, errOut := agentctl("sandbox", "fork", strings.TrimPrefix(pod, "agentd-")); code == 0 || !strings.Contains(errOut, "stop the sandbox first") {
+	if code, out, errOut := k.agentctl("", "sandbox", "fork", strings.TrimPrefix(pod, "agentd-")); code == 0 || !strings.Contains(errOut, "stop the sandbox first") {
 		t.Errorf("fork of a running sandbox with an unbounded workspace: exit %d %q %q; want a refusal saying to stop it first", code, out, errOut)
 	}
 }
