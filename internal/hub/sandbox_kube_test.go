@@ -117,7 +117,7 @@ type kubeHub struct {
 // conversation conv ("": none named).
 func (k *kubeHub) agentctl(conv string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	pre := []string{"--hub", k.h.URL, "--token-file", k.tf, "--env", "builtin"}
 	if conv != "" {
@@ -177,7 +177,9 @@ func startKubeHub(t *testing.T, wsMax int64) *kubeHub {
 			}
 		}
 	})
-	drv, err := kube.New(kube.Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: filepath.Join(dir, "ws")})
+	// Generous start timeouts: on the shared cluster a Pod's sandbox has
+	// taken 2–3 minutes to make under load.
+	drv, err := kube.New(kube.Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: filepath.Join(dir, "ws"), StartTimeout: 6 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func startKubeHub(t *testing.T, wsMax int64) *kubeHub {
 	}
 	o := sandboxes.Options{
 		Driver: drv, AgentdDir: sandboxtest.AgentdBinary(t), SocketDir: socketDir, BuiltinNetwork: "none",
-		BaseImage: image, StartTimeout: 2 * time.Minute,
+		BaseImage: image, StartTimeout: 6 * time.Minute,
 		Limits: sandbox.Limits{Pids: pids, WorkspaceBytes: wsMax},
 	}
 	if wsMax > 0 {

@@ -49,6 +49,9 @@ type Options struct {
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
+	// StartTimeout bounds Start's wait for the Pod to run: a Pod the
+	// scheduler cannot place stays Pending for ever. Default 2 minutes.
+	StartTimeout time.Duration
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
@@ -66,6 +69,7 @@ type Driver struct {
 	wsSize  int64
 	poll    time.Duration
 	log     *zap.Logger
+	startTimeout time.Duration
 	// loopControl attaches bounded workspaces' images (tests: one that
 	// is not).
 	loopControl string
@@ -101,6 +105,9 @@ func New(opts Options) (*Driver, error) {
 	}
 	if d.wsSize <= 0 {
 		d.wsSize = 1 << 30
+	}
+	if d.startTimeout = opts.StartTimeout; d.startTimeout <= 0 {
+		d.startTimeout = startTimeout
 	}
 	if d.poll <= 0 {
 		d.poll = 100 * time.Millisecond

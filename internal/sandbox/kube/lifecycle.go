@@ -25,8 +25,7 @@ var startFailures = map[string]bool{
 	"CreateContainerError": true, "RunContainerError": true, "ImagePullBackOff": true, "ErrImagePull": true,
 }
 
-// startTimeout bounds Start's wait for the Pod to run: a Pod the
-// scheduler cannot place stays Pending for ever.
+// startTimeout is the default of Options.StartTimeout.
 const startTimeout = 2 * time.Minute
 
 // policyName is the namespace's NetworkPolicy for sandboxes of network
@@ -72,7 +71,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		p, err := pods.Get(ctx, id, metav1.GetOptions{})
