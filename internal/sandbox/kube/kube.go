@@ -60,15 +60,15 @@ type Options struct {
 // Driver is a sandbox.Driver on one namespace of a Kubernetes cluster. It
 // is safe for concurrent use.
 type Driver struct {
-	cs      kubernetes.Interface
-	httpc   *http.Client
-	ns      string
-	host    string // the API server, for messages
-	hostDir string
-	class   string
-	wsSize  int64
-	poll    time.Duration
-	log     *zap.Logger
+	cs           kubernetes.Interface
+	httpc        *http.Client
+	ns           string
+	host         string // the API server, for messages
+	hostDir      string
+	class        string
+	wsSize       int64
+	poll         time.Duration
+	log          *zap.Logger
 	startTimeout time.Duration
 	// loopControl attaches bounded workspaces' images (tests: one that
 	// is not).
