@@ -56,7 +56,8 @@ func cluster(t *testing.T) *Driver {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	ns := "agentd-dt-" + hex.EncodeToString(b)
-	d, err := New(Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: t.TempDir(), Logger: zaptest.NewLogger(t), WorkspaceSize: 64 << 20})
+	d, err := New(Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: t.TempDir(), Logger: zaptest.NewLogger(t), WorkspaceSize: 64 << 20,
+		StartTimeout: 6 * time.Minute}) // a loaded shared cluster has taken 2–3 minutes to make a Pod's sandbox
 	if err != nil {
 		t.Fatal(err)
 	}
