@@ -104,7 +104,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
 	fs.Float64Var(&f.cpus, "sandbox-cpus", 0, "CPU limit of each sandbox, as docker run --cpus (default 2, but at most the host's CPUs minus one; 0.5 on a 1-CPU host)")
-	fs.StringVar(&f.wsMax, "sandbox-workspace-max", "10GiB", "most each sandbox's /workspace holds (like 10GiB, 512MiB, 2G): an ext4 image per workspace on a loop device, in --sandbox-dir; needs root and the engine on this host; 0: unbounded (the engine's disk)")
+	fs.StringVar(&f.wsMax, "sandbox-workspace-max", "10GiB", "most each sandbox's /workspace holds (like 10GiB, 512MiB, 2G): an ext4 image per workspace on a loop device, in --sandbox-dir; needs root and the engine (or, with --sandbox-driver kubernetes, the node) on this host; with --kube-storage-class: the claim's request; 0: unbounded (the engine's disk)")
 	fs.IntVar(&f.orgMax, "org-max-sandboxes", sandboxes.DefaultOrgMaxSandboxes, "most sandboxes one org may have at once, agent runs included, warm ones not (0: no limit)")
 	fs.IntVar(&f.tokenMax, "token-max-sandboxes", sandboxes.DefaultTokenMaxSandboxes, "most sandboxes the calls of one API token may have at once (0: no limit)")
 	fs.StringVar(&f.secretDir, "secret-dir", "", "resolve agent runs' secret references ref:PATH to the file DIR/PATH")
@@ -238,7 +238,7 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 		bounded bool // wsMax bounds the workspaces
 	)
 	if f.driver == driverKubernetes {
-		drv, err = f.kubeDriver(ctx, dir, log)
+		drv, bounded, err = f.kubeDriver(ctx, dir, wsMax, log)
 	} else {
 		drv, bounded, err = f.dockerDriver(ctx, dir, wsMax, log)
 	}
@@ -274,6 +274,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	o.Limits.CPUs = f.cpus
 	if bounded {
 		o.Limits.WorkspaceBytes, o.WorkspaceBound = wsMax, "ext4 on loop"
+		if f.driver == driverKubernetes {
+			o.WorkspaceBound = f.kubeBound()
+		}
 	} else {
 		log.Warn("sandbox workspaces are unbounded (--sandbox-workspace-max 0): one sandbox can fill the engine's disk")
 	}

@@ -22,33 +22,58 @@ func (f *sandboxFlags) registerKube(fs *pflag.FlagSet) {
 	fs.StringVar(&f.driver, "sandbox-driver", driverDocker, "where sandboxes run: docker (the Docker engine, --docker-host) or kubernetes (Pods in --namespace of the cluster --kubeconfig names; docs/kubernetes.md)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --sandbox-driver kubernetes (default: $KUBECONFIG, else the hub's service account in a Pod)")
 	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the sandboxes' Pods, claims and records (--sandbox-driver kubernetes)")
-	fs.StringVar(&f.storageClass, "kube-storage-class", "", "StorageClass of the sandboxes' workspace claims (--sandbox-driver kubernetes); empty: hostPath volumes in --sandbox-dir, for a single-node cluster whose node is this host")
+	fs.StringVar(&f.storageClass, "kube-storage-class", "", "StorageClass of the sandboxes' workspace claims (--sandbox-driver kubernetes); --sandbox-workspace-max is then each claim's request, which the class's provisioner enforces (or not); empty: hostPath volumes in --sandbox-dir, for a single-node cluster whose node is this host, bounded as with docker (ext4 images on loop devices)")
 }
 
-// kubeDriver returns the Kubernetes driver; nil (and no error) when
-// sandboxes are auto and the cluster does not answer.
-func (f *sandboxFlags) kubeDriver(ctx context.Context, dir string, log *zap.Logger) (sandboxDriver, error) {
-	if f.fs != nil && f.fs.Changed("sandbox-workspace-max") && f.wsMax != "0" {
-		return nil, usageError{fmt.Errorf("--sandbox-workspace-max %s: the kubernetes driver does not bound workspaces yet (a claim's size is a request, and hostPath volumes have none); give 0", f.wsMax)}
+// kubeBound is what bounds workspaces on Kubernetes, for env show.
+func (f *sandboxFlags) kubeBound() string {
+	if f.storageClass != "" {
+		return "the claim's request (StorageClass " + f.storageClass + "; its provisioner enforces it)"
 	}
+	return "ext4 on loop"
+}
+
+// kubeDriver returns the Kubernetes driver, and whether it bounds
+// workspaces to wsMax; nil (and no error) when sandboxes are auto and the
+// cluster does not answer, or hostPath workspaces cannot be bounded here.
+func (f *sandboxFlags) kubeDriver(ctx context.Context, dir string, wsMax int64, log *zap.Logger) (sandboxDriver, bool, error) {
 	opts := kube.Options{Kubeconfig: f.kubeconfig, Namespace: f.namespace, StorageClass: f.storageClass, Logger: log}
 	if f.storageClass == "" {
 		opts.HostPathDir = filepath.Join(dir, "kube-workspaces")
+		if wsMax > 0 {
+			// The hub makes the images and mounts them where the kubelet
+			// reads the hostPath volumes: this host, as root.
+			if err := canBoundWorkspaces("unix://"); err != nil {
+				err = fmt.Errorf("--sandbox-workspace-max %s: %w; give --sandbox-workspace-max 0 for unbounded hostPath workspaces, --kube-storage-class, or --sandboxes off", f.wsMax, err)
+				if f.mode == "on" {
+					return nil, false, err
+				}
+				log.Warn("no sandboxes (--sandboxes auto): " + err.Error())
+				return nil, false, nil
+			}
+		}
 	}
 	drv, err := kube.New(opts)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, false, usageError{err}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err = drv.Ping(pctx)
 	cancel()
 	if err != nil {
 		if f.mode == "on" {
-			return nil, fmt.Errorf("--sandboxes on: %w", err)
+			return nil, false, fmt.Errorf("--sandboxes on: %w", err)
 		}
 		log.Warn("no sandboxes: the Kubernetes API server does not answer (--sandboxes auto)", zap.Error(err))
-		return nil, nil
+		return nil, false, nil
 	}
-	log.Warn("sandbox workspaces are unbounded on Kubernetes, and sandboxes are stopped where the policy would pause them (no freezer)")
-	return drv, nil
+	if opts.HostPathDir != "" {
+		// Before any sandbox starts: a reboot took the loop devices and
+		// mounts of the bounded workspaces.
+		if err := drv.RecoverWorkspaces(ctx); err != nil {
+			log.Error("recovering the sandboxes' workspaces", zap.Error(err))
+		}
+	}
+	log.Info("sandboxes on Kubernetes are stopped where the policy would pause them (no freezer); a running one is forked with its bounded workspace frozen")
+	return drv, wsMax > 0, nil
 }

@@ -11,8 +11,10 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// --sandbox-driver: an unknown driver and a bounded workspace on
-// Kubernetes are refused naming the flag; a cluster that does not answer
+// --sandbox-driver: an unknown driver is refused naming the flag; a
+// bounded workspace on Kubernetes is not (hostPath: ext4 images, a
+// StorageClass: the claim's request), so the error is the cluster's; a
+// cluster that does not answer
 // is an error with --sandboxes on and no sandboxes with auto (the Docker
 // driver's rules), the API server's address in the error.
 func TestSandboxDriverFlags(t *testing.T) {
@@ -34,7 +36,7 @@ func TestSandboxDriverFlags(t *testing.T) {
 		want string // "": no error, no driver
 	}{
 		{[]string{"--sandboxes", "on", "--sandbox-driver", "podman"}, "--sandbox-driver \"podman\": want docker or kubernetes"},
-		{append([]string{"--sandboxes", "on", "--sandbox-workspace-max", "1GiB"}, kube...), "--sandbox-workspace-max 1GiB"},
+		{append([]string{"--sandboxes", "on", "--sandbox-workspace-max", "1GiB", "--kube-storage-class", "fast"}, kube...), addr},
 		{append([]string{"--sandboxes", "on"}, kube...), addr},
 		{append([]string{"--sandboxes", "auto"}, kube...), ""},
 	} {

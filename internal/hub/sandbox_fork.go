@@ -10,7 +10,8 @@ import (
 )
 
 // ForkSandbox copies one of the org's sandboxes into new ones. Admins
-// only, as pause is: the source is paused while its workspace is copied.
+// only, as pause is: the source is paused while its workspace is copied
+// (on Kubernetes, its bounded workspace frozen).
 func (v *environmentService) ForkSandbox(ctx context.Context, req *hubv1.ForkSandboxRequest) (*hubv1.ForkSandboxResponse, error) {
 	c, org, err := v.a.org(ctx, req.GetOrg())
 	if err != nil {

@@ -16,12 +16,14 @@ import (
 	"github.com/devdepot-ai/agentd/internal/allowlist"
 	"github.com/devdepot-ai/agentd/internal/errs"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // A fork is a new conversation's sandbox whose /workspace starts as a copy
 // of another sandbox's, taken at one instant: the source is paused (when
 // it runs) while its workspace is copied into every fork's, and left in
-// the state it was in. A fork runs what its source runs: the same
+// the state it was in. An engine that cannot pause (Kubernetes) copies a
+// running source itself, when it can do so consistently (liveCopier). A fork runs what its source runs: the same
 // environment and the same image (the source's pinned digest, even when
 // the environment has moved its pin since), isolation and network.
 
@@ -154,9 +156,18 @@ func (m *Manager) Fork(ctx context.Context, org store.Org, id string, count int,
 	return ids, nil
 }
 
+// liveCopier is a driver that copies the workspace of a running container
+// into several at one instant without pausing it (the Kubernetes driver
+// freezes a bounded workspace's file system for the copies), or says
+// sandbox.ErrNotSupported when it cannot.
+type liveCopier interface {
+	CopyRunningWorkspace(ctx context.Context, src string, dsts []string) error
+}
+
 // copyInto copies src's workspace into every fork's at one instant: src
-// is paused meanwhile when it runs, and left as it was. Its lock keeps the
-// policy and other requests from changing its state under the copy.
+// is paused meanwhile when it runs, and left as it was; an engine that
+// cannot pause copies it running (liveCopier). Its lock keeps the policy
+// and other requests from changing its state under the copy.
 func (m *Manager) copyInto(ctx context.Context, src store.Sandbox, forks []store.Sandbox) (err error) {
 	defer m.sbLock(src.ID)()
 	defer m.hold(src.ID)()
@@ -164,7 +175,18 @@ func (m *Manager) copyInto(ctx context.Context, src store.Sandbox, forks []store
 		src = now
 	}
 	if stateOf(src) == store.SandboxRunning {
-		if err := m.o.Driver.Pause(ctx, src.ContainerID); err != nil {
+		err := m.o.Driver.Pause(ctx, src.ContainerID)
+		if lc, ok := m.o.Driver.(liveCopier); ok && errors.Is(err, sandbox.ErrNotSupported) {
+			dsts := make([]string, len(forks))
+			for i, f := range forks {
+				dsts[i] = f.ContainerID
+			}
+			if err := lc.CopyRunningWorkspace(ctx, src.ContainerID, dsts); err != nil {
+				return EngineError(err, fmt.Sprintf("copy the workspace of running sandbox %s (this engine cannot pause it)", src.ID))
+			}
+			return nil
+		}
+		if err != nil {
 			return EngineError(err, "pause sandbox "+src.ID+" for its fork")
 		}
 		defer func() {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 )
 
 // boundedEngine is a driver on the local engine whose workspaces are
@@ -56,7 +57,7 @@ func TestWorkspaceBounded(t *testing.T) {
 	id := create(t, d, s)
 	vol := volumeName(s.Name)
 	img, dev := d.workspaceFiles(vol)
-	loop := loopOf(img, dev)
+	loop := loopfs.LoopOf(img, dev)
 	if loop == "" {
 		t.Fatalf("no loop device holds %s through %s", img, dev)
 	}
@@ -83,7 +84,7 @@ func TestWorkspaceBounded(t *testing.T) {
 			t.Errorf("%s after Remove: %v; want it gone", p, err)
 		}
 	}
-	if b := backing(loop); b == img {
+	if b := loopfs.Backing(loop); b == img {
 		t.Errorf("%s still holds %s after Remove", loop, img)
 	}
 	if _, err := d.cli.VolumeInspect(t.Context(), vol, client.VolumeInspectOptions{}); err == nil {
@@ -114,7 +115,7 @@ func TestWorkspaceRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	keptImg, keptDev := d.workspaceFiles(volumeName(kept.Name))
-	if err := detach(loopOf(keptImg, keptDev)); err != nil {
+	if err := loopfs.Detach(loopfs.LoopOf(keptImg, keptDev)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -124,7 +125,7 @@ func TestWorkspaceRecover(t *testing.T) {
 	lostID := create(t, d, lost)
 	lostVol := volumeName(lost.Name)
 	lostImg, lostDev := d.workspaceFiles(lostVol)
-	lostLoop := loopOf(lostImg, lostDev)
+	lostLoop := loopfs.LoopOf(lostImg, lostDev)
 	if err := d.removeContainer(ctx, lostID); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +141,10 @@ func TestWorkspaceRecover(t *testing.T) {
 			t.Errorf("%s of a removed volume after RecoverWorkspaces: %v; want it gone", p, err)
 		}
 	}
-	if backing(lostLoop) == lostImg {
+	if loopfs.Backing(lostLoop) == lostImg {
 		t.Errorf("%s still holds %s", lostLoop, lostImg)
 	}
-	if loopOf(keptImg, keptDev) == "" {
+	if loopfs.LoopOf(keptImg, keptDev) == "" {
 		t.Fatalf("the kept workspace has no loop device after RecoverWorkspaces")
 	}
 	if err := d.Start(ctx, keptID); err != nil {
@@ -186,12 +187,12 @@ func TestWorkspaceSparse(t *testing.T) {
 	if got := allocated(t, img); got > 32<<20 {
 		t.Errorf("an empty 10 GiB workspace takes %d bytes of the host's disk; want at most 32 MiB", got)
 	}
-	loop := loopOf(img, dev)
+	loop := loopfs.LoopOf(img, dev)
 	if err := d.RemoveVolume(t.Context(), vol); err != nil {
 		t.Fatal(err)
 	}
-	if fileExists(img) || fileExists(dev) || (loop != "" && backing(loop) == img) {
-		t.Errorf("after RemoveVolume: image %v, link %v, %s holds it: %v", fileExists(img), fileExists(dev), loop, backing(loop) == img)
+	if fileExists(img) || fileExists(dev) || (loop != "" && loopfs.Backing(loop) == img) {
+		t.Errorf("after RemoveVolume: image %v, link %v, %s holds it: %v", fileExists(img), fileExists(dev), loop, loopfs.Backing(loop) == img)
 	}
 }
 

@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 )
 
 // ErrNoLoopDevice: the host has no loop device to give a workspace.
-var ErrNoLoopDevice = fmt.Errorf("no free loop device: %w", sandbox.ErrExhausted)
+var ErrNoLoopDevice = loopfs.ErrNoLoopDevice
 
 // createBoundedVolume: bounded workspaces are loop devices, Linux only.
 func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map[string]string, size int64) error {

@@ -23,7 +23,9 @@
 // into, and refuses a destination that runs or a missing container.
 // ImportWorkspace into a created container and ExportWorkspace of a
 // created or stopped one give back the same tree (paths, modes, times,
-// contents, symlinks), and a cut stream fails the import.
+// contents, symlinks), and a cut stream fails the import. A workspace of
+// Limits.WorkspaceBytes (Harness.WorkspaceBytes) fails writes past it
+// with ENOSPC, and the driver goes on.
 // What one engine does beyond that (Docker's hardening, its helper
 // container, its image labels) stays in that driver's own tests.
 //
@@ -72,6 +74,11 @@ const (
 	// CheckTree exits 0 when the workspace holds what WriteTree wrote and
 	// no file "fork-only", which it then creates; 1 otherwise.
 	CheckTree
+	// FillWorkspace writes twice Harness.WorkspaceBytes into the
+	// workspace and exits 0 when the write failed with ENOSPC ("No space
+	// left on device") after at least half the bound was written, 1 when
+	// it did not fail, 2 when it failed otherwise.
+	FillWorkspace
 )
 
 // TreeMtime is d/f's modification time as WriteTree sets it (Unix
@@ -94,6 +101,8 @@ func (b Behaviour) String() string {
 		return "write a tree into the workspace"
 	case CheckTree:
 		return "check the tree in the workspace"
+	case FillWorkspace:
+		return "write past the workspace's bound"
 	}
 	return "unknown behaviour"
 }
@@ -122,6 +131,10 @@ type Harness struct {
 	// of a paused container (PauseUnpause's freeze, StopPaused) are
 	// skipped, saying so; the caller stops instead of pausing.
 	CannotPause bool
+	// WorkspaceBytes, when set, is a workspace size the driver bounds
+	// (Limits.WorkspaceBytes): the WorkspaceBound contract gives a sandbox
+	// that size and has it write past it. 0: the contract is skipped.
+	WorkspaceBytes int64
 	// Timeout bounds each wait of the suite (a start, an exit). Default
 	// one minute.
 	Timeout time.Duration
@@ -175,6 +188,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			{"CopyWorkspace", r.copyWorkspace},
 			{"CopyWorkspaceRefused", r.copyRefused},
 			{"WorkspaceRoundTrip", r.workspaceRoundTrip},
+			{"WorkspaceBound", r.workspaceBound},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -255,10 +269,16 @@ func (r *run) spec(t *testing.T, b Behaviour, extra map[string]string) sandbox.S
 // ends.
 func (r *run) create(t *testing.T, b Behaviour, extra map[string]string) sandboxRef {
 	t.Helper()
-	s := r.spec(t, b, extra)
+	return r.createSpec(t, r.spec(t, b, extra))
+}
+
+// createSpec creates a sandbox of spec s (from spec) and removes it, by
+// id, when the test ends.
+func (r *run) createSpec(t *testing.T, s sandbox.Spec) sandboxRef {
+	t.Helper()
 	id, err := r.d.Create(t.Context(), s)
 	if err != nil {
-		t.Fatalf("Create %s (%s): %v", s.Name, b, err)
+		t.Fatalf("Create %s (%s): %v", s.Name, s.Cmd, err)
 	}
 	if id == "" {
 		t.Fatalf("Create %s: an empty id", s.Name)

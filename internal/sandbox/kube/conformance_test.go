@@ -31,6 +31,8 @@ var conformanceScripts = map[drivertest.Behaviour]string{
 	drivertest.ExitSoon:   `sleep 2`,
 	drivertest.WriteTree:  `mkdir -p /workspace/d && printf one > /workspace/d/f && chmod 640 /workspace/d/f && ln -s d/f /workspace/l && TZ=UTC touch -d "2020-01-02 03:04:05" /workspace/d/f`,
 	drivertest.CheckTree:  `[ "$(cat /workspace/d/f)" = one ] && [ "$(stat -c %a /workspace/d/f)" = 640 ] && [ -L /workspace/l ] && [ "$(readlink /workspace/l)" = d/f ] && [ "$(stat -c %Y /workspace/d/f)" = 1577934245 ] && [ ! -e /workspace/fork-only ] && touch /workspace/fork-only`,
+	drivertest.FillWorkspace: `dd if=/dev/zero of=/workspace/fill bs=1M count=64 2>/tmp/err; rc=$?; n=$(stat -c %s /workspace/fill); ` +
+		`[ $rc = 0 ] && exit 1; grep -q "No space left" /tmp/err && [ "$n" -ge $((16<<20)) ] && exit 0; cat /tmp/err; exit 2`,
 	drivertest.WorkspaceOwned: `[ "$(id -u)" = 1000 ] && [ "$(stat -c %u:%g /workspace)" = 1000:1000 ] && ` +
 		`touch /workspace/.owned`,
 }
@@ -64,6 +66,7 @@ func newCluster(t *testing.T, opts Options) *Driver {
 	}
 	ns := "agentd-dt-" + randHex(4)
 	opts.Kubeconfig, opts.Namespace, opts.Logger, opts.WorkspaceSize = cfg, ns, zaptest.NewLogger(t), 64<<20
+	opts.StartTimeout = 6 * time.Minute // a loaded shared cluster has taken 2–3 minutes to make a Pod's sandbox
 	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +113,7 @@ func testImage(t *testing.T, d *Driver) string {
 }
 
 // The conformance suite on the real cluster: Pods of a Debian-based image,
-// hostPath workspaces. Pull is refused (the driver never pulls: no
+// hostPath workspaces (bounded ones ext4 images). Pull is refused (the driver never pulls: no
 // PullImage), Pause too (CannotPause: Kubernetes has no freezer).
 func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
@@ -217,6 +220,13 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 	if err != nil || pids == 0 {
 		t.Fatalf("the nodes' podPidsLimit: %d, %v; want one (make k8s-up sets 512)", pids, err)
 	}
+	// Bounded workspaces are ext4 images on hostPath volumes; a claim of a
+	// StorageClass is bounded by its provisioner, and this cluster's
+	// static volumes are plain directories.
+	var bound int64
+	if d.hostDir != "" {
+		bound = 32 << 20
+	}
 	return drivertest.Harness{
 		Driver: d,
 		Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
@@ -230,6 +240,7 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 		MissingImage:   "agentd-test/absent:1",
 		EnforcesLimits: true,
 		CannotPause:    true,
+		WorkspaceBytes: bound, // FillWorkspace writes 64 MiB
 		Timeout:        2 * time.Minute,
 	}
 }

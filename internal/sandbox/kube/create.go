@@ -138,7 +138,7 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 		claim.Spec.StorageClassName = &d.class
 	}
 	if d.hostDir != "" {
-		pv, err := d.hostVolume(ctx, s.Name, s.Labels, size)
+		pv, err := d.hostVolume(ctx, s.Name, s.Labels, size, s.Limits.WorkspaceBytes > 0)
 		undo = append(undo, func(ctx context.Context) error { return d.deleteVolume(ctx, claimName(s.Name)) })
 		if err != nil {
 			return "", err
@@ -168,19 +168,26 @@ func (d *Driver) pvName(claim string) string { return "agentd-" + d.ns + "-" + c
 func (d *Driver) hostDirOf(claim string) string { return filepath.Join(d.hostDir, d.ns, claim) }
 
 // hostVolume makes the directory of sandbox name's workspace, owned by the
-// sandbox user, and a PersistentVolume of it reserved for its claim; it
-// returns the volume's name.
-func (d *Driver) hostVolume(ctx context.Context, name string, l map[string]string, size int64) (string, error) {
+// sandbox user (bounded: an ext4 image of size bytes mounted there), and a
+// PersistentVolume of it reserved for its claim; it returns the volume's
+// name.
+func (d *Driver) hostVolume(ctx context.Context, name string, l map[string]string, size int64, bounded bool) (string, error) {
 	claim := claimName(name)
 	dir := d.hostDirOf(claim)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return "", fmt.Errorf("workspace of %s: %w", name, err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("workspace of %s: %w", name, err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		return "", fmt.Errorf("workspace of %s: %w", name, err)
+	if bounded {
+		if err := d.makeBounded(ctx, claim, size); err != nil {
+			return "", fmt.Errorf("workspace of %s: %w", name, err)
+		}
+	} else {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return "", fmt.Errorf("workspace of %s: %w", name, err)
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return "", fmt.Errorf("workspace of %s: %w", name, err)
+		}
 	}
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: objectMeta(d.pvName(claim), l),

@@ -18,6 +18,9 @@
 //     hostPath PersistentVolume reserved for the claim (the hub runs on the
 //     only node); otherwise the claim names Options.StorageClass and the Pod
 //     gets fsGroup 1000 (the kubelet makes the volume the sandbox group's).
+//     A spec's Limits.WorkspaceBytes is the claim's request; a hostPath
+//     workspace is then an ext4 image of that size mounted at its
+//     directory (bounded.go, package loopfs, as the Docker driver's).
 //   - a Pod NAME, made by Start from the record and deleted by Stop (with
 //     the spec's grace period: SIGTERM, SIGKILL after it), which records
 //     its exit code first. Remove deletes all three.
@@ -39,7 +42,9 @@
 // What Kubernetes cannot do, the driver refuses rather than weakens:
 //
 //   - Pause: no freezer in the API. Pause returns sandbox.ErrNotSupported;
-//     the hub stops the sandbox instead.
+//     the hub stops the sandbox instead. To fork a running sandbox it calls
+//     CopyRunningWorkspace, which freezes a bounded workspace's file system
+//     for the copy and refuses an unbounded one.
 //   - A per-Pod pids limit: the kubelet bounds every Pod of a node by its
 //     podPidsLimit. Create refuses a spec whose limit is below a node's (or
 //     when a node has none); Stats reports the node's.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 )
 
 // Options configure a Driver.
@@ -33,17 +34,25 @@ type Options struct {
 	// hub runs on the cluster's only node) where the driver makes each
 	// workspace as a hostPath PersistentVolume bound to its claim, owned
 	// by uid 1000; the workspace calls (Export, Import, Copy) then work
-	// on that directory. Empty: claims of StorageClass, and the workspace
-	// calls go through a helper Pod that mounts the claim (helperpod.go).
+	// on that directory. A spec's Limits.WorkspaceBytes makes it the
+	// mount point of an ext4 image of that size (bounded.go; root, loop
+	// devices and e2fsprogs). Empty: claims of StorageClass, and the
+	// workspace calls go through a helper Pod that mounts the claim
+	// (helperpod.go).
 	HostPathDir string
 	// StorageClass is the class of the workspace claims when HostPathDir
 	// is empty ("": the cluster's default class).
 	StorageClass string
 	// WorkspaceSize is the size a claim requests when the spec bounds no
-	// workspace. Default 1 GiB.
+	// workspace. Default 1 GiB. A spec's Limits.WorkspaceBytes is its
+	// claim's request: with a StorageClass, the bound is the
+	// provisioner's to enforce.
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
+	// StartTimeout bounds Start's wait for the Pod to run: a Pod the
+	// scheduler cannot place stays Pending for ever. Default 2 minutes.
+	StartTimeout time.Duration
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
@@ -52,16 +61,20 @@ type Options struct {
 // Driver is a sandbox.Driver on one namespace of a Kubernetes cluster. It
 // is safe for concurrent use.
 type Driver struct {
-	cs      kubernetes.Interface
-	httpc   *http.Client
-	cfg     *rest.Config // for exec into workspace helper Pods
-	ns      string
-	host    string // the API server, for messages
-	hostDir string
-	class   string
-	wsSize  int64
-	poll    time.Duration
-	log     *zap.Logger
+	cs           kubernetes.Interface
+	httpc        *http.Client
+	cfg          *rest.Config // for exec into workspace helper Pods
+	ns           string
+	host         string // the API server, for messages
+	hostDir      string
+	class        string
+	wsSize       int64
+	poll         time.Duration
+	log          *zap.Logger
+	startTimeout time.Duration
+	// loopControl attaches bounded workspaces' images (tests: one that
+	// is not).
+	loopControl string
 
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
@@ -87,12 +100,16 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		cs: cs, httpc: httpc, cfg: cfg, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
+		loopControl: loopfs.LoopControl,
 	}
 	if d.ns == "" {
 		d.ns = "default"
 	}
 	if d.wsSize <= 0 {
 		d.wsSize = 1 << 30
+	}
+	if d.startTimeout = opts.StartTimeout; d.startTimeout <= 0 {
+		d.startTimeout = startTimeout
 	}
 	if d.poll <= 0 {
 		d.poll = 100 * time.Millisecond

@@ -25,8 +25,7 @@ var startFailures = map[string]bool{
 	"CreateContainerError": true, "RunContainerError": true, "ImagePullBackOff": true, "ErrImagePull": true,
 }
 
-// startTimeout bounds Start's wait for the Pod to run: a Pod the
-// scheduler cannot place stays Pending for ever.
+// startTimeout is the default of Options.StartTimeout.
 const startTimeout = 2 * time.Minute
 
 // policyName is the namespace's NetworkPolicy for sandboxes of network
@@ -47,7 +46,11 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	}
 	pods := d.cs.CoreV1().Pods(d.ns)
 	if p, err := pods.Get(ctx, id, metav1.GetOptions{}); err == nil {
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		// Its container may have exited before the kubelet set the
+		// Pod's phase: that Pod is done too.
+		cs := containerStatus(p)
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed &&
+			(cs == nil || cs.State.Terminated == nil) {
 			return nil
 		}
 		if _, err := d.deletePod(ctx, id, 1); err != nil {
@@ -59,10 +62,16 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if err := d.ensurePolicy(ctx); err != nil {
 		return err
 	}
+	if d.bounded(claimName(id)) {
+		// Never a Pod on the bare directory: that would be unbounded.
+		if err := d.mountBounded(claimName(id)); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
 	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
 	defer cancel()
 	for {
 		p, err := pods.Get(ctx, id, metav1.GetOptions{})
@@ -308,6 +317,9 @@ func (d *Driver) deleteVolume(ctx context.Context, claim string) error {
 	err = d.cs.CoreV1().PersistentVolumes().Delete(ctx, pv, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return d.fail("delete workspace volume "+pv, err)
+	}
+	if err := d.releaseBounded(claim); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(d.hostDirOf(claim)); err != nil {
 		return fmt.Errorf("remove the workspace of %s: %w", strings.TrimSuffix(claim, wsSuffix), err)

@@ -24,6 +24,11 @@ func (d *Driver) workspaceDir(ctx context.Context, op, id string, ok func(sandbo
 	if err := ok(in); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, id, err)
 	}
+	if d.bounded(claimName(id)) {
+		if err := d.mountBounded(claimName(id)); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op, id, err)
+		}
+	}
 	root, err := os.OpenRoot(d.hostDirOf(claimName(id)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s %s: its workspace: %w", op, id, sandbox.ErrNotFound)
@@ -86,12 +91,14 @@ func (d *Driver) ImportWorkspace(ctx context.Context, id string, r io.Reader) er
 }
 
 // CopyWorkspace replaces the workspace of dst, created and not started,
-// with a copy of src's, by exporting one into the other; on provisioned
-// volumes, through a helper Pod for each.
+// with a copy of src's (copy.go: a bounded source frozen meanwhile).
 func (d *Driver) CopyWorkspace(ctx context.Context, src, dst string) error {
-	if d.hostDir == "" {
-		return d.copyHelper(ctx, src, dst)
-	}
+	return d.copyWorkspaces(ctx, src, []string{dst}, false)
+}
+
+// copyTar replaces the workspace of dst, created and not started, with a
+// copy of src's, by exporting one into the other.
+func (d *Driver) copyTar(ctx context.Context, src, dst string) error {
 	from, err := d.workspaceDir(ctx, "copy the workspace of", src, func(sandbox.Info) error { return nil })
 	if err != nil {
 		return err
