@@ -44,6 +44,9 @@ type Options struct {
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
+	// ProbeImage is the image of ProbePolicy's Pods (it needs bash,
+	// timeout and seq). Default: sandbox.BaseImage.
+	ProbeImage string
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
@@ -62,8 +65,12 @@ type Driver struct {
 	poll    time.Duration
 	log     *zap.Logger
 
+	probeImage string
+	probeMu    sync.Mutex // one ProbePolicy at a time
+
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
+	probed   PolicyProbe      // ProbePolicy's last result
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -86,6 +93,10 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
+		probeImage: opts.ProbeImage,
+	}
+	if d.probeImage == "" {
+		d.probeImage = sandbox.BaseImage
 	}
 	if d.ns == "" {
 		d.ns = "default"
