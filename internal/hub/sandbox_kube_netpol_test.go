@@ -47,7 +47,9 @@ func TestKubePublicRefusedWithoutPolicy(t *testing.T) {
 	if out, err := exec.Command("kubectl", "--kubeconfig", cfg, "create", "namespace", ns).CombinedOutput(); err != nil {
 		t.Fatalf("create namespace: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("kubectl", "--kubeconfig", cfg, "delete", "namespace", ns, "--wait=false").Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("kubectl", "--kubeconfig", cfg, "delete", "namespace", ns, "--wait=false").Run()
+	})
 	netpol := func(op string) {
 		state := filepath.Dir(cfg)
 		cmd := exec.Command("bash", "../../scripts/k8s-netpol.sh", op)
