@@ -45,8 +45,9 @@ func (p PolicyProbe) Refusal() error {
 }
 
 // probeTimeout bounds one probe: two Pods start, dial for about 10 s at
-// most and exit.
-const probeTimeout = 90 * time.Second
+// most and exit. A Pod's sandbox took up to 100 s to start on this
+// machine's busy cluster.
+const probeTimeout = 3 * time.Minute
 
 // probeScript dials $TARGET (host port) every half second, each dial
 // bounded to 1 s, up to 20 times. MODE open exits 0 at its first
@@ -215,7 +216,7 @@ func (d *Driver) probePod(id, mode, target string) *corev1.Pod {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name: "probe", Image: d.probeImage, ImagePullPolicy: corev1.PullNever,
+				Name: container, Image: d.probeImage, ImagePullPolicy: corev1.PullNever,
 				Command:   []string{"bash", "-c", probeScript},
 				Env:       []corev1.EnvVar{{Name: "TARGET", Value: target}, {Name: "MODE", Value: mode}},
 				Resources: corev1.ResourceRequirements{Limits: small, Requests: small},
