@@ -26,7 +26,8 @@ type PolicyProbe struct {
 	// Target is the listener the probe Pods dialled (the node's address).
 	Target string
 	// Err, when set, is why the probe could not tell (Enforced is false).
-	Err  error
+	Err error
+	// At is when the probe ended; Took how long it ran.
 	At   time.Time
 	Took time.Duration
 }
@@ -87,9 +88,10 @@ func (d *Driver) ProbePolicy(ctx context.Context) (PolicyProbe, error) {
 	d.probeMu.Lock()
 	defer d.probeMu.Unlock()
 	start := time.Now()
-	p := PolicyProbe{At: start}
+	var p PolicyProbe
 	p.Enforced, p.Target, p.Err = d.probe(ctx)
-	p.Took = time.Since(start)
+	p.At = time.Now()
+	p.Took = p.At.Sub(start)
 	if ctx.Err() != nil && p.Err != nil {
 		return p, p.Err // cancelled: the last result stands
 	}
