@@ -175,7 +175,7 @@ func (d *Driver) probe(ctx context.Context) (enforced bool, target string, err e
 			switch {
 			case cs != nil && cs.State.Terminated != nil:
 				codes[mode] = cs.State.Terminated.ExitCode
-			case cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason]:
+			case cs != nil && cs.State.Waiting != nil && probeFailures[cs.State.Waiting.Reason]:
 				return false, target, fmt.Errorf("probe pod %s: %s: %s (image %s)", p.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message, d.probeImage)
 			}
 		}
@@ -195,6 +195,11 @@ func (d *Driver) probe(ctx context.Context) (enforced bool, target string, err e
 	}
 	return false, target, fmt.Errorf("the probe pod under the deny-all policy exited %d", codes["deny"])
 }
+
+// probeFailures are the waiting reasons that end a probe at once: the
+// image is not there. Others (CreateContainerError: a busy node's copy of
+// the image timed out) the kubelet retries, within probeTimeout.
+var probeFailures = map[string]bool{"ErrImageNeverPull": true, "InvalidImageName": true, "ErrImagePull": true, "ImagePullBackOff": true}
 
 // The probe's labels: its id on its Pods and policy, and the Pod's mode.
 const (
