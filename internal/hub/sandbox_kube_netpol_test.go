@@ -113,8 +113,14 @@ func TestKubePublicRefusedWithoutPolicy(t *testing.T) {
 		Limits: sandbox.Limits{Pids: pids},
 	}})
 	now := time.Now()
-	if _, err := h.Store.CreateEnvironment(t.Context(), store.Environment{OrgID: h.Org.ID, Name: "pub", Image: image,
-		Network: "public", State: store.EnvReady, Pinned: image, CreatedAt: now, UpdatedAt: now}); err != nil {
+	e, err := h.Store.CreateEnvironment(t.Context(), store.Environment{OrgID: h.Org.ID, Name: "pub", Image: image,
+		Network: "public", CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Validated as the hub's validator would mark it (no registry here).
+	if _, err := h.Store.FinishValidation(t.Context(), h.Org.ID, "pub", e.Generation,
+		store.Environment{State: store.EnvReady, Pinned: image}, now); err != nil {
 		t.Fatal(err)
 	}
 	tf := filepath.Join(t.TempDir(), "token")
