@@ -51,17 +51,20 @@ func (p PolicyProbe) Refusal() error {
 const probeTimeout = 3 * time.Minute
 
 // probeScript dials $TARGET (host port) every half second, each dial
-// bounded to 1 s, up to 20 times. MODE open exits 0 at its first
-// connection (7 if none); MODE deny exits 7 at its first failure (0 if
-// every dial connected). A policy controller may program a new Pod's rules
-// a moment after it starts: deny's first dials may connect, a later one
-// must not.
-const probeScript = `set -u; h=${TARGET% *}; p=${TARGET#* }
+// bounded to 3 s, up to 20 times. MODE open exits 0 at its first
+// connection (7 if none); MODE deny exits 7 after two failures in a row (0
+// if that never happened). A policy controller may program a new Pod's
+// rules a moment after it starts: deny's first dials may connect, later
+// ones must not. Two in a row, and 3 s: a dial slowed by a loaded node
+// (bash's own start) must not pass for a blocked one.
+const probeScript = `set -u; h=${TARGET% *}; p=${TARGET#* }; blocked=0
 for i in $(seq 20); do
-  if timeout 1 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null; then
+  if timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null; then
     [ "$MODE" = open ] && exit 0
+    blocked=0
   else
-    [ "$MODE" = deny ] && exit 7
+    blocked=$((blocked + 1))
+    [ "$MODE" = deny ] && [ "$blocked" -ge 2 ] && exit 7
   fi
   sleep 0.5
 done
