@@ -121,10 +121,10 @@ sandbox-base: ## the sandbox images ghcr.io/devdepot-ai/sandbox-base:1 and agent
 sandbox-runtime: ## gVisor: install Debian's runsc and register it with the local Docker engine as runtime runsc (daemon.json + SIGHUP, never a restart; root; idempotent)
 	bash scripts/sandbox-runtime.sh
 
-k8s-up: ## a real single-node Kubernetes cluster here (builds tools/k8s into .cache/k8s once; root; loopback + a private bridge); prints the export line to paste
+k8s-up: ## a real single-node Kubernetes cluster here (builds tools/k8s into .cache/k8s once; root; loopback + a private bridge); prints the export line to paste; K8S_NETPOL=0: no NetworkPolicy enforcer
 	bash scripts/k8s-up.sh
 
-k8s-down: ## stop what k8s-up started (by pid), unmount its volumes, remove its bridge; nothing left running
+k8s-down: ## stop what k8s-up started (by pid; the enforcer's chains and ipsets removed), unmount its volumes, remove its bridge; nothing left running
 	bash scripts/k8s-down.sh
 
 k8s-smoke: ## against a cluster from k8s-up: node Ready, a sandbox-base Pod prints id -u through kubectl logs, a hostPath PV bound and written

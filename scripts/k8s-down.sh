@@ -24,6 +24,9 @@ stop() { # name: SIGTERM, then SIGKILL after 15 s
 	kill -KILL "$p" 2>/dev/null
 }
 
+# The NetworkPolicy enforcer, and its chains and ipsets (k8s-netpol.sh).
+K8S_STATE=$state K8S_CACHE=$cache "$root/scripts/k8s-netpol.sh" stop
+
 # Pods first, while the kubelet runs: it stops their sandboxes, which tears
 # down their network namespaces and bridge ports.
 k="$cache/bin/kubectl --kubeconfig $state/admin.kubeconfig --request-timeout=10s"

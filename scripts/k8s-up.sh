@@ -18,7 +18,9 @@
 # K8S_SERVICE_CIDR (10.214.0.0/24), K8S_POD_PIDS (the kubelet's podPidsLimit,
 # 512: the sandbox driver refuses nodes without one), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
 # K8S_REUSE_BIN=1 (keep binaries already in $K8S_CACHE/bin, e.g. copied from
-# another checkout built at the same versions, instead of rebuilding them).
+# another checkout built at the same versions, instead of rebuilding them),
+# K8S_NETPOL=0 (no NetworkPolicy enforcer: scripts/k8s-netpol.sh is not
+# started, and policies are accepted and ignored, as the bridge CNI does).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,6 +60,8 @@ done
 # --- the binaries: built from tools/k8s (once; reused while it is unchanged).
 bin=$cache/bin
 "$root/scripts/k8s-build.sh" "$bin"
+# The NetworkPolicy enforcer (kube-router's firewall; its own module and stamp).
+[ "${K8S_NETPOL:-1}" = 0 ] || K8S_CACHE=$cache K8S_STATE=$state "$root/scripts/k8s-netpol.sh" build
 
 # --- state, certificates and kubeconfigs.
 mkdir -p "$state"/{pki,logs,etcd,kubelet,containerd/root,containerd/state,cni/net.d,cni/ipam}
@@ -309,6 +313,9 @@ start kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig 
 wait_for "node $node" 120 $k get node "$node"
 wait_for "node $node Ready" 120 $k wait --for=condition=Ready "node/$node" --timeout=1s
 wait_for "default service account" 60 $k get serviceaccount default
+# NetworkPolicy enforced on the node (kube-router's firewall, a host process;
+# k8s-down stops it and removes its chains and ipsets).
+[ "${K8S_NETPOL:-1}" = 0 ] || K8S_CACHE=$cache K8S_STATE=$state K8S_SERVICE_CIDR=$svc_cidr "$root/scripts/k8s-netpol.sh" start
 
 # RuntimeClass gvisor only on request: the runc shim starts runsc pods but
 # never sees their app containers exit nor their output (docs/kubernetes.md).

@@ -297,8 +297,11 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	// environments that need one are refused, and say why.
 	// Each reaper tick re-checks them (the guard), refuses calls to
 	// network sandboxes while they are missing, and re-installs them.
-	if f.noNetwork || f.driver == driverKubernetes {
+	if f.noNetwork {
 		o.BuiltinNetwork = "none"
+	} else if f.driver == driverKubernetes {
+		o.BuiltinNetwork = "none"
+		kubeEgress(drv, &o)
 	} else if n, err := egress.Ensure(ctx, egress.Options{NetworkName: f.network, Subnet: subnet, DockerHost: f.dockerHost,
 		AllowDNS: hostResolvers(), AllowPrivate: kernelAllow, Logger: log}); err != nil {
 		log.Error("sandboxes get no network: the egress rules could not be installed; environments with network public are refused", zap.Error(err))

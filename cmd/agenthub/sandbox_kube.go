@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
 )
 
@@ -76,4 +77,20 @@ func (f *sandboxFlags) kubeDriver(ctx context.Context, dir string, wsMax int64, 
 	}
 	log.Info("sandboxes on Kubernetes are stopped where the policy would pause them (no freezer); a running one is forked with its bounded workspace frozen")
 	return drv, wsMax > 0, nil
+}
+
+// kubeEgress gives environments of network public the driver's public
+// network: a NetworkPolicy that allows egress to public addresses only,
+// which holds only where the cluster's CNI enforces policy. The guard
+// probes that at once (in the background; public is refused until the
+// probe says enforced) and again every 5 minutes; calls to public
+// sandboxes are refused while it says not enforced, naming the cause.
+func kubeEgress(drv sandboxDriver, o *sandboxes.Options) {
+	kd, ok := drv.(*kube.Driver)
+	if !ok {
+		return
+	}
+	g := kube.NewPolicyGuard(kd, 0)
+	g.Tick(context.Background())
+	o.PublicNetwork, o.Egress = kube.NetworkPublic, g
 }

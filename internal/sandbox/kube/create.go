@@ -30,8 +30,10 @@ const (
 // even when the caller's context is done.
 const cleanupTimeout = 30 * time.Second
 
-// validate refuses a spec the driver cannot carry out exactly.
-func validate(s sandbox.Spec) error {
+// validate refuses a spec the driver cannot carry out exactly; public is
+// nil when network public is allowed (the cluster enforces NetworkPolicy),
+// else why not.
+func validate(s sandbox.Spec, public error) error {
 	var errs []error
 	if msgs := validation.IsDNS1123Label(s.Name); len(msgs) > 0 || len(s.Name)+len(wsSuffix) > validation.DNS1123LabelMaxLength {
 		errs = append(errs, fmt.Errorf("name %q is not a DNS label of at most %d characters: %s",
@@ -43,11 +45,13 @@ func validate(s sandbox.Spec) error {
 	if len(s.Cmd) == 0 {
 		errs = append(errs, errors.New("no command"))
 	}
-	if s.Network != "none" {
-		// A Pod always has the cluster's network; only "none" (agentd's
-		// tunnel is the hub's socket) has a meaning here, and its
-		// NetworkPolicy is the cluster's CNI's to enforce (doc.go).
-		errs = append(errs, fmt.Errorf("network %q: the kubernetes driver runs sandboxes of network \"none\" only", s.Network))
+	if err := validNetwork(s.Network); err != nil {
+		// A Pod always has the cluster's network; a sandbox's is what
+		// its NetworkPolicies allow (netpol.go), which the cluster's CNI
+		// enforces, or not.
+		errs = append(errs, err)
+	} else if s.Network == NetworkPublic && public != nil {
+		errs = append(errs, public)
 	}
 	for _, p := range []struct{ name, dir string }{
 		{"agentd host dir", s.AgentdHostDir},
@@ -82,7 +86,11 @@ func validate(s sandbox.Spec) error {
 // processes to at most the spec's (podPidsLimit), and the name must be
 // free. When it fails, it removes what it made.
 func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err error) {
-	if err := validate(s); err != nil {
+	var public error
+	if s.Network == NetworkPublic {
+		public = d.publicAllowed(ctx)
+	}
+	if err := validate(s, public); err != nil {
 		return "", fmt.Errorf("create sandbox %q: %w", s.Name, err)
 	}
 	img, err := d.Image(ctx, s.Image)

@@ -33,8 +33,12 @@
 // spec's sizes; a shared process namespace, so that the pause process
 // reaps orphans as Docker's init does; imagePullPolicy Never; no service
 // account token, no service links; the NetworkPolicy agentd-sandbox-none
-// (no traffic in or out) for the sandboxes of network "none", the only
-// network the driver runs (agentd's tunnel is the hub's unix socket).
+// (no traffic in or out) on every sandbox, and for network "public" also
+// agentd-sandbox-public: egress to public IPv4 addresses only, as Docker's
+// public network (netpol.go). Policies hold only where the cluster's CNI
+// enforces them: ProbePolicy tries it (probe.go), and public is refused
+// unless it found them enforced (agentd's tunnel is the hub's unix socket,
+// so "none" loses nothing).
 // agentd, the hub's socket, the key and the CA bundle are hostPath mounts
 // of the spec's host directories: a single-node arrangement (see
 // docs/kubernetes.md for what more nodes need).

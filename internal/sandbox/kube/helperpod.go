@@ -96,7 +96,7 @@ func (d *Driver) startHelper(ctx context.Context, op, id string, write bool) (st
 	} else if !apierrors.IsNotFound(err) {
 		return "", nil, d.fail(op+" the workspace of "+id, err)
 	}
-	if err := d.ensurePolicy(ctx); err != nil {
+	if err := d.ensurePolicy(ctx, policies(NetworkNone, nil)[0]); err != nil { // no traffic in or out
 		return "", nil, err
 	}
 	b := make([]byte, 4)

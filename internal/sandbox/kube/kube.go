@@ -53,6 +53,9 @@ type Options struct {
 	// StartTimeout bounds Start's wait for the Pod to run: a Pod the
 	// scheduler cannot place stays Pending for ever. Default 2 minutes.
 	StartTimeout time.Duration
+	// ProbeImage is the image of ProbePolicy's Pods (it needs bash,
+	// timeout and seq). Default: sandbox.BaseImage.
+	ProbeImage string
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
@@ -76,8 +79,12 @@ type Driver struct {
 	// is not).
 	loopControl string
 
+	probeImage string
+	probeMu    sync.Mutex // one ProbePolicy at a time
+
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
+	probed   PolicyProbe      // ProbePolicy's last result
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -101,6 +108,10 @@ func New(opts Options) (*Driver, error) {
 		cs: cs, httpc: httpc, cfg: cfg, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
 		loopControl: loopfs.LoopControl,
+		probeImage: opts.ProbeImage,
+	}
+	if d.probeImage == "" {
+		d.probeImage = sandbox.BaseImage
 	}
 	if d.ns == "" {
 		d.ns = "default"

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -27,10 +26,6 @@ var startFailures = map[string]bool{
 
 // startTimeout is the default of Options.StartTimeout.
 const startTimeout = 2 * time.Minute
-
-// policyName is the namespace's NetworkPolicy for sandboxes of network
-// "none": no traffic in or out.
-const policyName = "agentd-sandbox-none"
 
 // Start creates the sandbox's Pod from its record and waits until its
 // process runs (or has already exited). Starting a running sandbox is a
@@ -59,8 +54,9 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	} else if !apierrors.IsNotFound(err) {
 		return d.fail("start sandbox "+id, err)
 	}
-	if err := d.ensurePolicy(ctx); err != nil {
-		return err
+	pod := d.pod(sec, s)
+	if err := d.applyNetwork(ctx, pod, s.Network); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	if d.bounded(claimName(id)) {
 		// Never a Pod on the bare directory: that would be unbounded.
@@ -68,7 +64,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
-	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.startTimeout)
@@ -99,23 +95,6 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: not running yet (%s): %w", id, podInfo(sec, p).Error, err)
 		}
 	}
-}
-
-// ensurePolicy makes the namespace's deny-all NetworkPolicy for sandboxes
-// (network "none") if it is missing.
-func (d *Driver) ensurePolicy(ctx context.Context) error {
-	np := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policyName},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{sandbox.LabelManaged: "1"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-		},
-	}
-	_, err := d.cs.NetworkingV1().NetworkPolicies(d.ns).Create(ctx, np, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return d.fail("create network policy "+policyName, err)
-	}
-	return nil
 }
 
 // deletePod deletes a Pod with a grace period of graceSecs (its processes
