@@ -20,10 +20,11 @@ const gvisorHandler = "runsc"
 const preferredGVisorClass = "gvisor"
 
 // Runtimes lists the cluster's RuntimeClasses: name → [its handler]. A
-// Spec.Runtime names a RuntimeClass; gVisor's runtime name
-// (sandbox.RuntimeGVisor, as the hub asks for it) is listed too when a
-// class has gVisor's handler, and a Spec naming it runs on that class
-// (runtimeClass).
+// Spec.Runtime names a RuntimeClass; gVisor's runtime names
+// (sandbox.RuntimeGVisor and RuntimeGVisorNet, as the hub asks for them) are
+// listed too when a class has gVisor's handler, and a Spec naming one runs
+// on that class (runtimeClass; the Pod's network is the cluster's either
+// way, and the driver runs network "none" only).
 func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
 	list, err := d.runtimeClasses(ctx)
 	if err != nil {
@@ -33,9 +34,11 @@ func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
 	for _, rc := range list {
 		out[rc.Name] = []string{rc.Handler}
 	}
-	if _, ok := out[sandbox.RuntimeGVisor]; !ok {
-		if rc := gvisorClass(list); rc != "" {
-			out[sandbox.RuntimeGVisor] = []string{gvisorHandler}
+	if gvisorClass(list) != "" {
+		for _, rt := range []string{sandbox.RuntimeGVisor, sandbox.RuntimeGVisorNet} {
+			if _, ok := out[rt]; !ok {
+				out[rt] = []string{gvisorHandler}
+			}
 		}
 	}
 	return out, nil
