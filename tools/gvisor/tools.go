@@ -6,6 +6,6 @@
 package tools
 
 import (
-	_ "gvisor.dev/gvisor/runsc"
 	_ "gvisor.dev/gvisor/pkg/shim/v1/plugin"
+	_ "gvisor.dev/gvisor/runsc"
 )
