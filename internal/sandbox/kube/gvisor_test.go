@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -112,7 +113,9 @@ func TestGVisorPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := d.Remove(t.Context(), id); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := d.Remove(ctx, id); err != nil {
 			t.Errorf("remove: %v", err)
 		}
 	})
