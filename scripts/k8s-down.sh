@@ -53,8 +53,10 @@ for f in $(grep -lsaF -e "$sock" -e "$state/containerd/runsc-root/" /proc/[0-9]*
 	d=${f%/cmdline}
 	cmd=$( { tr '\0' ' ' <"$f"; } 2>/dev/null) || continue
 	case "$cmd" in
+	# runc's shims and gVisor's (containerd-shim-runsc-v1 -namespace k8s.io -address SOCK -id ID).
 	*containerd-shim*"-address $sock "*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed shim ${d#/proc/}" ;;
-	# gVisor's sandbox and gofer outlive a shim; they carry this state dir's runsc root.
+	# gVisor's sandbox (runsc-sandbox) and gofer (runsc-gofer) outlive a
+	# shim; they carry this state dir's runsc root (runsc.toml's root).
 	*runsc*"--root=$state/containerd/runsc-root/"*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed runsc ${d#/proc/}" ;;
 	esac
 done

@@ -76,7 +76,7 @@ out=$($k -n "$ns" logs id) || fail "kubectl logs"
 echo "k8s-smoke: pod from sandbox-base printed id -u = $out through kubectl logs"
 [ "$(cat "$pvdir/proof" 2>/dev/null)" = kept ] || fail "the pod's write to the PVC is not in $pvdir"
 echo "k8s-smoke: the pod's write to the PVC is on the host"
-# RuntimeClass gvisor exists only with K8S_GVISOR=1 (it does not work yet).
+# RuntimeClass gvisor: make k8s-up creates it unless K8S_GVISOR=0 (gVisor's shim).
 if $k get runtimeclass gvisor >/dev/null 2>&1; then
 	$k apply -n "$ns" -f - >/dev/null <<YAML
 apiVersion: v1

@@ -13,8 +13,9 @@
 #
 # Environment: K8S_STATE (default .cache/k8s/state), K8S_CACHE (.cache/k8s),
 # K8S_IMAGES (images to copy from the local Docker engine; default
-# ghcr.io/devdepot-ai/sandbox-base:1 and the tests' agentd-test/debian-slim:1), K8S_GVISOR=1 (create RuntimeClass gvisor;
-# does not work yet, see docs/kubernetes.md), K8S_POD_CIDR (10.213.0.0/16),
+# ghcr.io/devdepot-ai/sandbox-base:1 and the tests' agentd-test/debian-slim:1), K8S_GVISOR=0 (do not build
+# gVisor's runsc and shim from tools/gvisor, nor register handler runsc and
+# RuntimeClass gvisor; the default builds them once), K8S_POD_CIDR (10.213.0.0/16),
 # K8S_SERVICE_CIDR (10.214.0.0/24), K8S_POD_PIDS (the kubelet's podPidsLimit,
 # 512: the sandbox driver refuses nodes without one), K8S_API_PORT (16443), K8S_ETCD_PORT (23790),
 # K8S_REUSE_BIN=1 (keep binaries already in $K8S_CACHE/bin, e.g. copied from
@@ -62,6 +63,12 @@ bin=$cache/bin
 "$root/scripts/k8s-build.sh" "$bin"
 # The NetworkPolicy enforcer (kube-router's firewall; its own module and stamp).
 [ "${K8S_NETPOL:-1}" = 0 ] || K8S_CACHE=$cache K8S_STATE=$state "$root/scripts/k8s-netpol.sh" build
+# gVisor: runsc and containerd-shim-runsc-v1 from tools/gvisor (once).
+gvbin=""
+if [ "${K8S_GVISOR:-1}" != 0 ]; then
+	gvbin=$cache/gvisor
+	"$root/scripts/gvisor-build.sh" "$gvbin"
+fi
 
 # --- state, certificates and kubeconfigs.
 mkdir -p "$state"/{pki,logs,etcd,kubelet,containerd/root,containerd/state,cni/net.d,cni/ipam}
@@ -210,6 +217,28 @@ start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$state/scheduler.kubeco
 
 # --- the second containerd: its own root, state, socket; CRI on, native snapshotter.
 cd_sock=$state/containerd/containerd.sock
+# gVisor's runtime (handler runsc): gVisor's own shim, found on containerd's
+# PATH (containerd 1.6 has no runtime_path), drives runsc with the flags in
+# runsc.toml: ptrace (no KVM here), the pod's network namespace (netstack),
+# and host unix sockets opened through bind mounts (agentd dials the hub's).
+gvisor_runtime() {
+	[ -n "$gvbin" ] || return 0
+	cat >"$state/containerd/runsc.toml" <<RUNSC
+binary_name = "$gvbin/runsc"
+root = "$state/containerd/runsc-root"
+[runsc_config]
+  platform = "ptrace"
+  host-uds = "open"
+RUNSC
+	cat <<TOML
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      pod_annotations = ["dev.gvisor.*"]
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$state/containerd/runsc.toml"
+TOML
+}
 cat >"$state/containerd/config.toml" <<TOML
 version = 2
 root = "$state/containerd/root"
@@ -244,27 +273,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$state/containerd/runc"
-    # gVisor: Debian's runsc has no containerd-shim-runsc-v1, but its CLI is
-    # runc's, so the runc shim drives it (as the Docker engine does); the
-    # wrapper adds the flags this machine needs (ptrace: no KVM here;
-    # --network=sandbox fails: "cannot run with network enabled in root
-    # network namespace"; host means the pod's netns, the kernel's stack).
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
-        BinaryName = "$state/containerd/runsc"
-        Root = "$state/containerd/runsc-root"
+$(gvisor_runtime)
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$cni_bin"
     conf_dir = "$state/cni/net.d"
     max_conf_num = 1
 TOML
-cat >"$state/containerd/runsc" <<SH
-#!/bin/sh
-exec /usr/bin/runsc --platform=ptrace --network=host "\$@"
-SH
-chmod 755 "$state/containerd/runsc"
-start containerd containerd --config "$state/containerd/config.toml"
+start containerd env PATH="${gvbin:+$gvbin:}$PATH" containerd --config "$state/containerd/config.toml"
 ctr="ctr --address $cd_sock -n k8s.io"
 wait_for containerd 60 $ctr version
 
@@ -317,9 +332,8 @@ wait_for "default service account" 60 $k get serviceaccount default
 # k8s-down stops it and removes its chains and ipsets).
 [ "${K8S_NETPOL:-1}" = 0 ] || K8S_CACHE=$cache K8S_STATE=$state K8S_SERVICE_CIDR=$svc_cidr "$root/scripts/k8s-netpol.sh" start
 
-# RuntimeClass gvisor only on request: the runc shim starts runsc pods but
-# never sees their app containers exit nor their output (docs/kubernetes.md).
-if [ -n "${K8S_GVISOR:-}" ] && command -v runsc >/dev/null; then
+# RuntimeClass gvisor: handler runsc, gVisor's shim (docs/kubernetes.md).
+if [ -n "$gvbin" ]; then
 	$k apply -f - >/dev/null <<RC
 apiVersion: node.k8s.io/v1
 kind: RuntimeClass

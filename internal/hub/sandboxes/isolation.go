@@ -19,6 +19,13 @@ import (
 // The sandbox is never made on another runtime instead.
 var ErrNoRuntime = errors.New("the engine lacks the isolation's runtime")
 
+// runtimeHinter is a driver that says itself what its engine lacks for a
+// runtime (the Kubernetes driver: a RuntimeClass), where the Docker
+// engine's remedy (make sandbox-runtime) does not apply.
+type runtimeHinter interface {
+	MissingRuntime(isolation, rt string) string
+}
+
 // runtimes is what the engine listed when last asked: read at Start and
 // again whenever a sandbox needs one it did not list (make sandbox-runtime
 // may have run meanwhile).
@@ -78,6 +85,9 @@ func (m *Manager) runtimeArgs(ctx context.Context, isolation, rt string) ([]stri
 	}
 	if args, ok := list[rt]; ok {
 		return args, nil
+	}
+	if d, ok := m.o.Driver.(runtimeHinter); ok {
+		return nil, fail(ErrNoRuntime, errs.Precondition, "%s", d.MissingRuntime(isolation, rt))
 	}
 	return nil, fail(ErrNoRuntime, errs.Precondition,
 		"isolation %s needs the runtime %s on the hub's Docker engine, which lists only %s: run 'make sandbox-runtime' as root on the hub's host (it never runs on runc instead)",

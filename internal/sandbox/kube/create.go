@@ -100,6 +100,9 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 	if err := d.checkPids(ctx, s.Limits.Pids); err != nil {
 		return "", fmt.Errorf("create sandbox %s: %w", s.Name, err)
 	}
+	if s.Runtime, err = d.runtimeClass(ctx, s.Runtime); err != nil {
+		return "", fmt.Errorf("create sandbox %s: %w", s.Name, err)
+	}
 	var undo []func(context.Context) error
 	defer func() {
 		if err == nil {

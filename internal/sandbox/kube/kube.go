@@ -215,20 +215,6 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Runtimes lists the cluster's RuntimeClasses: name → [its handler]. A
-// Spec.Runtime names a RuntimeClass.
-func (d *Driver) Runtimes(ctx context.Context) (map[string][]string, error) {
-	list, err := d.cs.NodeV1().RuntimeClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, d.fail("list runtime classes", err)
-	}
-	out := make(map[string][]string, len(list.Items))
-	for _, rc := range list.Items {
-		out[rc.Name] = []string{rc.Handler}
-	}
-	return out, nil
-}
-
 // quantity is n bytes as a resource quantity.
 func quantity(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
 
