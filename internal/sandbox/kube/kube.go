@@ -39,6 +39,19 @@ type Options struct {
 	// StorageClass is the class of the workspace claims when HostPathDir
 	// is empty ("": the cluster's default class).
 	StorageClass string
+	// AgentdImage, when set, is an image holding the static agentd at
+	// /agentd (make k8s-up imports agentd.local/agentd:VERSION): each Pod
+	// gets agentd from an init container of it and its key and CA from a
+	// Secret, and no hostPath volume but its workspace's (tunnel.go), so
+	// it can run on any node. Requires HubAdvertise. Empty: hostPath
+	// mounts of the spec's host directories (the hub's node only).
+	AgentdImage string
+	// HubAdvertise is the host:port of the hub's sandbox listener that the
+	// Pods dial (with AgentdImage). The NetworkPolicy
+	// agentd-sandbox-tunnel lets them reach its addresses (a name is
+	// resolved once, here, and given to the Pods in /etc/hosts) on that
+	// port, and nothing else.
+	HubAdvertise string
 	// WorkspaceSize is the size a claim requests when the spec bounds no
 	// workspace. Default 1 GiB.
 	WorkspaceSize int64
@@ -59,8 +72,11 @@ type Driver struct {
 	hostDir string
 	class   string
 	wsSize  int64
-	poll    time.Duration
-	log     *zap.Logger
+	// agentdImage and hub: Options.AgentdImage and HubAdvertise, resolved.
+	agentdImage string
+	hub         hubAddr
+	poll        time.Duration
+	log         *zap.Logger
 
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
@@ -100,6 +116,15 @@ func New(opts Options) (*Driver, error) {
 		d.log = zap.NewNop()
 	}
 	d.log = d.log.Named("kube")
+	if opts.AgentdImage != "" {
+		if opts.HubAdvertise == "" {
+			return nil, errors.New("kubernetes driver: an agentd image needs the hub's advertised sandbox address (HubAdvertise)")
+		}
+		if d.hub, err = resolveHub(opts.HubAdvertise); err != nil {
+			return nil, fmt.Errorf("kubernetes driver: %w", err)
+		}
+		d.agentdImage = opts.AgentdImage
+	}
 	if opts.HostPathDir != "" {
 		dir, err := filepath.Abs(opts.HostPathDir)
 		if err != nil {

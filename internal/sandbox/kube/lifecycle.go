@@ -59,7 +59,18 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if err := d.ensurePolicy(ctx); err != nil {
 		return err
 	}
-	if _, err := pods.Create(ctx, d.pod(sec, s), metav1.CreateOptions{}); err != nil {
+	pod := d.pod(sec, s)
+	if d.agentdImage != "" {
+		if err := d.ensureTunnelPolicy(ctx); err != nil {
+			return err
+		}
+		files, err := d.putFiles(ctx, sec, s)
+		if err != nil {
+			return err
+		}
+		d.withInit(pod, files)
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -70,11 +81,14 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return d.fail("start sandbox "+id, err)
 		}
 		cs := containerStatus(p)
+		why := initFailure(p)
 		switch {
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
 			return d.annotate(ctx, id, map[string]string{annError: ""})
-		case cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason]:
-			why := cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason]:
+			if why == "" {
+				why = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			if _, err := d.deletePod(cctx, id, 0); err != nil {
@@ -90,6 +104,21 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: not running yet (%s): %w", id, podInfo(sec, p).Error, err)
 		}
 	}
+}
+
+// initFailure says why the Pod's init container failed (it cannot start,
+// or it exited with an error); "" while it has not.
+func initFailure(p *corev1.Pod) string {
+	for _, ic := range p.Status.InitContainerStatuses {
+		switch {
+		case ic.State.Waiting != nil && startFailures[ic.State.Waiting.Reason]:
+			return "init container " + ic.Name + ": " + ic.State.Waiting.Reason + ": " + ic.State.Waiting.Message
+		case ic.State.Terminated != nil && ic.State.Terminated.ExitCode != 0:
+			t := ic.State.Terminated
+			return fmt.Sprintf("init container %s: exit %d (%s): %s", ic.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+		}
+	}
+	return ""
 }
 
 // ensurePolicy makes the namespace's deny-all NetworkPolicy for sandboxes
@@ -183,6 +212,9 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove sandbox %s: claim %s is not its workspace", id, c.Name)
 	}
 	if err := d.deleteVolume(ctx, claimName(id)); err != nil {
+		return err
+	}
+	if err := d.deleteFiles(ctx, id); err != nil {
 		return err
 	}
 	if _, err := d.record(ctx, "remove sandbox", id); errors.Is(err, sandbox.ErrNotFound) {
