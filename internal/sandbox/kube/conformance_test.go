@@ -15,6 +15,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/drivertest"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // conformanceScripts are the suite's behaviours for sh in a Debian-based
@@ -37,9 +38,9 @@ var testImages = []string{"agentd-test/debian-slim:1", sandbox.BaseImage}
 
 // cluster returns a driver on a namespace of its own on the cluster
 // $AGENTD_KUBECONFIG (else $KUBECONFIG) names, deleted when the test ends,
-// with hostPath workspaces under a temporary directory; it skips the test
-// when no cluster answers.
-func cluster(t *testing.T) *Driver {
+// with hostPath workspaces under a temporary directory (tune changes the
+// options); it skips the test when no cluster answers.
+func cluster(t *testing.T, tune ...func(*Options)) *Driver {
 	t.Helper()
 	cfg := os.Getenv("AGENTD_KUBECONFIG")
 	if cfg == "" {
@@ -54,7 +55,11 @@ func cluster(t *testing.T) *Driver {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	ns := "agentd-dt-" + hex.EncodeToString(b)
-	d, err := New(Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: t.TempDir(), Logger: zaptest.NewLogger(t), WorkspaceSize: 64 << 20})
+	o := Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: t.TempDir(), Logger: zaptest.NewLogger(t), WorkspaceSize: 64 << 20}
+	for _, f := range tune {
+		f(&o)
+	}
+	d, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +101,29 @@ func testImage(t *testing.T, d *Driver) string {
 // The conformance suite on the real cluster: Pods of a Debian-based image,
 // hostPath workspaces. Pull is refused (the driver never pulls: no
 // PullImage), Pause too (CannotPause: Kubernetes has no freezer).
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t) }
+
+// The suite again with Pods that get agentd from the init container (this
+// tree's agentd, imported as an image) and no host mount but their
+// workspace: every contract holds the same.
+func TestConformanceInitContainer(t *testing.T) { conformance(t, withAgentdImage(t)) }
+
+// withAgentdImage turns on the init-container mode with this tree's agentd
+// image, the hub advertised on the node's bridge address (nothing listens
+// there: these Pods do not dial it).
+func withAgentdImage(t *testing.T) func(*Options) {
+	return func(o *Options) {
+		o.AgentdImage = sandboxtest.KubeAgentdImage(t, o.Kubeconfig)
+		o.HubAdvertise = nodeAddr + ":9"
+	}
+}
+
+// nodeAddr is the node's address on make k8s-up's bridge, which Pods reach.
+const nodeAddr = "10.213.0.1"
+
+func conformance(t *testing.T, tune ...func(*Options)) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
-		d := cluster(t)
+		d := cluster(t, tune...)
 		image := testImage(t, d)
 		pids, err := d.PodPidsLimit(t.Context())
 		if err != nil || pids == 0 {

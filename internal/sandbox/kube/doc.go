@@ -32,9 +32,15 @@
 // account token, no service links; the NetworkPolicy agentd-sandbox-none
 // (no traffic in or out) for the sandboxes of network "none", the only
 // network the driver runs (agentd's tunnel is the hub's unix socket).
-// agentd, the hub's socket, the key and the CA bundle are hostPath mounts
-// of the spec's host directories: a single-node arrangement (see
-// docs/kubernetes.md for what more nodes need).
+// By default agentd, the hub's socket, the key and the CA bundle are
+// hostPath mounts of the spec's host directories: a single-node
+// arrangement. With Options.AgentdImage and HubAdvertise (tunnel.go) the
+// Pod has no hostPath volume but its workspace's: agentd comes from an
+// init container of that image, the key and CA files from a Secret only
+// the init container mounts, and agentd dials the hub's TLS listener over
+// the cluster network under the NetworkPolicy agentd-sandbox-tunnel
+// (egress to that address and port only). docs/kubernetes.md says what
+// more nodes need.
 //
 // What Kubernetes cannot do, the driver refuses rather than weakens:
 //
