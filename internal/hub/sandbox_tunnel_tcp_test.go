@@ -131,7 +131,17 @@ func tunnelVerdict(t *testing.T, o transport.Options) error {
 	if err != nil {
 		return err
 	}
-	defer tun.Close()
+	accepted := make(chan struct{})
+	go func() { // Accept dials; Close ends it
+		defer close(accepted)
+		if c, err := tun.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	defer func() {
+		tun.Close()
+		<-accepted
+	}()
 	deadline := time.After(20 * time.Second)
 	for {
 		st := tun.Status()
