@@ -83,7 +83,7 @@ func TestKubeSandboxTunnelEndToEnd(t *testing.T) {
 	}
 	h := hubtest.Start(t, hubtest.Options{Sandboxes: sandboxes.Options{
 		Driver: drv, AgentdDir: sandboxtest.AgentdBinary(t), SocketDir: filepath.Join(dir, "socket"), BuiltinNetwork: "none",
-		BaseImage: image, StartTimeout: 2 * time.Minute, Limits: sandbox.Limits{Pids: pids},
+		BaseImage: image, StartTimeout: 4 * time.Minute, Limits: sandbox.Limits{Pids: pids},
 		TunnelListener: lis, TunnelDial: true,
 	}})
 	tf := filepath.Join(t.TempDir(), "token")

@@ -142,7 +142,8 @@ func conformance(t *testing.T, tune ...func(*Options)) {
 			MissingImage:   "agentd-test/absent:1",
 			EnforcesLimits: true,
 			CannotPause:    true,
-			Timeout:        2 * time.Minute,
+			Timeout:        time.Duration(2+2*len(tune)) * time.Minute, // the init container's Pods start slower
+
 		}
 	})
 }

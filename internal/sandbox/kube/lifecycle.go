@@ -26,8 +26,14 @@ var startFailures = map[string]bool{
 }
 
 // startTimeout bounds Start's wait for the Pod to run: a Pod the
-// scheduler cannot place stays Pending for ever.
-const startTimeout = 2 * time.Minute
+// scheduler cannot place stays Pending for ever. A Pod with the init
+// container gets initTimeout more: the kubelet makes two containers, one
+// after the other (each a copy of its image's layers with the native
+// snapshotter here: 30-55 s apiece at load 15).
+const (
+	startTimeout = 2 * time.Minute
+	initTimeout  = 2 * time.Minute
+)
 
 // policyName is the namespace's NetworkPolicy for sandboxes of network
 // "none": no traffic in or out.
@@ -73,7 +79,11 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	wait := startTimeout
+	if d.agentdImage != "" {
+		wait += initTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		p, err := pods.Get(ctx, id, metav1.GetOptions{})
