@@ -92,7 +92,9 @@ func TestKubeSandboxTunnelEndToEnd(t *testing.T) {
 	}
 	agentctl := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		// A start makes two containers, each a copy of its image with the
+		// native snapshotter: 1.5-3 min on this loaded machine.
+		ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 		defer cancel()
 		code := ctl.Main(ctx, append([]string{"--hub", h.URL, "--token-file", tf, "--env", "builtin", "--conversation", "c-kube"}, args...),
 			ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
