@@ -57,6 +57,11 @@ type Options struct {
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
+	// StartTimeout bounds Start's wait for the Pod to run (a Pod the
+	// scheduler cannot place stays Pending for ever). Default 2 min, 4 min
+	// with AgentdImage (the kubelet makes two containers, one after the
+	// other).
+	StartTimeout time.Duration
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
@@ -75,6 +80,7 @@ type Driver struct {
 	// agentdImage and hub: Options.AgentdImage and HubAdvertise, resolved.
 	agentdImage string
 	hub         hubAddr
+	startWait   time.Duration
 	poll        time.Duration
 	log         *zap.Logger
 
@@ -101,7 +107,7 @@ func New(opts Options) (*Driver, error) {
 	}
 	d := &Driver{
 		cs: cs, httpc: httpc, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
-		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
+		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, startWait: opts.StartTimeout, log: opts.Logger, nodePids: map[string]int64{},
 	}
 	if d.ns == "" {
 		d.ns = "default"
@@ -124,6 +130,12 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("kubernetes driver: %w", err)
 		}
 		d.agentdImage = opts.AgentdImage
+	}
+	if d.startWait <= 0 {
+		d.startWait = startTimeout
+		if d.agentdImage != "" {
+			d.startWait += initTimeout
+		}
 	}
 	if opts.HostPathDir != "" {
 		dir, err := filepath.Abs(opts.HostPathDir)

@@ -25,11 +25,11 @@ var startFailures = map[string]bool{
 	"CreateContainerError": true, "RunContainerError": true, "ImagePullBackOff": true, "ErrImagePull": true,
 }
 
-// startTimeout bounds Start's wait for the Pod to run: a Pod the
-// scheduler cannot place stays Pending for ever. A Pod with the init
-// container gets initTimeout more: the kubelet makes two containers, one
-// after the other (each a copy of its image's layers with the native
-// snapshotter here: 30-55 s apiece at load 15).
+// startTimeout is Options.StartTimeout's default: a Pod the scheduler
+// cannot place stays Pending for ever. A Pod with the init container gets
+// initTimeout more: the kubelet makes two containers, one after the other
+// (each a copy of its image's layers with the native snapshotter here:
+// 30-90 s apiece on the loaded shared cluster).
 const (
 	startTimeout = 2 * time.Minute
 	initTimeout  = 2 * time.Minute
@@ -79,11 +79,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
-	wait := startTimeout
-	if d.agentdImage != "" {
-		wait += initTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	ctx, cancel := context.WithTimeout(ctx, d.startWait)
 	defer cancel()
 	for {
 		p, err := pods.Get(ctx, id, metav1.GetOptions{})
