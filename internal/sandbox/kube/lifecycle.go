@@ -91,7 +91,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 		switch {
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
 			return d.annotate(ctx, id, map[string]string{annError: ""})
-		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason]:
+		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] && !runtimeSlow(cs.State.Waiting):
 			if why == "" {
 				why = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
 			}
@@ -110,6 +110,13 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: not running yet (%s): %w", id, podInfo(sec, p).Error, err)
 		}
 	}
+}
+
+// runtimeSlow reports a container the kubelet could not make within its
+// runtime request timeout: it tries again, so Start waits on (a busy node
+// copying a large image's layers, as the native snapshotter here does).
+func runtimeSlow(w *corev1.ContainerStateWaiting) bool {
+	return w.Reason == "CreateContainerError" && strings.Contains(w.Message, "context deadline exceeded")
 }
 
 // initFailure says why the Pod's init container failed (it cannot start,
