@@ -124,7 +124,7 @@ func runtimeSlow(w *corev1.ContainerStateWaiting) bool {
 func initFailure(p *corev1.Pod) string {
 	for _, ic := range p.Status.InitContainerStatuses {
 		switch {
-		case ic.State.Waiting != nil && startFailures[ic.State.Waiting.Reason]:
+		case ic.State.Waiting != nil && startFailures[ic.State.Waiting.Reason] && !runtimeSlow(ic.State.Waiting):
 			return "init container " + ic.Name + ": " + ic.State.Waiting.Reason + ": " + ic.State.Waiting.Message
 		case ic.State.Terminated != nil && ic.State.Terminated.ExitCode != 0:
 			t := ic.State.Terminated
