@@ -48,7 +48,7 @@ type RunOptions struct {
 // the hub's socket, the sandbox's id and a key made for it alone, valid
 // while the sandbox exists. No org secret or API token is in it.
 type SandboxCredential struct {
-	Hub         string // unix:///run/agentd/hub.sock
+	Hub         string // unix:///run/agentd/hub.sock, or wss://HOST:PORT (the hub's sandbox listener)
 	ID          string // sb-…
 	Org         string
 	Key         ed25519.PrivateKey
@@ -58,6 +58,9 @@ type SandboxCredential struct {
 	// Egress is the loopback address to serve the sandbox's egress proxy
 	// on (its allow list's only way out); "" when it has none.
 	Egress string
+	// CAFile is the PEM file of the CA the hub's sandbox listener's
+	// certificate is from, for a wss:// Hub ("": the system's roots).
+	CAFile string
 }
 
 // The environment variables a hub sets for a sandbox's agentd (defined
@@ -69,6 +72,7 @@ const (
 	EnvSandboxOrg      = wire.EnvSandboxOrg
 	EnvSandboxKey      = wire.EnvSandboxKey // the Ed25519 seed, base64 (standard, padded)
 	EnvSandboxKeyFile  = wire.EnvSandboxKeyFile
+	EnvSandboxCAFile   = wire.EnvSandboxCAFile
 	EnvSandboxEnv      = wire.EnvSandboxEnv
 	EnvSandboxImage    = wire.EnvSandboxImage
 	EnvSandboxPlatform = wire.EnvSandboxPlatform
@@ -101,6 +105,7 @@ func SandboxFromEnv(getenv func(string) string) (c *SandboxCredential, ok bool, 
 		Key: ed25519.NewKeyFromSeed(raw), Environment: getenv(EnvSandboxEnv), Image: getenv(EnvSandboxImage),
 		Platform: getenv(EnvSandboxPlatform),
 		Egress:   getenv(EnvSandboxEgress),
+		CAFile:   getenv(EnvSandboxCAFile),
 	}
 	if c.Hub == "" || c.ID == "" {
 		return nil, true, fmt.Errorf("%s and %s must be set with %s", EnvSandboxHub, EnvSandboxID, EnvSandboxKey)
@@ -275,7 +280,7 @@ func reserveThreads(n int) {
 // credential, or the pairing stored in the config dir.
 func pairing(o RunOptions) (config.Machine, ed25519.PrivateKey, string, error) {
 	if c := o.Sandbox; c != nil {
-		return config.Machine{Hub: c.Hub, MachineID: c.ID, Org: c.Org, Name: c.ID}, c.Key, "", nil
+		return config.Machine{Hub: c.Hub, MachineID: c.ID, Org: c.Org, Name: c.ID, CAFile: c.CAFile}, c.Key, "", nil
 	}
 	dir := o.ConfigDir
 	if dir == "" {

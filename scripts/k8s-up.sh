@@ -22,6 +22,9 @@
 # another checkout built at the same versions, instead of rebuilding them),
 # K8S_NETPOL=0 (no NetworkPolicy enforcer: scripts/k8s-netpol.sh is not
 # started, and policies are accepted and ignored, as the bridge CNI does).
+# K8S_AGENTD_IMAGE (the name of the agentd image built from this checkout and
+# imported, for agenthub's --kube-agentd-image; default
+# agentd.local/agentd:VERSION, VERSION as the Makefile's).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +39,8 @@ etcd_peer=$((etcd_port + 10))
 bridge=${K8S_BRIDGE:-agentdk8s0}
 node=agentd-k8s
 pause_image=agentd.local/pause:1
+version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
+agentd_image=${K8S_AGENTD_IMAGE:-agentd.local/agentd:$version}
 
 die() { echo "k8s-up: $*" >&2; exit 1; }
 log() { echo "k8s-up: $*" >&2; }
@@ -286,6 +291,16 @@ wait_for containerd 60 $ctr version
 # --- images: the pause image made here, the rest from the local Docker engine.
 "$bin/mkpause" -bin "$bin/pause" -name "$pause_image" -o "$state/pause.tar"
 $ctr images import --no-unpack=false "$state/pause.tar" >/dev/null
+# The kubernetes driver's agentd image: this checkout's static agentd alone,
+# at /agentd (its init container copies it into each sandbox Pod).
+log "building agentd for $agentd_image"
+mkdir -p "$cache/agentd"
+(cd "$root" && CGO_ENABLED=0 go build -trimpath \
+	-ldflags "-X github.com/devdepot-ai/agentd/internal/version.Version=$version" \
+	-o "$cache/agentd/agentd" ./cmd/agentd)
+"$bin/mkpause" -bin "$cache/agentd/agentd" -path agentd -user 1000:1000 -name "$agentd_image" -o "$state/agentd.tar"
+$ctr images import --no-unpack=false "$state/agentd.tar" >/dev/null
+echo "$agentd_image" >"$state/agentd-image"
 for img in $images; do
 	if docker image inspect "$img" >/dev/null 2>&1; then
 		log "importing $img from the local Docker engine"
@@ -342,4 +357,5 @@ handler: runsc
 RC
 fi
 
+log "agentd image for agenthub serve --kube-agentd-image: $agentd_image"
 echo "export KUBECONFIG=$state/admin.kubeconfig PATH=$bin:\$PATH"

@@ -39,7 +39,7 @@ the user who runs agentd, with that user's permissions.`,
 	root.SetVersionTemplate(version.String("agentd") + "\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newServeCmd(), newPairCmd(), newRunCmd(), newStatusCmd(), newUnpairCmd(), newLogCmd(), newVersionCmd(),
-		newInstallCmd(), newUninstallCmd(), newStartCmd(), newStopCmd(), newRestartCmd())
+		newInstallCmd(), newUninstallCmd(), newStartCmd(), newStopCmd(), newRestartCmd(), newSandboxInitCmd())
 	return root
 }
 

@@ -75,6 +75,9 @@ type sandboxFlags struct {
 	// driver, kubeconfig, namespace and storageClass: the Kubernetes
 	// driver (sandbox_kube.go).
 	driver, kubeconfig, namespace, storageClass string
+	// agentdImage: --kube-agentd-image; tunnelListen, tunnelAdvertise:
+	// the sandboxes' TCP listener (sandbox_tunnel.go).
+	agentdImage, tunnelListen, tunnelAdvertise string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -100,6 +103,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("sandbox-idle-ttl", "use --sandbox-stop-after (an idle sandbox is stopped, its /workspace kept, no longer removed)")
 	f.registerAllowPrivate(fs)
 	f.registerKube(fs)
+	f.registerTunnel(fs)
 	f.fs = fs
 	fs.Int64Var(&f.maxImage, "max-image-bytes", 0, "largest custom image, compressed (default and most: 5 GB)")
 	fs.StringVar(&f.releases, "agent-releases", "https://registry.npmjs.org", "npm registry asked for agents' newest releases (agent run notes a newer one than its image's); off: never ask")
@@ -233,12 +237,16 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	if dir == "" {
 		dir = filepath.Join(dataDir(db), "sandboxes")
 	}
+	adv, err := f.tunnelAddr()
+	if err != nil {
+		return sandboxes.Options{}, none, err
+	}
 	var (
 		drv     sandboxDriver
 		bounded bool // wsMax bounds the workspaces
 	)
 	if f.driver == driverKubernetes {
-		drv, bounded, err = f.kubeDriver(ctx, dir, wsMax, log)
+		drv, bounded, err = f.kubeDriver(ctx, dir, adv, wsMax, log)
 	} else {
 		drv, bounded, err = f.dockerDriver(ctx, dir, wsMax, log)
 	}
@@ -312,6 +320,11 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	if _, err := drv.Image(ctx, sandbox.BaseImage); err != nil {
 		log.Warn("the built-in sandbox's image is not on the engine: build it with 'make sandbox-base'", zap.String("image", sandbox.BaseImage), zap.Error(err))
+	}
+	if err := f.listenTunnel(&o, adv, f.agentdImage != ""); err != nil {
+		closeArch()
+		drv.Close()
+		return sandboxes.Options{}, none, err
 	}
 	log.Info("sandboxes on", zap.String("docker", dockerHostName(f.dockerHost)), zap.String("agentd", filepath.Join(agentdDir, "agentd")),
 		zap.String("network", o.PublicNetwork), zap.Int("warm_builtin", o.WarmBuiltin))

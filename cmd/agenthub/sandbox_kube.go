@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -23,6 +24,7 @@ func (f *sandboxFlags) registerKube(fs *pflag.FlagSet) {
 	fs.StringVar(&f.driver, "sandbox-driver", driverDocker, "where sandboxes run: docker (the Docker engine, --docker-host) or kubernetes (Pods in --namespace of the cluster --kubeconfig names; docs/kubernetes.md)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --sandbox-driver kubernetes (default: $KUBECONFIG, else the hub's service account in a Pod)")
 	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the sandboxes' Pods, claims and records (--sandbox-driver kubernetes)")
+	fs.StringVar(&f.agentdImage, "kube-agentd-image", "", "image holding the static agentd at /agentd (make k8s-up imports agentd.local/agentd:VERSION): each sandbox Pod gets agentd from an init container of it, its key and CA from a Secret, and dials the hub at --sandbox-advertise over the cluster network, so it needs no hostPath but its workspace; needs --sandbox-listen. Empty: hostPath mounts of agentd, the hub's socket, key and CA (the hub's node only)")
 	fs.StringVar(&f.storageClass, "kube-storage-class", "", "StorageClass of the sandboxes' workspace claims (--sandbox-driver kubernetes); --sandbox-workspace-max is then each claim's request, which the class's provisioner enforces (or not); empty: hostPath volumes in --sandbox-dir, for a single-node cluster whose node is this host, bounded as with docker (ext4 images on loop devices)")
 }
 
@@ -37,8 +39,16 @@ func (f *sandboxFlags) kubeBound() string {
 // kubeDriver returns the Kubernetes driver, and whether it bounds
 // workspaces to wsMax; nil (and no error) when sandboxes are auto and the
 // cluster does not answer, or hostPath workspaces cannot be bounded here.
-func (f *sandboxFlags) kubeDriver(ctx context.Context, dir string, wsMax int64, log *zap.Logger) (sandboxDriver, bool, error) {
+// adv is the address sandboxes dial the hub at ("" without
+// --sandbox-listen).
+func (f *sandboxFlags) kubeDriver(ctx context.Context, dir, adv string, wsMax int64, log *zap.Logger) (sandboxDriver, bool, error) {
+	if f.agentdImage != "" && adv == "" {
+		return nil, false, usageError{errors.New("--kube-agentd-image: the Pods dial the hub over the network: give --sandbox-listen HOST:PORT (and --sandbox-advertise if they reach it at another address)")}
+	}
 	opts := kube.Options{Kubeconfig: f.kubeconfig, Namespace: f.namespace, StorageClass: f.storageClass, Logger: log}
+	if f.agentdImage != "" {
+		opts.AgentdImage, opts.HubAdvertise = f.agentdImage, adv
+	}
 	if f.storageClass == "" {
 		opts.HostPathDir = filepath.Join(dir, "kube-workspaces")
 		if wsMax > 0 {

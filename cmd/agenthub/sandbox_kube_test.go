@@ -17,6 +17,8 @@ import (
 // cluster that does not answer
 // is an error with --sandboxes on and no sandboxes with auto (the Docker
 // driver's rules), the API server's address in the error.
+// --kube-agentd-image needs the kubernetes driver and --sandbox-listen;
+// an address sandboxes cannot dial needs --sandbox-advertise.
 func TestSandboxDriverFlags(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,6 +41,13 @@ func TestSandboxDriverFlags(t *testing.T) {
 		{append([]string{"--sandboxes", "on", "--sandbox-workspace-max", "1GiB", "--kube-storage-class", "fast"}, kube...), addr},
 		{append([]string{"--sandboxes", "on"}, kube...), addr},
 		{append([]string{"--sandboxes", "auto"}, kube...), ""},
+		// The init-container mode and the sandboxes' TCP listener.
+		{append([]string{"--sandboxes", "on", "--kube-agentd-image", "agentd.local/agentd:1"}, kube...), "--kube-agentd-image: the Pods dial the hub over the network: give --sandbox-listen"},
+		{[]string{"--sandboxes", "on", "--kube-agentd-image", "agentd.local/agentd:1"}, "--kube-agentd-image is for --sandbox-driver kubernetes"},
+		{append([]string{"--sandboxes", "on", "--sandbox-listen", "0.0.0.0:7443"}, kube...), "give --sandbox-advertise HOST:PORT"},
+		{append([]string{"--sandboxes", "on", "--sandbox-listen", "127.0.0.1:0"}, kube...), "give --sandbox-advertise HOST:PORT"},
+		{append([]string{"--sandboxes", "on", "--sandbox-advertise", "hub-0:7443"}, kube...), "--sandbox-advertise needs --sandbox-listen"},
+		{append([]string{"--sandboxes", "on", "--sandbox-listen", "7443"}, kube...), "--sandbox-listen \"7443\": want HOST:PORT"},
 	} {
 		var f sandboxFlags
 		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

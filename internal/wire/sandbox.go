@@ -17,8 +17,13 @@ const (
 	// EnvSandboxKey), in the sandbox's own key mount: agentd reads it and
 	// removes it, so that the workload finds the key nowhere.
 	EnvSandboxKeyFile = "AGENTD_SANDBOX_KEY_FILE"
-	EnvSandboxEnv     = "AGENTD_SANDBOX_ENVIRONMENT"
-	EnvSandboxImage   = "AGENTD_SANDBOX_IMAGE"
+	// EnvSandboxCAFile names the PEM file of the CA that issued the
+	// certificate of the hub's sandbox listener, for a sandbox that dials
+	// it over TCP (EnvSandboxHub wss://…): the only root agentd trusts
+	// for it. Unset with a unix:// hub.
+	EnvSandboxCAFile = "AGENTD_SANDBOX_CA_FILE"
+	EnvSandboxEnv    = "AGENTD_SANDBOX_ENVIRONMENT"
+	EnvSandboxImage  = "AGENTD_SANDBOX_IMAGE"
 	// EnvSandboxPlatform is gVisor's platform (ptrace, kvm, systrap) as the
 	// engine's runtime runs it, for Info; unset under runc.
 	EnvSandboxPlatform = "AGENTD_SANDBOX_PLATFORM"

@@ -74,6 +74,12 @@ func (m *Manager) offerKey(id string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("sandbox key: %w", err)
 	}
+	if m.o.TunnelDial && m.tunnelCAPEM != nil {
+		// What agentd trusts for the hub's TCP listener.
+		if err := writeFileAtomic(filepath.Join(m.keyMount(id), hubCAFile), m.tunnelCAPEM, 0o644); err != nil {
+			return fmt.Errorf("sandbox tunnel CA: %w", err)
+		}
+	}
 	return nil
 }
 

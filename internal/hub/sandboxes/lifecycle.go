@@ -389,6 +389,11 @@ func (m *Manager) spec(org store.Org, env envSpec, id, conv, network, runtime st
 		Runtime:          runtime,
 		Limits:           m.o.Limits,
 	}
+	if m.o.TunnelDial {
+		// No socket mount: the TCP listener, its CA beside the key.
+		spec.Env = append(m.tunnelEnv(), spec.Env[1:]...)
+		spec.HubSocketHostDir = ""
+	}
 	if p := sandbox.Platform(runtimeArgs); p != "" {
 		spec.Env = append(spec.Env, wire.EnvSandboxPlatform+"="+p)
 	}

@@ -57,6 +57,9 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sock   *socket // nil until Start
+	// tunnelCAPEM is the certificate of the TCP listener's CA, set by
+	// Start (nil without the listener).
+	tunnelCAPEM []byte
 
 	mu       sync.Mutex
 	starting map[string]*startOp  // org/env/conversation → creation in flight
@@ -144,6 +147,8 @@ func (m *Manager) Close() {
 		m.cancel()
 		if m.sock != nil {
 			m.sock.close()
+		} else if m.o.TunnelListener != nil {
+			_ = m.o.TunnelListener.Close()
 		}
 	})
 }

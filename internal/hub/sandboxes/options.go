@@ -41,6 +41,25 @@ type Options struct {
 	// to the sandbox's agentd through a mount of its own, which agentd
 	// empties. Default: sandbox-keys beside SocketDir.
 	KeyDir string
+	// TunnelListener, when set, serves the sandboxes' socket (their
+	// tunnels, the egress proxy's CONNECT) over TLS too, for sandboxes
+	// that cannot mount the unix socket (tunnel_tcp.go). Only sandbox ids
+	// are admitted there. The manager closes it.
+	TunnelListener net.Listener
+	// TunnelAdvertise is the host:port sandboxes dial to reach
+	// TunnelListener, and the name its certificate carries. Default: the
+	// listener's address.
+	TunnelAdvertise string
+	// TunnelDial makes every sandbox dial wss://TunnelAdvertise (trusting
+	// the tunnel's CA alone, handed over beside its key) instead of the
+	// unix socket: for a driver whose sandboxes cannot mount host
+	// directories (the kubernetes driver with an agentd image). Requires
+	// TunnelListener.
+	TunnelDial bool
+	// TunnelCADir keeps the tunnel's CA (ca.pem, ca-key.pem), made on
+	// first use and reused across restarts. Default: sandbox-tunnel-ca
+	// beside SocketDir.
+	TunnelCADir string
 	// BaseImage is the built-in sandbox's image. Default sandbox.BaseImage.
 	BaseImage string
 	// PublicNetwork is the Docker network of environments with network
@@ -250,6 +269,12 @@ func (o *Options) defaults() {
 	if o.KeyDir == "" && o.SocketDir != "" {
 		o.KeyDir = filepath.Join(filepath.Dir(filepath.Clean(o.SocketDir)), "sandbox-keys")
 	}
+	if o.TunnelCADir == "" && o.SocketDir != "" {
+		o.TunnelCADir = filepath.Join(filepath.Dir(filepath.Clean(o.SocketDir)), "sandbox-tunnel-ca")
+	}
+	if o.TunnelAdvertise == "" && o.TunnelListener != nil {
+		o.TunnelAdvertise = o.TunnelListener.Addr().String()
+	}
 	if o.BaseImage == "" {
 		o.BaseImage = sandbox.BaseImage
 	}
@@ -326,6 +351,8 @@ func (o *Options) check() error {
 		return errors.New("hub: sandboxes need a Driver")
 	case o.AgentdDir == "" || o.SocketDir == "":
 		return errors.New("hub: sandboxes need AgentdDir (the static agentd) and SocketDir (the hub's socket)")
+	case o.TunnelDial && o.TunnelListener == nil:
+		return errors.New("hub: sandboxes that dial the hub over TCP (TunnelDial) need its TunnelListener")
 	case o.Store == nil || o.Tunnels == nil || o.OnTunnel == nil || o.Authenticate == nil:
 		return errors.New("hub: sandboxes need the hub's Store, Tunnels, OnTunnel and Authenticate")
 	}

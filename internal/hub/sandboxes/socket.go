@@ -3,6 +3,7 @@ package sandboxes
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,11 @@ type socket struct {
 	acceptor *transport.Acceptor
 	http     *http.Server
 	egress   *egressproxy.Proxy
+	// The same over TLS on Options.TunnelListener (nil without one):
+	// its own acceptor, bound to the advertised host.
+	tcpLis      net.Listener
+	tcpAcceptor *transport.Acceptor
+	tcpHTTP     *http.Server
 }
 
 // listen prepares the socket's and the keys' directories and listens on
@@ -104,8 +110,24 @@ func (m *Manager) listen() (*socket, error) {
 		lis.Close()
 		return nil, err
 	}
+	s.http = s.server(s.acceptor, o.Logger)
+	if o.LimitConns != nil {
+		s.lis = o.LimitConns(lis)
+	}
+	if o.TunnelListener != nil {
+		if err := m.listenTCP(s); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// server is the socket's HTTP server for the tunnels acc accepts: GET
+// /v1/tunnel, and CONNECT to the egress proxy.
+func (s *socket) server(acc *transport.Acceptor, log *zap.Logger) *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/tunnel", s.acceptor)
+	mux.Handle("GET /v1/tunnel", acc)
 	// CONNECT to the egress proxy, everything else (the tunnel) to mux.
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodConnect {
@@ -114,25 +136,75 @@ func (m *Manager) listen() (*socket, error) {
 		}
 		mux.ServeHTTP(w, r)
 	})
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
-		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(o.Logger.Named("sandbox.http"))}
-	if o.LimitConns != nil {
-		s.lis = o.LimitConns(lis)
-	}
-	return s, nil
+	return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout: idleConnTimeout, ErrorLog: zap.NewStdLog(log.Named("sandbox.http"))}
 }
 
-// serve serves the socket until close.
-func (s *socket) serve() { _ = s.http.Serve(s.lis) }
+// listenTCP adds the TLS listener to s (tunnel_tcp.go).
+func (m *Manager) listenTCP(s *socket) error {
+	o := m.o
+	ca, err := tunnelCA(o.TunnelCADir, o.Now())
+	if err != nil {
+		return err
+	}
+	cfg, err := tunnelTLS(ca, o.TunnelAdvertise)
+	if err != nil {
+		return err
+	}
+	m.tunnelCAPEM = ca.CertPEM()
+	s.tcpAcceptor, err = transport.NewAcceptor(transport.AcceptorOptions{
+		Authenticate: m.authenticate,
+		OnTunnel:     o.OnTunnel,
+		Host:         o.TunnelAdvertise,
+		Logger:       o.Logger.Named("sandbox-tcp"),
+	})
+	if err != nil {
+		return err
+	}
+	lis := o.TunnelListener
+	if o.LimitConns != nil {
+		lis = o.LimitConns(lis)
+	}
+	s.tcpLis = tls.NewListener(lis, cfg)
+	s.tcpHTTP = s.server(s.tcpAcceptor, o.Logger)
+	m.log.Info("serving sandboxes over TCP", zap.String("listen", o.TunnelListener.Addr().String()),
+		zap.String("advertise", o.TunnelAdvertise), zap.Bool("sandboxes_dial_it", o.TunnelDial))
+	return nil
+}
 
-// close stops the socket: its tunnels' acceptor, its server, the proxy.
+// serve serves the socket (and its TCP listener) until close.
+func (s *socket) serve() {
+	if s.tcpHTTP == nil {
+		_ = s.http.Serve(s.lis)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.tcpHTTP.Serve(s.tcpLis)
+	}()
+	_ = s.http.Serve(s.lis)
+	<-done
+}
+
+// close stops the socket: its tunnels' acceptors, its servers, the proxy.
 func (s *socket) close() {
 	_ = s.acceptor.Close()
 	_ = s.http.Close()
+	if s.tcpAcceptor != nil {
+		_ = s.tcpAcceptor.Close()
+	}
+	if s.tcpHTTP != nil {
+		_ = s.tcpHTTP.Close()
+	}
+	if s.tcpLis != nil {
+		_ = s.tcpLis.Close() // when Serve never ran
+	}
 	_ = s.egress.Close()
 }
 
-// authenticate admits, on the sandboxes' socket, only sandboxes.
+// authenticate admits, on the sandboxes' socket and its TCP listener,
+// only sandboxes.
 func (m *Manager) authenticate(ctx context.Context, id string) (ed25519.PublicKey, string, error) {
 	if !IsID(id) {
 		return nil, "", fmt.Errorf("the sandboxes' socket takes sandbox ids only; machine %s dials the hub's public port: %w", id, transport.ErrWrongEndpoint)
@@ -146,5 +218,27 @@ func (m *Manager) Refused() []transport.RefusalCount {
 	if m.sock == nil {
 		return nil
 	}
-	return m.sock.acceptor.Refused()
+	if m.sock.tcpAcceptor == nil {
+		return m.sock.acceptor.Refused()
+	}
+	return addRefusals(m.sock.acceptor.Refused(), m.sock.tcpAcceptor.Refused())
+}
+
+// addRefusals adds b's counts to a's, keeping a's order and adding b's
+// other reasons after it.
+func addRefusals(a, b []transport.RefusalCount) []transport.RefusalCount {
+	out := append([]transport.RefusalCount(nil), a...)
+	for _, c := range b {
+		found := false
+		for i := range out {
+			if out[i].Reason == c.Reason {
+				out[i].Count += c.Count
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/drivertest"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // conformanceScripts are the suite's behaviours for sh in a Debian-based
@@ -43,16 +44,16 @@ var testImages = []string{"agentd-test/debian-slim:1", sandbox.BaseImage}
 
 // cluster returns a driver on a namespace of its own on the cluster
 // $AGENTD_KUBECONFIG (else $KUBECONFIG) names, deleted when the test ends,
-// with hostPath workspaces under a temporary directory; it skips the test
-// when no cluster answers.
-func cluster(t *testing.T) *Driver {
+// with hostPath workspaces under a temporary directory (tune changes the
+// options); it skips the test when no cluster answers.
+func cluster(t *testing.T, tune ...func(*Options)) *Driver {
 	t.Helper()
-	return newCluster(t, Options{HostPathDir: t.TempDir()})
+	return newCluster(t, Options{HostPathDir: t.TempDir()}, tune...)
 }
 
 // newCluster is cluster with the workspaces opts says (HostPathDir,
 // StorageClass).
-func newCluster(t *testing.T, opts Options) *Driver {
+func newCluster(t *testing.T, opts Options, tune ...func(*Options)) *Driver {
 	t.Helper()
 	cfg := os.Getenv("AGENTD_KUBECONFIG")
 	if cfg == "" {
@@ -67,6 +68,9 @@ func newCluster(t *testing.T, opts Options) *Driver {
 	ns := "agentd-dt-" + randHex(4)
 	opts.Kubeconfig, opts.Namespace, opts.Logger, opts.WorkspaceSize = cfg, ns, zaptest.NewLogger(t), 64<<20
 	opts.StartTimeout = 6 * time.Minute // a loaded shared cluster has taken 2–3 minutes to make a Pod's sandbox
+	for _, f := range tune {
+		f(&opts)
+	}
 	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -115,9 +119,29 @@ func testImage(t *testing.T, d *Driver) string {
 // The conformance suite on the real cluster: Pods of a Debian-based image,
 // hostPath workspaces (bounded ones ext4 images). Pull is refused (the driver never pulls: no
 // PullImage), Pause too (CannotPause: Kubernetes has no freezer).
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t) }
+
+// The suite again with Pods that get agentd from the init container (this
+// tree's agentd, imported as an image) and no host mount but their
+// workspace: every contract holds the same.
+func TestConformanceInitContainer(t *testing.T) { conformance(t, withAgentdImage(t)) }
+
+// withAgentdImage turns on the init-container mode with this tree's agentd
+// image, the hub advertised on the node's bridge address (nothing listens
+// there: these Pods do not dial it).
+func withAgentdImage(t *testing.T) func(*Options) {
+	return func(o *Options) {
+		o.AgentdImage = sandboxtest.KubeAgentdImage(t, o.Kubeconfig)
+		o.HubAdvertise = nodeAddr + ":9"
+	}
+}
+
+// nodeAddr is the node's address on make k8s-up's bridge, which Pods reach.
+const nodeAddr = "10.213.0.1"
+
+func conformance(t *testing.T, tune ...func(*Options)) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
-		return harness(t, cluster(t))
+		return harness(t, cluster(t, tune...))
 	})
 }
 
@@ -227,6 +251,10 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 	if d.hostDir != "" {
 		bound = 32 << 20
 	}
+	timeout := 2 * time.Minute
+	if d.agentdImage != "" {
+		timeout = 4 * time.Minute // the init container's Pods start slower
+	}
 	return drivertest.Harness{
 		Driver: d,
 		Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
@@ -241,6 +269,6 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 		EnforcesLimits: true,
 		CannotPause:    true,
 		WorkspaceBytes: bound, // FillWorkspace writes 64 MiB
-		Timeout:        2 * time.Minute,
+		Timeout:        timeout,
 	}
 }

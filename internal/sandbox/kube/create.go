@@ -264,7 +264,7 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 		mounts = append(mounts, corev1.VolumeMount{Name: "home", MountPath: sandbox.HomeDir})
 		vols = append(vols, corev1.Volume{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr(quantity(s.Limits.HomeBytes))}}})
 	}
-	for _, b := range []struct {
+	binds := []struct {
 		name, host, target string
 		rw                 bool
 	}{
@@ -272,7 +272,11 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 		{"hub-socket", s.HubSocketHostDir, sandbox.HubSocketDir, false},
 		{"key", s.KeyHostDir, sandbox.KeyDir, true}, // agentd removes its key once read
 		{"ca", s.CAHostDir, sandbox.CADir, false},
-	} {
+	}
+	if d.agentdImage != "" {
+		binds = nil // the init container and a Secret instead (tunnel.go)
+	}
+	for _, b := range binds {
 		if b.host == "" {
 			continue
 		}

@@ -37,11 +37,16 @@
 // agentd-sandbox-public: egress to public IPv4 addresses only, as Docker's
 // public network (netpol.go). Policies hold only where the cluster's CNI
 // enforces them: ProbePolicy tries it (probe.go), and public is refused
-// unless it found them enforced (agentd's tunnel is the hub's unix socket,
-// so "none" loses nothing).
-// agentd, the hub's socket, the key and the CA bundle are hostPath mounts
-// of the spec's host directories: a single-node arrangement (see
-// docs/kubernetes.md for what more nodes need).
+// unless it found them enforced.
+// By default agentd, the hub's socket, the key and the CA bundle are
+// hostPath mounts of the spec's host directories: a single-node
+// arrangement. With Options.AgentdImage and HubAdvertise (tunnel.go) the
+// Pod has no hostPath volume but its workspace's: agentd comes from an
+// init container of that image, the key and CA files from a Secret only
+// the init container mounts, and agentd dials the hub's TLS listener over
+// the cluster network under the NetworkPolicy agentd-sandbox-tunnel
+// (egress to that address and port only). docs/kubernetes.md says what
+// more nodes need.
 //
 // What Kubernetes cannot do, the driver refuses rather than weakens:
 //

@@ -132,7 +132,7 @@ func TestGVisorPod(t *testing.T) {
 		if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != rc {
 			t.Errorf("run %d: the Pod's runtimeClassName = %v, want %s", run, p.Spec.RuntimeClassName, rc)
 		}
-		info := awaitExit(t, d, id)
+		info := awaitExited(t, d, id)
 		if info.ExitCode != 7 {
 			t.Errorf("run %d: exit code %d, want 7", run, info.ExitCode)
 		}
@@ -153,8 +153,8 @@ func TestGVisorPod(t *testing.T) {
 	}
 }
 
-// awaitExit waits (at most 2 minutes) until sandbox id has exited.
-func awaitExit(t *testing.T, d *Driver, id string) sandbox.Info {
+// awaitExited waits (at most 2 minutes) until sandbox id has exited.
+func awaitExited(t *testing.T, d *Driver, id string) sandbox.Info {
 	t.Helper()
 	end := time.Now().Add(2 * time.Minute)
 	for {

@@ -43,6 +43,19 @@ type Options struct {
 	// StorageClass is the class of the workspace claims when HostPathDir
 	// is empty ("": the cluster's default class).
 	StorageClass string
+	// AgentdImage, when set, is an image holding the static agentd at
+	// /agentd (make k8s-up imports agentd.local/agentd:VERSION): each Pod
+	// gets agentd from an init container of it and its key and CA from a
+	// Secret, and no hostPath volume but its workspace's (tunnel.go), so
+	// it can run on any node. Requires HubAdvertise. Empty: hostPath
+	// mounts of the spec's host directories (the hub's node only).
+	AgentdImage string
+	// HubAdvertise is the host:port of the hub's sandbox listener that the
+	// Pods dial (with AgentdImage). The NetworkPolicy
+	// agentd-sandbox-tunnel lets them reach its addresses (a name is
+	// resolved once, here, and given to the Pods in /etc/hosts) on that
+	// port, and nothing else.
+	HubAdvertise string
 	// WorkspaceSize is the size a claim requests when the spec bounds no
 	// workspace. Default 1 GiB. A spec's Limits.WorkspaceBytes is its
 	// claim's request: with a StorageClass, the bound is the
@@ -50,8 +63,10 @@ type Options struct {
 	WorkspaceSize int64
 	// Logger receives what the driver does. Default: a no-op logger.
 	Logger *zap.Logger
-	// StartTimeout bounds Start's wait for the Pod to run: a Pod the
-	// scheduler cannot place stays Pending for ever. Default 2 minutes.
+	// StartTimeout bounds Start's wait for the Pod to run (a Pod the
+	// scheduler cannot place stays Pending for ever). Default 2 min, 4 min
+	// with AgentdImage (the kubelet makes two containers, one after the
+	// other).
 	StartTimeout time.Duration
 	// ProbeImage is the image of ProbePolicy's Pods (it needs bash,
 	// timeout and seq). Default: sandbox.BaseImage.
@@ -81,6 +96,9 @@ type Driver struct {
 
 	probeImage string
 	probeMu    sync.Mutex // one ProbePolicy at a time
+	// agentdImage and hub: Options.AgentdImage and HubAdvertise, resolved.
+	agentdImage string
+	hub         hubAddr
 
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
@@ -119,9 +137,6 @@ func New(opts Options) (*Driver, error) {
 	if d.wsSize <= 0 {
 		d.wsSize = 1 << 30
 	}
-	if d.startTimeout = opts.StartTimeout; d.startTimeout <= 0 {
-		d.startTimeout = startTimeout
-	}
 	if d.poll <= 0 {
 		d.poll = 100 * time.Millisecond
 	}
@@ -129,6 +144,21 @@ func New(opts Options) (*Driver, error) {
 		d.log = zap.NewNop()
 	}
 	d.log = d.log.Named("kube")
+	if opts.AgentdImage != "" {
+		if opts.HubAdvertise == "" {
+			return nil, errors.New("kubernetes driver: an agentd image needs the hub's advertised sandbox address (HubAdvertise)")
+		}
+		if d.hub, err = resolveHub(opts.HubAdvertise); err != nil {
+			return nil, fmt.Errorf("kubernetes driver: %w", err)
+		}
+		d.agentdImage = opts.AgentdImage
+	}
+	if d.startTimeout = opts.StartTimeout; d.startTimeout <= 0 {
+		d.startTimeout = startTimeout
+		if d.agentdImage != "" {
+			d.startTimeout += initTimeout
+		}
+	}
 	if opts.HostPathDir != "" {
 		dir, err := filepath.Abs(opts.HostPathDir)
 		if err != nil {

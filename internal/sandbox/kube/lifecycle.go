@@ -24,8 +24,15 @@ var startFailures = map[string]bool{
 	"CreateContainerError": true, "RunContainerError": true, "ImagePullBackOff": true, "ErrImagePull": true,
 }
 
-// startTimeout is the default of Options.StartTimeout.
-const startTimeout = 2 * time.Minute
+// startTimeout is Options.StartTimeout's default: a Pod the scheduler
+// cannot place stays Pending for ever. A Pod with the init container gets
+// initTimeout more: the kubelet makes two containers, one after the other
+// (each a copy of its image's layers with the native snapshotter here:
+// 30-90 s apiece on the loaded shared cluster).
+const (
+	startTimeout = 2 * time.Minute
+	initTimeout  = 2 * time.Minute
+)
 
 // Start creates the sandbox's Pod from its record and waits until its
 // process runs (or has already exited). Starting a running sandbox is a
@@ -64,6 +71,16 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	if d.agentdImage != "" {
+		if err := d.ensureTunnelPolicy(ctx); err != nil {
+			return err
+		}
+		files, err := d.putFiles(ctx, sec, s)
+		if err != nil {
+			return err
+		}
+		d.withInit(pod, files)
+	}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return d.fail("start sandbox "+id, err)
 	}
@@ -75,11 +92,14 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return d.fail("start sandbox "+id, err)
 		}
 		cs := containerStatus(p)
+		why := initFailure(p)
 		switch {
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
 			return d.annotate(ctx, id, map[string]string{annError: ""})
-		case cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason]:
-			why := cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] && !runtimeSlow(cs.State.Waiting):
+			if why == "" {
+				why = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			if _, err := d.deletePod(cctx, id, 0); err != nil {
@@ -95,6 +115,28 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: not running yet (%s): %w", id, podInfo(sec, p).Error, err)
 		}
 	}
+}
+
+// runtimeSlow reports a container the kubelet could not make within its
+// runtime request timeout: it tries again, so Start waits on (a busy node
+// copying a large image's layers, as the native snapshotter here does).
+func runtimeSlow(w *corev1.ContainerStateWaiting) bool {
+	return w.Reason == "CreateContainerError" && strings.Contains(w.Message, "context deadline exceeded")
+}
+
+// initFailure says why the Pod's init container failed (it cannot start,
+// or it exited with an error); "" while it has not.
+func initFailure(p *corev1.Pod) string {
+	for _, ic := range p.Status.InitContainerStatuses {
+		switch {
+		case ic.State.Waiting != nil && startFailures[ic.State.Waiting.Reason] && !runtimeSlow(ic.State.Waiting):
+			return "init container " + ic.Name + ": " + ic.State.Waiting.Reason + ": " + ic.State.Waiting.Message
+		case ic.State.Terminated != nil && ic.State.Terminated.ExitCode != 0:
+			t := ic.State.Terminated
+			return fmt.Sprintf("init container %s: exit %d (%s): %s", ic.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+		}
+	}
+	return ""
 }
 
 // deletePod deletes a Pod with a grace period of graceSecs (its processes
@@ -171,6 +213,9 @@ func (d *Driver) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove sandbox %s: claim %s is not its workspace", id, c.Name)
 	}
 	if err := d.deleteVolume(ctx, claimName(id)); err != nil {
+		return err
+	}
+	if err := d.deleteFiles(ctx, id); err != nil {
 		return err
 	}
 	if _, err := d.record(ctx, "remove sandbox", id); errors.Is(err, sandbox.ErrNotFound) {

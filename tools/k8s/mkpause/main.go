@@ -1,8 +1,11 @@
 // Command mkpause writes an OCI image archive holding one static binary as
 // /pause (its entrypoint), for `ctr images import`: the local cluster's
-// sandbox image, made here instead of pulled.
+// sandbox image, made here instead of pulled. With -path and -user it packs
+// any static binary the same way: make k8s-up makes the kubernetes
+// driver's agentd image (/agentd, the init container's) with it.
 //
 //	mkpause -bin ./pause -name agentd.local/pause:1 -o pause.tar
+//	mkpause -bin bin/agentd -path agentd -user 1000:1000 -name agentd.local/agentd:dev -o agentd.tar
 package main
 
 import (
@@ -23,8 +26,10 @@ func main() {
 	bin := flag.String("bin", "", "the static binary to put at /pause")
 	name := flag.String("name", "agentd.local/pause:1", "the image reference to record")
 	out := flag.String("o", "pause.tar", "the OCI archive to write")
+	path := flag.String("path", "pause", "the binary's path in the image (its entrypoint), without the leading /")
+	user := flag.String("user", "65535:65535", "the image's user (uid:gid)")
 	flag.Parse()
-	if err := run(*bin, *name, *out); err != nil {
+	if err := run(*bin, *name, *out, *path, *user); err != nil {
 		fmt.Fprintln(os.Stderr, "mkpause:", err)
 		os.Exit(1)
 	}
@@ -40,7 +45,7 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-func run(bin, name, out string) error {
+func run(bin, name, out, path, user string) error {
 	if bin == "" {
 		return fmt.Errorf("-bin is required")
 	}
@@ -52,7 +57,7 @@ func run(bin, name, out string) error {
 	// The layer: /pause, uncompressed tar for the diff id, gzip for the blob.
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
-	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(exe)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o755, Size: int64(len(exe)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
 		return err
 	}
 	if _, err := tw.Write(exe); err != nil {
@@ -74,7 +79,7 @@ func run(bin, name, out string) error {
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config":       map[string]any{"Entrypoint": []string{"/pause"}, "User": "65535:65535"},
+		"config":       map[string]any{"Entrypoint": []string{"/" + path}, "User": user},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{digest(raw.Bytes())}},
 	})
 	if err != nil {
