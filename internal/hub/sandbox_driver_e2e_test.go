@@ -2,8 +2,6 @@ package hub_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,15 +11,14 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
+	"github.com/devdepot-ai/agentd/internal/sandbox/kube/kubetest"
 )
 
 // The hub's sandbox e2e tests run on the Docker engine, or, with
@@ -54,41 +51,23 @@ type kubeHub struct {
 // t, saying how to start one, when no cluster is configured.
 func startKube(t *testing.T) *kubeHub {
 	t.Helper()
-	cfg := os.Getenv("AGENTD_KUBECONFIG")
-	if cfg == "" {
-		cfg = os.Getenv("KUBECONFIG")
-	}
-	if cfg == "" {
-		t.Skip(e2eDriverEnv + "=kubernetes without a cluster: `make k8s-up` starts one and prints the export line (AGENTD_KUBECONFIG); docs/kubernetes.md")
-	}
+	admin, cs := kubetest.Admin(t) // skips without a cluster
 	if os.Geteuid() != 0 {
 		t.Skip("the hostPath workspaces are made owned by uid 1000: run as root")
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.Discovery().ServerVersion(); err != nil {
-		t.Skipf("no cluster answers at %s (%v): `make k8s-up` starts one (docs/kubernetes.md)", rc.Host, err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	k := &kubeHub{cs: cs, ns: "agentd-hub-" + hex.EncodeToString(b), dir: t.TempDir()}
+	k := &kubeHub{cs: cs, dir: t.TempDir()}
 	// The sandbox's host directories are below it (socket, keys), and
 	// workspaces in ws/.
 	if err := os.Chmod(k.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns, Labels: map[string]string{sandbox.LabelManaged: "test"}}}
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", k.ns, err)
-	}
-	t.Cleanup(func() { k.cleanup(t) })
-	k.drv, err = kube.New(kube.Options{Kubeconfig: cfg, Namespace: k.ns, HostPathDir: filepath.Join(k.dir, "ws"), Logger: zaptest.NewLogger(t).Named("kube")})
+	// The namespace as docs/deploy.md sets it up; the hub is its
+	// ServiceAccount, with the documented grant alone.
+	ns, kc := kubetest.Namespace(t, cs, admin, "agentd-hub")
+	k.ns = ns
+	t.Cleanup(func() { k.deleteVolumes(t) }) // before kubetest deletes the namespace
+	var err error
+	k.drv, err = kube.New(kube.Options{Kubeconfig: kc, Namespace: k.ns, HostPathDir: filepath.Join(k.dir, "ws"), Logger: zaptest.NewLogger(t).Named("kube")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +103,12 @@ func (k *kubeHub) options(agentd string) sandboxes.Options {
 	}
 }
 
-// cleanup deletes the namespace and the hostPath volumes of its claims
-// (PersistentVolumes are cluster-wide; the driver names them
+// deleteVolumes deletes the hostPath volumes of the namespace's claims that
+// the hub left (PersistentVolumes are cluster-wide; the driver names them
 // agentd-NAMESPACE-CLAIM), after the hub's sandboxes were removed.
-func (k *kubeHub) cleanup(t *testing.T) {
+func (k *kubeHub) deleteVolumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := k.cs.CoreV1().Namespaces().Delete(ctx, k.ns, metav1.DeleteOptions{}); err != nil {
-		t.Errorf("delete namespace %s: %v", k.ns, err)
-	}
 	pvs, err := k.cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Errorf("list persistent volumes: %v", err)
