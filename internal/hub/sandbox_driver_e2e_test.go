@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -238,4 +240,19 @@ func kindOf(d sandbox.Driver) string {
 		return "kubernetes"
 	}
 	return "another driver"
+}
+
+// nanoCPUs is the CPU limit the engine holds for a sandbox's container, in
+// billionths of a CPU: Docker's HostConfig.NanoCpus, the Pod's container
+// limit on Kubernetes.
+func (h *sandboxHub) nanoCPUs(containerID string) (string, error) {
+	if h.kube == nil {
+		out, err := exec.CommandContext(h.t.Context(), "docker", "inspect", "-f", "{{.HostConfig.NanoCpus}}", containerID).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	p, err := h.kube.cs.CoreV1().Pods(h.kube.ns).Get(h.t.Context(), containerID, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(p.Spec.Containers[0].Resources.Limits.Cpu().MilliValue()*1_000_000, 10), nil
 }

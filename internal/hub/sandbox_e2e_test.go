@@ -36,6 +36,7 @@ type sandboxHub struct {
 	t      *testing.T
 	driver sandbox.Driver
 	opts   sandboxes.Options // as the hub got them
+	kube   *kubeHub          // on Kubernetes (nil: Docker)
 	cc     *grpc.ClientConn
 }
 
@@ -51,9 +52,10 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	var (
 		drv sandbox.Driver
 		o   sandboxes.Options
+		k   *kubeHub
 	)
 	if onKube() {
-		k := startKube(t) // skips without a cluster
+		k = startKube(t) // skips without a cluster
 		drv, o = k.drv, k.options(sandboxtest.AgentdBinary(t))
 	} else {
 		base := sandboxtest.BaseImage(t) // skips without an engine
@@ -76,7 +78,7 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	if tune != nil {
 		tune(&o)
 	}
-	sh := &sandboxHub{t: t, driver: drv, opts: o}
+	sh := &sandboxHub{t: t, driver: drv, opts: o, kube: k}
 	if o.Driver != drv {
 		// The test brought its own driver (a Docker one, with options
 		// of its own): on Kubernetes that would run on Docker instead.
