@@ -138,7 +138,8 @@ const (
 	// capGVisor: gVisor's runtime for sandboxes of network none.
 	capGVisor
 	// capEngine: the test reaches the Docker engine itself (docker kill,
-	// docker volume ls, its own docker.Driver) to make what it checks.
+	// docker volume ls, a docker.Driver of its own, e.g. with bounded
+	// workspaces) to make or check what it tests.
 	capEngine
 )
 
@@ -166,7 +167,7 @@ func (h *sandboxHub) lacks(t *testing.T, c capability) string {
 	}
 	switch c {
 	case capEngine:
-		return "the test makes its faults on the Docker engine itself (docker kill/rm/volume ls, its own docker.Driver); not written for " + kindOf(h.driver)
+		return "the test drives the Docker engine itself (the docker CLI, or a docker.Driver of its own with its options); no version for " + kindOf(h.driver) + " is written"
 	case capGVisor:
 		rts, err := h.driver.Runtimes(t.Context())
 		if err != nil {
