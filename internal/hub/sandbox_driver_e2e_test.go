@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,10 @@ const (
 	capNetwork
 	// capGVisor: gVisor's runtime for sandboxes of network none.
 	capGVisor
+	// capLimits: the hub's Limits as the test set them (a pids limit
+	// below the nodes' podPidsLimit is refused on Kubernetes). Asked
+	// each time: it depends on the limits.
+	capLimits
 	// capEngine: the test reaches the Docker engine itself (docker kill,
 	// docker volume ls, a docker.Driver of its own, e.g. with bounded
 	// workspaces) to make or check what it tests.
@@ -178,6 +183,9 @@ func (h *sandboxHub) lacks(t *testing.T, c capability) string {
 		}
 		return ""
 	}
+	if c == capLimits {
+		return h.probe(t, c)
+	}
 	kind := kindOf(h.driver)
 	driverAnswers.Lock()
 	defer driverAnswers.Unlock()
@@ -214,6 +222,9 @@ func (h *sandboxHub) probe(t *testing.T, c capability) string {
 	id, err := h.driver.Create(ctx, spec)
 	if err != nil && c == capNetwork {
 		return "the driver refuses a sandbox on a network: " + err.Error()
+	}
+	if err != nil && c == capLimits {
+		return fmt.Sprintf("the driver refuses the test's limits %+v: %v", spec.Limits, err)
 	}
 	if err != nil {
 		t.Fatalf("probe sandbox: %v", err)

@@ -87,6 +87,9 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	if o.PublicNetwork != "" || o.BuiltinNetwork == "public" {
 		sh.require(t, capNetwork)
 	}
+	if k != nil && o.Limits.Pids != k.pids {
+		sh.require(t, capLimits)
+	}
 	ho.Sandboxes = o
 	h := hubtest.Start(t, ho)
 	cc, err := grpc.NewClient(h.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
