@@ -138,6 +138,9 @@ const (
 	capNetwork
 	// capGVisor: gVisor's runtime for sandboxes of network none.
 	capGVisor
+	// capPull: the driver pulls images (custom environments from a
+	// registry).
+	capPull
 	// capLimits: the hub's Limits as the test set them (a pids limit
 	// below the nodes' podPidsLimit is refused on Kubernetes). Asked
 	// each time: it depends on the limits.
@@ -173,6 +176,15 @@ func (h *sandboxHub) lacks(t *testing.T, c capability) string {
 	switch c {
 	case capEngine:
 		return "the test drives the Docker engine itself (the docker CLI, or a docker.Driver of its own with its options); no version for " + kindOf(h.driver) + " is written"
+	case capPull:
+		// An address nothing listens on: a driver that pulls fails
+		// otherwise; one that cannot says so.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := h.driver.Pull(ctx, "127.0.0.1:1/agentd-probe/none:1"); errors.Is(err, sandbox.ErrNotSupported) {
+			return "the driver does not pull images: " + err.Error()
+		}
+		return ""
 	case capGVisor:
 		rts, err := h.driver.Runtimes(t.Context())
 		if err != nil {
