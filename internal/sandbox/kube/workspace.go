@@ -261,7 +261,11 @@ func importDir(root *os.Root, r io.Reader) error {
 				return err
 			}
 		}
-		if hdr.Typeflag != tar.TypeSymlink {
+		if hdr.Typeflag == tar.TypeSymlink {
+			if err := lchtimes(root, p, hdr.ModTime); err != nil {
+				return err
+			}
+		} else {
 			if err := root.Chmod(p, fs.FileMode(hdr.Mode&0o777)|fileModeBits(hdr.Mode)); err != nil {
 				return err
 			}
