@@ -26,7 +26,7 @@ BUILD_TAGS := grpcnotrace
 
 .PHONY: all build test fuzz lint proto proto-check tools bench bench-hub bench-sandbox demo demo-local clean
 .PHONY: dist dist-tools package-test cross sandbox-base sandbox-runtime sdk-python-gen sdk-python-check test-python
-.PHONY: k8s-up k8s-down k8s-smoke
+.PHONY: k8s-up k8s-down k8s-smoke test-kube
 
 all: build
 
@@ -129,6 +129,9 @@ k8s-down: ## stop what k8s-up started (by pid; the enforcer's chains and ipsets 
 
 k8s-smoke: ## against a cluster from k8s-up: node Ready, a sandbox-base Pod prints id -u through kubectl logs, a hostPath PV bound and written
 	bash scripts/k8s-smoke.sh
+
+test-kube: ## against a cluster from k8s-up (AGENTD_KUBECONFIG): the kube driver's tests and the hub's sandbox e2e tests on it, -race; prints the export line when no cluster answers
+	bash scripts/test-kube.sh
 
 clean:
 	rm -rf bin dist

@@ -5,7 +5,6 @@ package hub_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,8 +66,7 @@ func TestSandboxCaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(t.Context(), "docker", "inspect", "-f", "{{.HostConfig.NanoCpus}}", sb.ContainerID).Output()
-	if got := strings.TrimSpace(string(out)); err != nil || got != "1000000000" {
+	if got, err := h.nanoCPUs(sb.ContainerID); err != nil || got != "1000000000" {
 		t.Errorf("the sandbox's CPU limit on a 2-CPU host: %q nano-CPUs (%v); want 1000000000", got, err)
 	}
 	refused(h.ctx("builtin", "c-3"), "--token-max-sandboxes 2")

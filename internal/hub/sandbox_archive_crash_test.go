@@ -55,6 +55,12 @@ func crashOptions(c crashConfig, st *archive.Store) func(*sandboxes.Options) {
 // (its container and volume then removed), never neither, and the
 // conversation's next call gets the same workspace, byte for byte.
 func TestSandboxArchiveCrash(t *testing.T) {
+	if onKube() {
+		// Not the driver's: the crashed hub and the one after it must
+		// share the engine's sandboxes, and on a cluster each hub of these
+		// tests has a namespace of its own (the killed child's is left).
+		t.Skip("on Kubernetes the crashed hub's namespace is its own and left behind (startKube); not written for a shared one")
+	}
 	sandboxtest.BaseImage(t) // skips without an engine
 	agentd := sandboxtest.AgentdBinary(t)
 	for _, point := range []string{sandboxes.HookBeforeUpload, sandboxes.HookMidUpload, sandboxes.HookUploaded, sandboxes.HookRecorded} {

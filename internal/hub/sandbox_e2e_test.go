@@ -29,11 +29,14 @@ import (
 )
 
 // sandboxHub is a real hub running sandboxes on this machine's Docker
-// engine, with the static agentd built from this tree.
+// engine (or a Kubernetes cluster: sandbox_driver_e2e_test.go), with the
+// static agentd built from this tree.
 type sandboxHub struct {
 	*hubtest.Hub
 	t      *testing.T
-	driver *docker.Driver
+	driver sandbox.Driver
+	opts   sandboxes.Options // as the hub got them
+	kube   *kubeHub          // on Kubernetes (nil: Docker)
 	cc     *grpc.ClientConn
 }
 
@@ -46,23 +49,46 @@ func startSandboxHub(t *testing.T, tune func(*sandboxes.Options)) *sandboxHub {
 // (its Sandboxes are set here).
 func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest.Options) *sandboxHub {
 	t.Helper()
-	base := sandboxtest.BaseImage(t) // skips without an engine
-	_ = base
-	drv, err := docker.New(docker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	o := sandboxes.Options{
-		Driver:         drv,
-		AgentdDir:      sandboxtest.AgentdBinary(t),
-		SocketDir:      t.TempDir(),
-		BuiltinNetwork: "none", // egress has its own tests; these need no network
-		StartTimeout:   60 * time.Second,
-		Limits:         sandbox.Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpBytes: 64 << 20, HomeBytes: 64 << 20},
+	var (
+		drv sandbox.Driver
+		o   sandboxes.Options
+		k   *kubeHub
+	)
+	if onKube() {
+		k = startKube(t) // skips without a cluster
+		drv, o = k.drv, k.options(sandboxtest.AgentdBinary(t))
+	} else {
+		base := sandboxtest.BaseImage(t) // skips without an engine
+		_ = base
+		d, err := docker.New(docker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		drv = d
+		o = sandboxes.Options{
+			Driver:         drv,
+			AgentdDir:      sandboxtest.AgentdBinary(t),
+			SocketDir:      t.TempDir(),
+			BuiltinNetwork: "none", // egress has its own tests; these need no network
+			StartTimeout:   60 * time.Second,
+			Limits:         sandbox.Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpBytes: 64 << 20, HomeBytes: 64 << 20},
+		}
 	}
 	if tune != nil {
 		tune(&o)
+	}
+	sh := &sandboxHub{t: t, driver: drv, opts: o, kube: k}
+	if o.Driver != drv {
+		// The test brought its own driver (a Docker one, with options
+		// of its own): on Kubernetes that would run on Docker instead.
+		sh.require(t, capEngine)
+	}
+	if o.PublicNetwork != "" || o.BuiltinNetwork == "public" {
+		sh.require(t, capNetwork)
+	}
+	if k != nil && o.Limits.Pids != k.pids {
+		sh.require(t, capLimits)
 	}
 	ho.Sandboxes = o
 	h := hubtest.Start(t, ho)
@@ -71,7 +97,7 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	sh := &sandboxHub{Hub: h, t: t, driver: drv, cc: cc}
+	sh.Hub, sh.cc = h, cc
 	hubID := o.HubID
 	if hubID == "" {
 		secret, err := h.Store.ServerSecret(t.Context())
@@ -116,8 +142,13 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 func isolations(t *testing.T, tune func(*sandboxes.Options), body func(t *testing.T, iso string, h *sandboxHub)) {
 	for _, iso := range sandboxtest.Isolations {
 		t.Run(iso, func(t *testing.T) {
-			sandboxtest.RequireIsolation(t, iso)
+			if !onKube() {
+				sandboxtest.RequireIsolation(t, iso)
+			}
 			h := startSandboxHub(t, tune)
+			if iso == sandbox.IsolationGVisor {
+				h.require(t, capGVisor)
+			}
 			if code, out, errs := h.agentctl()("env", "set", "builtin", "--isolation", iso); code != 0 {
 				t.Fatalf("env set builtin --isolation %s = %d %q %q", iso, code, out, errs)
 			}

@@ -73,6 +73,7 @@ func (h *sandboxHub) processRecord(id, pid, reason string) {
 // NOT_FOUND.
 func TestSandboxProcessEndedByStop(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) { o.WarmBuiltin = 0 })
+	h.require(t, capPause)
 	ctl := h.agentctl()
 	ctx := h.ctx("builtin", "c-ended")
 	pid := h.startDetached(ctx, "sleep", "600")
@@ -238,6 +239,7 @@ func TestSandboxProcessEndedByIdlePolicy(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) {
 		o.WarmBuiltin, o.PauseAfter, o.StopAfter = 0, 2*time.Second, 4*time.Second
 	})
+	h.require(t, capPause)
 	ctx := h.ctx("builtin", "c-idle-ended")
 	pid := h.startDetached(ctx, "sleep", "600")
 	id := h.sandboxOf(ctx)

@@ -162,6 +162,12 @@ func (h *sandboxHub) assertGone(id, containerID string) {
 	if _, err := h.driver.Inspect(h.t.Context(), containerID); !errors.Is(err, sandbox.ErrNotFound) {
 		h.t.Errorf("sandbox %s's container: %v, want ErrNotFound", id, err)
 	}
+	if onKube() { // its claim, by the sandbox's label
+		if vols, err := h.driver.Volumes(h.t.Context(), map[string]string{sandbox.LabelID: id}); err != nil || len(vols) != 0 {
+			h.t.Errorf("sandbox %s's workspace claim: %v %v, want none", id, vols, err)
+		}
+		return
+	}
 	if volumeExists(h.t, "agentd-"+id+"-workspace") {
 		h.t.Errorf("sandbox %s's workspace volume is still there", id)
 	}
@@ -212,6 +218,7 @@ func startOrphan(t *testing.T, drv sandbox.Driver, hubID string) string {
 // its container and its row.
 func TestSandboxRestart(t *testing.T) {
 	h := startSandboxHub(t, nil)
+	h.require(t, capEngine)
 	ctx := h.ctx("builtin", "c-1")
 	if out, code, err := h.run(ctx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: %q exit %d %v", out, code, err)
@@ -345,6 +352,7 @@ func sandboxWarmPool(t *testing.T, iso string, h *sandboxHub) {
 // gets a new, working sandbox; the dead one is removed.
 func TestSandboxKilledUnderCommand(t *testing.T) {
 	h := startSandboxHub(t, nil)
+	h.require(t, capEngine)
 	ctx := h.ctx("builtin", "c-1")
 	id := h.sandboxOf(ctx)
 	sb, err := h.Store.Sandbox(t.Context(), id)

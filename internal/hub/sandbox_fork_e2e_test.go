@@ -29,6 +29,7 @@ const forkWant = "v1\n640 agent\nd/x\nempty-dir\n"
 // clear errors; a member's token is refused.
 func TestSandboxFork(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) { o.OrgMaxSandboxes = 5 })
+	h.require(t, capPause)
 	ctl := h.agentctl()
 	srcCtx := h.ctx("builtin", "c-src")
 	if out, code, err := h.run(srcCtx, "sh", "-c", forkTree); err != nil || code != 0 {
@@ -154,6 +155,7 @@ func mustSandbox(t *testing.T, h *sandboxHub, id string) store.Sandbox {
 // holds the source's workspace and runs on the source's kernel.
 func TestSandboxForkIsolation(t *testing.T) {
 	isolations(t, nil, func(t *testing.T, iso string, h *sandboxHub) {
+		h.require(t, capPause)
 		src := h.ctx("builtin", "c-iso")
 		if out, code, err := h.run(src, "sh", "-c", forkTree); err != nil || code != 0 {
 			t.Fatalf("write the source's tree: %q exit %d %v", out, code, err)

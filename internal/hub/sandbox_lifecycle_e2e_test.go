@@ -71,6 +71,7 @@ func (h *sandboxHub) activityNote(id, note string) {
 // its /workspace, and that call's record says it resumed it.
 func TestSandboxIdlePolicy(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) { o.PauseAfter, o.StopAfter = 2*time.Second, 4*time.Second })
+	h.require(t, capPause)
 	idleCtx := h.ctx("builtin", "c-idle")
 	if _, code, err := h.run(idleCtx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
@@ -127,6 +128,7 @@ func TestSandboxIdlePolicy(t *testing.T) {
 // pause or stop.
 func TestSandboxStateCommands(t *testing.T) {
 	h := startSandboxHub(t, nil)
+	h.require(t, capPause)
 	ctl := h.agentctl()
 	c1, c2 := h.ctx("builtin", "c-1"), h.ctx("builtin", "c-2")
 	if _, code, err := h.run(c1, "sh", "-c", "echo one > /workspace/f && head -c 3000000 /dev/urandom > /workspace/blob"); err != nil || code != 0 {
@@ -233,6 +235,8 @@ func (h *sandboxHub) memberctl() func(args ...string) (int, string, string) {
 // its /workspace.
 func TestSandboxStatesSurviveRestart(t *testing.T) {
 	h := startSandboxHub(t, nil)
+	h.require(t, capPause)
+	h.require(t, capEngine)
 	envs := hubv1.NewEnvironmentServiceClient(h.cc)
 	ids := map[string]string{}
 	for _, conv := range []string{"c-paused", "c-stopped", "c-host"} {
@@ -274,6 +278,7 @@ func TestSandboxLongPause(t *testing.T) {
 	}
 	h := startSandboxHub(t, nil)
 	ctx := h.ctx("builtin", "c-long")
+	h.require(t, capPause)
 	if _, code, err := h.run(ctx, "sh", "-c", "echo long > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
 	}
@@ -305,6 +310,7 @@ func TestSandboxLongPause(t *testing.T) {
 // `sandbox rm` then starts the conversation afresh.
 func TestSandboxContainerPrunedKeepsWorkspace(t *testing.T) {
 	h := startSandboxHub(t, nil)
+	h.require(t, capEngine)
 	c := h.ctx("builtin", "c-pruned")
 	if _, code, err := h.run(c, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)

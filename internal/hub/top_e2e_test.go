@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +62,8 @@ func TestSandboxTop(t *testing.T) {
 					u = s
 				}
 			}
-			if u.State != "running" || u.MemLimit != 512<<20 || u.PidsLimit != 256 || u.Pids < 2 {
-				t.Fatalf("top --once --json: %+v, want c-top running, limits 512 MiB and 256 pids, at least 2 pids", u)
+			if u.State != "running" || u.MemLimit != 512<<20 || u.PidsLimit != h.opts.Limits.Pids || u.Pids < 2 {
+				t.Fatalf("top --once --json: %+v, want c-top running, limits 512 MiB and %d pids, at least 2 pids", u, h.opts.Limits.Pids)
 			}
 			if ok(u) {
 				return u
@@ -81,7 +82,7 @@ func TestSandboxTop(t *testing.T) {
 	u := top("100 MiB in use", func(u usage) bool { return u.Mem >= 100<<20 })
 	code, out, errs := run("top", "--once")
 	t.Logf("agentctl top --once:\n%s", out)
-	if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, "/ 256") {
+	if code != 0 || !strings.Contains(out, u.ID) || !strings.Contains(out, "512.0 MiB") || !strings.Contains(out, fmt.Sprintf("/ %d", h.opts.Limits.Pids)) {
 		t.Errorf("top --once = %d %q %q, want the sandbox's row with its limits", code, out, errs)
 	}
 	// Members read it too.

@@ -145,6 +145,7 @@ func TestSandboxCustomImages(t *testing.T) {
 		o.ImageCheck.Insecure = func(host string) bool { return host == reg.host }
 		o.Archive = store
 	})
+	h.require(t, capPull)
 	base, minimal := sandboxtest.BaseImage(t), sandboxtest.MinimalImage(t)
 
 	// The images, built here and pushed to the registry.

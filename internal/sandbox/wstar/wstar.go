@@ -204,6 +204,8 @@ func Extract(root *os.Root, r io.Reader, uid, gid int) error {
 			if err := root.Chtimes(p, hdr.ModTime, hdr.ModTime); err != nil {
 				return err
 			}
+		} else if err := lchtimes(root, p, hdr.ModTime); err != nil {
+			return err
 		}
 	}
 	for i := len(dirs) - 1; i >= 0; i-- { // children changed their parents' times
