@@ -39,8 +39,8 @@ const e2eDriverEnv = "AGENTD_SANDBOX_DRIVER"
 // onKube reports whether the hub e2e tests run on the Kubernetes driver.
 func onKube() bool { return os.Getenv(e2eDriverEnv) == "kubernetes" }
 
-// kubeHub is what a hub on the Kubernetes driver needs beyond Docker's.
-type kubeHub struct {
+// kubeDriverHub is what a hub on the Kubernetes driver needs beyond Docker's.
+type kubeDriverHub struct {
 	drv   *kube.Driver
 	cs    kubernetes.Interface
 	ns    string
@@ -52,13 +52,13 @@ type kubeHub struct {
 // startKube makes a namespace (deleted when t ends, with the cluster-wide
 // hostPath volumes the driver made for it) and a driver on it. It skips
 // t, saying how to start one, when no cluster is configured.
-func startKube(t *testing.T) *kubeHub {
+func startKube(t *testing.T) *kubeDriverHub {
 	t.Helper()
 	admin, cs := kubetest.Admin(t) // skips without a cluster
 	if os.Geteuid() != 0 {
 		t.Skip("the hostPath workspaces are made owned by uid 1000: run as root")
 	}
-	k := &kubeHub{cs: cs, dir: t.TempDir()}
+	k := &kubeDriverHub{cs: cs, dir: t.TempDir()}
 	// The sandbox's host directories are below it (socket, keys), and
 	// workspaces in ws/.
 	if err := os.Chmod(k.dir, 0o755); err != nil {
@@ -92,7 +92,7 @@ func startKube(t *testing.T) *kubeHub {
 // options are the hub's sandbox options on the cluster: startSandboxHub's
 // Docker limits but the node's pids bound (the driver refuses a lower one)
 // and a longer start (a Pod's claim binds in up to 15 s here).
-func (k *kubeHub) options(agentd string) sandboxes.Options {
+func (k *kubeDriverHub) options(agentd string) sandboxes.Options {
 	socket := filepath.Join(k.dir, "socket")
 	_ = os.MkdirAll(socket, 0o755)
 	return sandboxes.Options{
@@ -109,7 +109,7 @@ func (k *kubeHub) options(agentd string) sandboxes.Options {
 // deleteVolumes deletes the hostPath volumes of the namespace's claims that
 // the hub left (PersistentVolumes are cluster-wide; the driver names them
 // agentd-NAMESPACE-CLAIM), after the hub's sandboxes were removed.
-func (k *kubeHub) deleteVolumes(t *testing.T) {
+func (k *kubeDriverHub) deleteVolumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pvs, err := k.cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})

@@ -36,7 +36,7 @@ type sandboxHub struct {
 	t      *testing.T
 	driver sandbox.Driver
 	opts   sandboxes.Options // as the hub got them
-	kube   *kubeHub          // on Kubernetes (nil: Docker)
+	kube   *kubeDriverHub          // on Kubernetes (nil: Docker)
 	cc     *grpc.ClientConn
 }
 
@@ -52,7 +52,7 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 	var (
 		drv sandbox.Driver
 		o   sandboxes.Options
-		k   *kubeHub
+		k   *kubeDriverHub
 	)
 	if onKube() {
 		k = startKube(t) // skips without a cluster
