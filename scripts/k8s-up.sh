@@ -24,7 +24,10 @@
 # started, and policies are accepted and ignored, as the bridge CNI does).
 # K8S_AGENTD_IMAGE (the name of the agentd image built from this checkout and
 # imported, for agenthub's --kube-agentd-image; default
-# agentd.local/agentd:VERSION, VERSION as the Makefile's).
+# agentd.local/agentd:VERSION, VERSION as the Makefile's),
+# K8S_SNAPSHOTTER (the second containerd's snapshotter: overlayfs, the
+# default, or native, which copies an image's whole tree for every container:
+# 30-90 s a Pod for the 449 MB sandbox image on a loaded machine).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +41,8 @@ etcd_port=${K8S_ETCD_PORT:-23790}
 etcd_peer=$((etcd_port + 10))
 bridge=${K8S_BRIDGE:-agentdk8s0}
 node=agentd-k8s
+snapshotter=${K8S_SNAPSHOTTER:-overlayfs}
+case $snapshotter in overlayfs | native) ;; *) echo "k8s-up: K8S_SNAPSHOTTER=$snapshotter: want overlayfs or native" >&2; exit 2 ;; esac
 pause_image=agentd.local/pause:1
 version=$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)
 agentd_image=${K8S_AGENTD_IMAGE:-agentd.local/agentd:$version}
@@ -220,7 +225,20 @@ start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$state/scheduler.kubeco
 	--authentication-kubeconfig "$state/scheduler.kubeconfig" --authorization-kubeconfig "$state/scheduler.kubeconfig" \
 	--bind-address 127.0.0.1 --leader-elect=false
 
-# --- the second containerd: its own root, state, socket; CRI on, native snapshotter.
+# --- the second containerd: its own root, state, socket; CRI on, the
+# overlayfs snapshotter (K8S_SNAPSHOTTER).
+# Pod network namespaces live in /run/netns. `ip netns add` (the hub's tests
+# run it) bind-mounts /run/netns onto itself the first time it finds it a
+# plain directory: a namespace containerd made before that is then hidden
+# under the new mount, and removing it fails for good ("unlinkat
+# /var/run/netns/cni-…: device or resource busy": the Pod stays Terminating).
+# So /run/netns is made that shared mount here, before containerd starts, as
+# ip would; ip then finds it one and mounts nothing over it.
+mkdir -p /run/netns
+if ! mountpoint -q /run/netns; then
+	mount --bind /run/netns /run/netns
+fi
+mount --make-shared /run/netns
 cd_sock=$state/containerd/containerd.sock
 # gVisor's runtime (handler runsc): gVisor's own shim, found on containerd's
 # PATH (containerd 1.6 has no runtime_path), drives runsc with the flags in
@@ -271,7 +289,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   # clamps the kubelet's scores to its own (0 here).
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
+    snapshotter = "$snapshotter"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
@@ -290,7 +308,7 @@ wait_for containerd 60 $ctr version
 
 # --- images: the pause image made here, the rest from the local Docker engine.
 "$bin/mkpause" -bin "$bin/pause" -name "$pause_image" -o "$state/pause.tar"
-$ctr images import --no-unpack=false "$state/pause.tar" >/dev/null
+$ctr images import --snapshotter "$snapshotter" --no-unpack=false "$state/pause.tar" >/dev/null
 # The kubernetes driver's agentd image: this checkout's static agentd alone,
 # at /agentd (its init container copies it into each sandbox Pod).
 log "building agentd for $agentd_image"
@@ -299,12 +317,12 @@ mkdir -p "$cache/agentd"
 	-ldflags "-X github.com/devdepot-ai/agentd/internal/version.Version=$version" \
 	-o "$cache/agentd/agentd" ./cmd/agentd)
 "$bin/mkpause" -bin "$cache/agentd/agentd" -path agentd -user 1000:1000 -name "$agentd_image" -o "$state/agentd.tar"
-$ctr images import --no-unpack=false "$state/agentd.tar" >/dev/null
+$ctr images import --snapshotter "$snapshotter" --no-unpack=false "$state/agentd.tar" >/dev/null
 echo "$agentd_image" >"$state/agentd-image"
 for img in $images; do
 	if docker image inspect "$img" >/dev/null 2>&1; then
 		log "importing $img from the local Docker engine"
-		docker save "$img" | $ctr images import - >/dev/null
+		docker save "$img" | $ctr images import --snapshotter "$snapshotter" - >/dev/null
 	else
 		log "warning: $img is not in the local Docker engine; not imported"
 	fi
