@@ -36,7 +36,7 @@ type sandboxHub struct {
 	t      *testing.T
 	driver sandbox.Driver
 	opts   sandboxes.Options // as the hub got them
-	kube   *kubeDriverHub          // on Kubernetes (nil: Docker)
+	kube   *kubeDriverHub    // on Kubernetes (nil: Docker)
 	cc     *grpc.ClientConn
 }
 

@@ -126,7 +126,7 @@ func New(opts Options) (*Driver, error) {
 		cs: cs, httpc: httpc, cfg: cfg, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
 		loopControl: loopfs.LoopControl,
-		probeImage: opts.ProbeImage,
+		probeImage:  opts.ProbeImage,
 	}
 	if d.probeImage == "" {
 		d.probeImage = sandbox.BaseImage
