@@ -108,9 +108,15 @@ func TestRBACForbidsTheRest(t *testing.T) {
 			}, metav1.CreateOptions{})
 			return err
 		}},
-		{"exec in a Pod (pods/exec)", func() error {
+		// pods/exec is granted (the workspace helper Pods); attaching to a
+		// Pod's console and forwarding its ports are not.
+		{"attach to a Pod (pods/attach)", func() error {
 			return cs.CoreV1().RESTClient().Post().Namespace(d.ns).Resource("pods").Name("agentd-nosuch").
-				SubResource("exec").Param("command", "true").Do(ctx).Error()
+				SubResource("attach").Param("stdout", "true").Do(ctx).Error()
+		}},
+		{"forward a Pod's port (pods/portforward)", func() error {
+			return cs.CoreV1().RESTClient().Post().Namespace(d.ns).Resource("pods").Name("agentd-nosuch").
+				SubResource("portforward").Do(ctx).Error()
 		}},
 	}
 	for _, c := range outside {
