@@ -303,9 +303,13 @@ func TestSandboxWarmPool(t *testing.T) {
 
 func sandboxWarmPool(t *testing.T, iso string, h *sandboxHub) {
 	first := h.sandboxOf(h.ctx("builtin", "c-1"))
+	refillWait := 30 * time.Second
+	if h.kube != nil {
+		refillWait = 3 * time.Minute // a Pod, its sandbox and agentd's tunnel: slower than a container
+	}
 	warmOne := func(not ...string) string {
 		var id string
-		pollUntil(t, 30*time.Second, "a warm sandbox", func() (bool, string) {
+		pollUntil(t, refillWait, "a warm sandbox", func() (bool, string) {
 			var seen []string
 			for _, sb := range h.listSandboxes() {
 				seen = append(seen, fmt.Sprintf("%s conv %q %s", sb.GetId(), sb.GetConversation(), sb.GetState()))
