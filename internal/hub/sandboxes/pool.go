@@ -36,14 +36,26 @@ func (m *Manager) fill(org store.Org, env envSpec) {
 	m.mu.Unlock()
 	for range n {
 		m.goFn(func(ctx context.Context) {
+			made := false
 			defer func() {
 				m.mu.Lock()
 				m.filling[key]--
 				m.mu.Unlock()
+				// A conversation may have claimed this sandbox while it
+				// started (it is claimable once online), and that claim's
+				// fill counted it as still filling: top up again. Only
+				// after a success, so a failing create does not loop.
+				if made {
+					m.fill(org, env)
+				}
 			}()
-			if _, err := m.create(ctx, org, env, "", true); err != nil && ctx.Err() == nil {
-				m.log.Warn("filling the warm pool", zap.String("environment", env.name), zap.Error(err))
+			if _, err := m.create(ctx, org, env, "", true); err != nil {
+				if ctx.Err() == nil {
+					m.log.Warn("filling the warm pool", zap.String("environment", env.name), zap.Error(err))
+				}
+				return
 			}
+			made = true
 		})
 	}
 }
