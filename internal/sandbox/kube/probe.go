@@ -45,31 +45,32 @@ func (p PolicyProbe) Refusal() error {
 	}
 }
 
-// probeTimeout bounds one probe: two Pods start, dial for about 10 s at
-// most and exit. A Pod's sandbox took up to 100 s to start on this
+// probeTimeout bounds one probe: two Pods start, dial for 6 to 42 s and
+// exit. A Pod's sandbox took up to 100 s to start on this
 // machine's busy cluster.
 const probeTimeout = 3 * time.Minute
 
-// probeScript dials $TARGET (host port) every half second, each dial
-// bounded to 3 s, up to 20 times. MODE open exits 0 at its first
-// connection (7 if none); MODE deny exits 7 after two failures in a row (0
-// if that never happened). A policy controller may program a new Pod's
-// rules a moment after it starts: deny's first dials may connect, later
-// ones must not. Two in a row, and 3 s: a dial slowed by a loaded node
-// (bash's own start) must not pass for a blocked one.
-const probeScript = `set -u; h=${TARGET% *}; p=${TARGET#* }; blocked=0
-for i in $(seq 20); do
+// probeScript dials $TARGET (host port) 12 times, half a second apart,
+// each dial bounded to 3 s, whatever the answers, and judges by the last
+// four: a new Pod's first dials may fail before its network is up, or
+// connect before a policy controller has programmed its rules, so only
+// the end counts. MODE deny exits 7 when the last four all failed (0 when
+// the last connected, 3 when it cannot tell); MODE open exits 0 when the
+// last four all connected (7 otherwise). Both Pods run the same window, so
+// a network that is merely slow fails the open one too.
+const probeScript = `set -u; h=${TARGET% *}; p=${TARGET#* }; ok=0; failed=0
+for i in $(seq 12); do
   if timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null; then
-    [ "$MODE" = open ] && exit 0
-    blocked=0
+    ok=$((ok + 1)); failed=0; last=ok
   else
-    blocked=$((blocked + 1))
-    [ "$MODE" = deny ] && [ "$blocked" -ge 2 ] && exit 7
+    failed=$((failed + 1)); ok=0; last=failed
   fi
   sleep 0.5
 done
-[ "$MODE" = deny ] && exit 0
-exit 7`
+if [ "$MODE" = open ]; then [ "$ok" -ge 4 ] && exit 0; exit 7; fi
+[ "$failed" -ge 4 ] && exit 7
+[ "$last" = ok ] && exit 0
+exit 3`
 
 // LastPolicyProbe is ProbePolicy's last result; ok is false before the
 // first.
@@ -195,6 +196,8 @@ func (d *Driver) probe(ctx context.Context) (enforced bool, target string, err e
 		return false, target, nil
 	case codes["deny"] == 7:
 		return true, target, nil
+	case codes["deny"] == 3:
+		return false, target, fmt.Errorf("the probe pod under the deny-all policy was neither blocked for its last four dials nor connected at its last: the cluster's network is unsteady")
 	}
 	return false, target, fmt.Errorf("the probe pod under the deny-all policy exited %d", codes["deny"])
 }
