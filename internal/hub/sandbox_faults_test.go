@@ -392,11 +392,6 @@ type sockProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startSockProxy(t *testing.T, path, to string) *sockProxy {
-	t.Helper()
-	return startProxy(t, "unix", path, to)
-}
-
 // startProxy forwards connections to at (on network: unix, tcp) to to.
 func startProxy(t *testing.T, network, at, to string) *sockProxy {
 	t.Helper()
