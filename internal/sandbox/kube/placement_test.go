@@ -77,7 +77,7 @@ func TestEligibleAndPlaced(t *testing.T) {
 	}
 	plain := &Driver{}
 	pool := &Driver{nodeSelector: map[string]string{"agentd.test/node": "n2"}, tolerations: []corev1.Toleration{tol}}
-	any := &Driver{tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
+	everything := &Driver{tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
 	n1 := node(map[string]string{"agentd.test/node": "n1"}, false, prefer)
 	n2 := node(map[string]string{"agentd.test/node": "n2"}, false, second)
 	n2cordoned := node(map[string]string{"agentd.test/node": "n2"}, true, second)
@@ -94,7 +94,7 @@ func TestEligibleAndPlaced(t *testing.T) {
 		{"pool on n2", pool, n2, true},
 		{"pool on cordoned n2", pool, n2cordoned, false},
 		{"pool on n2 tainted with another value", pool, n2other, false},
-		{"tolerate-all on n2", any, n2, true},
+		{"tolerate-all on n2", everything, n2, true},
 	} {
 		if got := tc.d.eligible(tc.n); got != tc.want {
 			t.Errorf("%s: eligible = %v, want %v", tc.name, got, tc.want)
