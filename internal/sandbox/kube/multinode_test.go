@@ -214,6 +214,9 @@ func TestMultiNodePlacedSandbox(t *testing.T) {
 	second, first := nodes(t, d)
 	d = newCluster(t, Options{StorageClass: class}, clusterAgentdImage(t), onSecond(second))
 	localClass(t, d, class, 64<<20, map[string]int{first: 2, second: 2})
+	// After Remove (cleanups run last first): the export's helper is
+	// deleted once its stream ends, and Remove waits for the claim.
+	t.Cleanup(func() { noHelperLeft(t, d) })
 
 	s := testSpec(t, d, "agentd-mn-placed", nil)
 	s.Cmd = []string{"sh", "-c", twiceScript}
@@ -249,7 +252,6 @@ func TestMultiNodePlacedSandbox(t *testing.T) {
 	if got["f"] != "one\n" || got["again"] != "again\n" {
 		t.Errorf("workspace after two runs: %q; want f=one and again=again (the second run saw the first's file)", got)
 	}
-	noHelperLeft(t, d)
 }
 
 // An image only node 1 has: a driver whose Pods must go to the second node
