@@ -135,3 +135,12 @@ test-kube: ## against a cluster from k8s-up (AGENTD_KUBECONFIG): the kube driver
 
 clean:
 	rm -rf bin dist
+
+.PHONY: k8s-node-add k8s-node-remove
+K8S_NODE ?= agentd-k8s-2
+
+k8s-node-add: ## a second node (K8S_NODE, default agentd-k8s-2) for the cluster of k8s-up, on this machine: its own containerd and kubelet, tainted agentd.test/second-node=true:NoSchedule; no NetworkPolicy enforcer on it (root)
+	bash scripts/k8s-node.sh add $(K8S_NODE)
+
+k8s-node-remove: ## remove the node k8s-node-add made (by pid; the Node object, mounts, bridge, cgroups, state): nothing left
+	bash scripts/k8s-node.sh remove $(K8S_NODE)

@@ -78,6 +78,8 @@ type sandboxFlags struct {
 	// agentdImage: --kube-agentd-image; tunnelListen, tunnelAdvertise:
 	// the sandboxes' TCP listener (sandbox_tunnel.go).
 	agentdImage, tunnelListen, tunnelAdvertise string
+	// nodeSelector, tolerations: --kube-node-selector, --kube-toleration.
+	nodeSelector, tolerations []string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -191,6 +193,9 @@ func (f *sandboxFlags) options(ctx context.Context, db string, log *zap.Logger) 
 	}
 	if f.driver != driverDocker && f.driver != driverKubernetes {
 		return sandboxes.Options{}, none, usageError{fmt.Errorf("--sandbox-driver %q: want docker or kubernetes", f.driver)}
+	}
+	if f.driver != driverKubernetes && len(f.nodeSelector)+len(f.tolerations) > 0 {
+		return sandboxes.Options{}, none, usageError{errors.New("--kube-node-selector and --kube-toleration are for --sandbox-driver kubernetes")}
 	}
 	if f.warmBuiltin < 0 || f.warmCustom < 0 || f.warmBuiltin > 100 || f.warmCustom > 100 {
 		return sandboxes.Options{}, none, usageError{errors.New("--warm-builtin and --warm-custom: want 0 to 100")}

@@ -25,7 +25,26 @@ func (f *sandboxFlags) registerKube(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster for --sandbox-driver kubernetes (default: $KUBECONFIG, else the hub's service account in a Pod)")
 	fs.StringVar(&f.namespace, "namespace", "default", "namespace of the sandboxes' Pods, claims and records (--sandbox-driver kubernetes)")
 	fs.StringVar(&f.agentdImage, "kube-agentd-image", "", "image holding the static agentd at /agentd (make k8s-up imports agentd.local/agentd:VERSION): each sandbox Pod gets agentd from an init container of it, its key and CA from a Secret, and dials the hub at --sandbox-advertise over the cluster network, so it needs no hostPath but its workspace; needs --sandbox-listen. Empty: hostPath mounts of agentd, the hub's socket, key and CA (the hub's node only)")
+	fs.StringArrayVar(&f.nodeSelector, "kube-node-selector", nil, "KEY=VALUE (repeatable): node labels every sandbox Pod (and workspace helper and policy probe Pod) requires, for a pool of nodes of the sandboxes' own (--sandbox-driver kubernetes); images and podPidsLimit are checked on those nodes only")
+	fs.StringArrayVar(&f.tolerations, "kube-toleration", nil, "KEY[=VALUE]:EFFECT (repeatable; EFFECT NoSchedule, PreferNoSchedule or NoExecute): a toleration every sandbox Pod (and workspace helper and policy probe Pod) carries, to let them onto nodes tainted to keep other Pods off; without =VALUE any value of KEY (--sandbox-driver kubernetes)")
 	fs.StringVar(&f.storageClass, "kube-storage-class", "", "StorageClass of the sandboxes' workspace claims (--sandbox-driver kubernetes); --sandbox-workspace-max is then each claim's request, which the class's provisioner enforces (or not); empty: hostPath volumes in --sandbox-dir, for a single-node cluster whose node is this host, bounded as with docker (ext4 images on loop devices)")
+}
+
+// kubePlacement puts --kube-node-selector and --kube-toleration in opts.
+func (f *sandboxFlags) kubePlacement(opts *kube.Options) error {
+	sel, err := kube.ParseNodeSelector(f.nodeSelector)
+	if err != nil {
+		return fmt.Errorf("--kube-node-selector: %w", err)
+	}
+	opts.NodeSelector = sel
+	for _, t := range f.tolerations {
+		tol, err := kube.ParseToleration(t)
+		if err != nil {
+			return fmt.Errorf("--kube-toleration: %w", err)
+		}
+		opts.Tolerations = append(opts.Tolerations, tol)
+	}
+	return nil
 }
 
 // kubeBound is what bounds workspaces on Kubernetes, for env show.
@@ -46,6 +65,9 @@ func (f *sandboxFlags) kubeDriver(ctx context.Context, dir, adv string, wsMax in
 		return nil, false, usageError{errors.New("--kube-agentd-image: the Pods dial the hub over the network: give --sandbox-listen HOST:PORT (and --sandbox-advertise if they reach it at another address)")}
 	}
 	opts := kube.Options{Kubeconfig: f.kubeconfig, Namespace: f.namespace, StorageClass: f.storageClass, Logger: log}
+	if err := f.kubePlacement(&opts); err != nil {
+		return nil, false, usageError{err}
+	}
 	if f.agentdImage != "" {
 		opts.AgentdImage, opts.HubAdvertise = f.agentdImage, adv
 	}

@@ -48,6 +48,12 @@ func TestSandboxDriverFlags(t *testing.T) {
 		{append([]string{"--sandboxes", "on", "--sandbox-listen", "127.0.0.1:0"}, kube...), "give --sandbox-advertise HOST:PORT"},
 		{append([]string{"--sandboxes", "on", "--sandbox-advertise", "hub-0:7443"}, kube...), "--sandbox-advertise needs --sandbox-listen"},
 		{append([]string{"--sandboxes", "on", "--sandbox-listen", "7443"}, kube...), "--sandbox-listen \"7443\": want HOST:PORT"},
+		// Placement: parsed before the cluster is dialled; the Docker
+		// driver refuses it.
+		{append([]string{"--sandboxes", "on", "--kube-node-selector", "pool"}, kube...), `--kube-node-selector: node selector "pool": want KEY=VALUE`},
+		{append([]string{"--sandboxes", "on", "--kube-toleration", "pool=sandbox:Never"}, kube...), `--kube-toleration: toleration "pool=sandbox:Never": effect "Never"`},
+		{append([]string{"--sandboxes", "on", "--kube-node-selector", "pool=sandbox", "--kube-toleration", "pool:NoSchedule"}, kube...), addr},
+		{[]string{"--sandboxes", "on", "--kube-toleration", "pool:NoSchedule"}, "--kube-node-selector and --kube-toleration are for --sandbox-driver kubernetes"},
 	} {
 		var f sandboxFlags
 		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

@@ -314,6 +314,7 @@ func (d *Driver) pod(sec *corev1.Secret, s storedSpec) *corev1.Pod {
 	if s.Runtime != "" {
 		p.Spec.RuntimeClassName = &s.Runtime
 	}
+	d.place(&p.Spec)
 	return p
 }
 

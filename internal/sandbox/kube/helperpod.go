@@ -154,6 +154,9 @@ func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node stri
 	if s.Runtime != "" {
 		p.Spec.RuntimeClassName = &s.Runtime // a gVisor sandbox's workspace is read under gVisor
 	}
+	// Placed as the sandbox's Pods are: with no Pod to follow, the
+	// scheduler puts the helper where its claim's volume is, among them.
+	d.place(&p.Spec)
 	return p
 }
 

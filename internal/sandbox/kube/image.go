@@ -19,7 +19,7 @@ import (
 // config, it checks in the registry or the local engine. A ref matches an
 // image on any node that lists it under that name (ref as given, or with
 // Docker's implicit docker.io/library/ and :latest); ErrNotFound when no
-// node has it.
+// node the driver's Pods may run on has it (eligible).
 func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -27,13 +27,16 @@ func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
 	}
 	want := candidates(ref)
 	for _, n := range nodes.Items {
+		if !d.eligible(&n) {
+			continue
+		}
 		for _, img := range n.Status.Images {
 			if slices.ContainsFunc(img.Names, func(name string) bool { return slices.Contains(want, name) }) {
 				return image(img), nil
 			}
 		}
 	}
-	return sandbox.Image{}, fmt.Errorf("image %s: %w on the cluster's nodes (images are imported into each node's runtime; the driver never pulls)", ref, sandbox.ErrNotFound)
+	return sandbox.Image{}, fmt.Errorf("image %s: %w on %s (images are imported into each node's runtime; the driver never pulls)", ref, sandbox.ErrNotFound, d.placementNote())
 }
 
 // image is the description of a node's image.

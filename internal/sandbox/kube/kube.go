@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +76,16 @@ type Options struct {
 	// PollInterval is how often the driver reads a Pod while it waits for
 	// it to start or go. Default 100 ms.
 	PollInterval time.Duration
+	// NodeSelector are node labels every Pod the driver makes requires
+	// (sandboxes', workspace helpers', the policy probe's): a pool of
+	// nodes for sandboxes (placement.go). Create checks images and
+	// podPidsLimit on the matching nodes only. Default: none.
+	NodeSelector map[string]string
+	// Tolerations are given to every Pod the driver makes, to let them
+	// onto nodes whose taints keep other Pods off (a dedicated pool's).
+	// Default: none (nodes with NoSchedule or NoExecute taints are not
+	// the sandboxes').
+	Tolerations []corev1.Toleration
 }
 
 // Driver is a sandbox.Driver on one namespace of a Kubernetes cluster. It
@@ -103,6 +115,10 @@ type Driver struct {
 	mu       sync.Mutex
 	nodePids map[string]int64 // node → its kubelet's podPidsLimit
 	probed   PolicyProbe      // ProbePolicy's last result
+
+	// nodeSelector and tolerations: Options', given to every Pod.
+	nodeSelector map[string]string
+	tolerations  []corev1.Toleration
 }
 
 var _ sandbox.Driver = (*Driver)(nil)
@@ -125,8 +141,9 @@ func New(opts Options) (*Driver, error) {
 	d := &Driver{
 		cs: cs, httpc: httpc, cfg: cfg, ns: opts.Namespace, host: cfg.Host, class: opts.StorageClass,
 		wsSize: opts.WorkspaceSize, poll: opts.PollInterval, log: opts.Logger, nodePids: map[string]int64{},
-		loopControl: loopfs.LoopControl,
-		probeImage:  opts.ProbeImage,
+		loopControl:  loopfs.LoopControl,
+		probeImage:   opts.ProbeImage,
+		nodeSelector: maps.Clone(opts.NodeSelector), tolerations: slices.Clone(opts.Tolerations),
 	}
 	if d.probeImage == "" {
 		d.probeImage = sandbox.BaseImage

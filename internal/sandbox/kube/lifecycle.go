@@ -100,6 +100,9 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 			if why == "" {
 				why = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
 			}
+			if p.Spec.NodeName != "" {
+				why += " (on node " + p.Spec.NodeName + ")" // the scheduler's choice
+			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			if _, err := d.deletePod(cctx, id, 0); err != nil {

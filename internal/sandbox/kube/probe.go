@@ -217,7 +217,7 @@ const (
 // sandbox labels (no sandbox policy selects it).
 func (d *Driver) probePod(id, mode, target string) *corev1.Pod {
 	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")}
-	return &corev1.Pod{
+	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: id + "-" + mode, Labels: map[string]string{labelProbe: id, labelProbeMode: mode}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -240,15 +240,21 @@ func (d *Driver) probePod(id, mode, target string) *corev1.Pod {
 			}},
 		},
 	}
+	d.place(&p.Spec) // probed where the sandboxes run
+	return p
 }
 
-// nodeAddr is the InternalIP (IPv4) of the first Ready node.
+// nodeAddr is the InternalIP (IPv4) of the first Ready node the driver's
+// Pods may run on.
 func (d *Driver) nodeAddr(ctx context.Context) (netip.Addr, error) {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return netip.Addr{}, d.fail("list nodes", err)
 	}
 	for _, n := range nodes.Items {
+		if !d.eligible(&n) {
+			continue
+		}
 		ready := false
 		for _, c := range n.Status.Conditions {
 			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
@@ -260,7 +266,7 @@ func (d *Driver) nodeAddr(ctx context.Context) (netip.Addr, error) {
 			}
 		}
 	}
-	return netip.Addr{}, errors.New("no Ready node with an IPv4 InternalIP")
+	return netip.Addr{}, errors.New("no Ready node with an IPv4 InternalIP among " + d.placementNote())
 }
 
 // PolicyGuard is the hub's egress guard for the Kubernetes driver

@@ -175,18 +175,21 @@ func (d *Driver) podPidsLimit(ctx context.Context, node string) (int64, error) {
 	return n, nil
 }
 
-// checkPids refuses a pids limit of max when a schedulable node would let a
-// Pod have more processes: Kubernetes bounds them per node
-// (podPidsLimit), not per Pod.
+// checkPids refuses a pids limit of max when a node the driver's Pods may
+// run on (eligible) would let a Pod have more processes: Kubernetes bounds
+// them per node (podPidsLimit), not per Pod. It fails when there is no
+// such node.
 func (d *Driver) checkPids(ctx context.Context, limit int64) error {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return d.fail("list nodes", err)
 	}
+	some := false
 	for _, n := range nodes.Items {
-		if n.Spec.Unschedulable {
+		if !d.eligible(&n) {
 			continue
 		}
+		some = true
 		got, err := d.podPidsLimit(ctx, n.Name)
 		if err != nil {
 			return err
@@ -199,6 +202,9 @@ func (d *Driver) checkPids(ctx context.Context, limit int64) error {
 			return fmt.Errorf("pids limit %d: node %s's kubelet has %s; Kubernetes bounds a Pod's processes per node, so every node needs a podPidsLimit of at most the sandboxes' (the hub gives sandboxes 512)", limit, n.Name, what)
 		}
 	}
+	if !some {
+		return fmt.Errorf("no node among %s", d.placementNote())
+	}
 	return nil
 }
 
@@ -209,8 +215,8 @@ func clamp(v uint64) int64 {
 	return int64(v)
 }
 
-// PodPidsLimit is the smallest podPidsLimit of the cluster's schedulable
-// nodes (0: one has none): the pids limit a spec may name.
+// PodPidsLimit is the smallest podPidsLimit of the nodes the driver's Pods
+// may run on (0: one has none): the pids limit a spec may name.
 func (d *Driver) PodPidsLimit(ctx context.Context) (int64, error) {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -218,7 +224,7 @@ func (d *Driver) PodPidsLimit(ctx context.Context) (int64, error) {
 	}
 	var least int64 = -1
 	for _, n := range nodes.Items {
-		if n.Spec.Unschedulable {
+		if !d.eligible(&n) {
 			continue
 		}
 		got, err := d.podPidsLimit(ctx, n.Name)
