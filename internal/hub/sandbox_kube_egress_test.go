@@ -134,8 +134,10 @@ func TestKubeSandboxEgressAllowList(t *testing.T) {
 	}
 	// Around the proxy: only the hub's listener is reachable.
 	script := "curl -sS --noproxy '*' --max-time 5 http://" + aside.Addr().String() + "/"
-	if code, out, _ := sh(script); code == 0 || around.Load() != 0 {
-		t.Errorf("%s = %d %q (%d requests served); want no connection (the Pod's egress is the hub's listener only)", script, code, out, around.Load())
+	code, out, errs = sh(script + `; echo "exit=$?"`)
+	t.Logf("around the proxy: %s: %q %q", script, out, errs)
+	if code != 0 || strings.HasSuffix(out, "exit=0\n") || around.Load() != 0 {
+		t.Errorf("%s = %d %q %q (%d requests served); want no connection (the Pod's egress is the hub's listener only)", script, code, out, errs, around.Load())
 	}
 	// The Pod is the init container's: its tunnel and its egress go over
 	// the network, no hostPath socket.
