@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -147,14 +149,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	pool, err := caPool(m.CAFile)
-	if err != nil {
-		return err
-	}
-	tun, err := transport.Listen(transport.Options{
-		HubURL: m.Hub, MachineID: m.MachineID, Key: key, RootCAs: pool,
-		Logger: log, UserAgent: "agentd/" + version.Version, Backoff: o.Backoff, // the tunnel names itself "tunnel"
-	})
+	tun, err := listenTunnel(m, key, o, log)
 	if err != nil {
 		return err
 	}
@@ -184,7 +179,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		listeners = append(listeners, local)
 	}
 	if c := o.Sandbox; c != nil && c.Egress != "" {
-		stop, err := serveEgress(ctx, c, log)
+		_, stop, err := serveEgress(ctx, c, tun.DialHub, log)
 		if err != nil {
 			return err
 		}
@@ -229,6 +224,30 @@ func Run(ctx context.Context, o RunOptions) error {
 		return nil // unpaired on purpose: nothing left to serve
 	}
 	return err
+}
+
+// listenTunnel is Run's tunnel to hub m: the CA m names (none: the
+// system's roots), no proxy for a sandbox.
+func listenTunnel(m config.Machine, key ed25519.PrivateKey, o RunOptions, log *zap.Logger) (*transport.Tunnel, error) {
+	pool, err := caPool(m.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	return transport.Listen(transport.Options{
+		HubURL: m.Hub, MachineID: m.MachineID, Key: key, RootCAs: pool, Proxy: tunnelProxy(o.Sandbox),
+		Logger: log, UserAgent: "agentd/" + version.Version, Backoff: o.Backoff, // the tunnel names itself "tunnel"
+	})
+}
+
+// tunnelProxy is the tunnel's proxy: none for a sandbox, whose
+// HTTPS_PROXY is its own egress proxy (for the commands it runs; the hub
+// would refuse its own address there, and the proxy needs the tunnel's
+// hub), the environment's otherwise (nil: transport's default).
+func tunnelProxy(sb *SandboxCredential) func(*http.Request) (*url.URL, error) {
+	if sb == nil {
+		return nil
+	}
+	return func(*http.Request) (*url.URL, error) { return nil, nil }
 }
 
 // errUnpaired ends a run whose pairing was removed.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/url"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,18 +83,16 @@ func makeSandboxHome(home string) error {
 }
 
 // serveEgress serves the sandbox's egress proxy on c.Egress (its
-// loopback): each connection goes to the hub's socket, signed with the
-// sandbox's key, and the hub decides. stop closes it and waits.
-func serveEgress(ctx context.Context, c *SandboxCredential, log *zap.Logger) (stop func(), err error) {
-	u, err := url.Parse(c.Hub)
-	if err != nil || u.Scheme != "unix" {
-		return nil, fmt.Errorf("egress proxy: the hub %q is not a unix socket", c.Hub)
-	}
+// loopback): each connection goes to the hub on dial (the tunnel's
+// transport: the hub's unix socket, or TLS to its sandbox listener with
+// the CA it pinned), signed with the sandbox's key, and the hub decides.
+// addr is where it listens; stop closes it and waits.
+func serveEgress(ctx context.Context, c *SandboxCredential, dial func(context.Context) (net.Conn, error), log *zap.Logger) (addr net.Addr, stop func(), err error) {
 	fw, err := egressproxy.Listen(egressproxy.ForwarderOptions{
-		Listen: c.Egress, HubSocket: u.Path, SandboxID: c.ID, Key: c.Key, Logger: log,
+		Listen: c.Egress, Dial: dial, SandboxID: c.ID, Key: c.Key, Logger: log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -103,8 +101,8 @@ func serveEgress(ctx context.Context, c *SandboxCredential, log *zap.Logger) (st
 			log.Error("egress proxy stopped", zap.Error(err))
 		}
 	}()
-	log.Info("egress proxy", zap.String("listen", c.Egress))
-	return func() {
+	log.Info("egress proxy", zap.String("listen", fw.Addr().String()))
+	return fw.Addr(), func() {
 		_ = fw.Close()
 		<-done
 	}, nil

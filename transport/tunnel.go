@@ -122,6 +122,10 @@ type Tunnel struct {
 	mu      sync.Mutex // guards status, changed
 	status  Status
 	changed chan struct{}
+
+	// The transport's TLS configuration and unix socket, for DialHub.
+	tlsConf *tls.Config
+	sock    string
 }
 
 var _ net.Listener = (*Tunnel)(nil)
@@ -163,17 +167,19 @@ func Listen(opts Options) (*Tunnel, error) {
 	}
 
 	dial := coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout, KeepAlive: 30 * time.Second})
-	if sock := unixSocket(opts.HubURL); sock != "" {
+	sock := unixSocket(opts.HubURL)
+	if sock != "" {
 		// Every request goes to the socket, whatever the URL's host says;
 		// no proxy applies.
 		unix := coalescingDialer(&net.Dialer{Timeout: opts.HandshakeTimeout})
 		dial = func(ctx context.Context, _, _ string) (net.Conn, error) { return unix(ctx, "unix", sock) }
 		opts.Proxy = nil
 	}
+	tlsConf := &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12}
 	tr := &http.Transport{
 		Proxy:               opts.Proxy,
 		DialContext:         dial,
-		TLSClientConfig:     &tls.Config{RootCAs: opts.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: opts.HandshakeTimeout,
 		// The upgrade needs HTTP/1.1; a failed attempt's connection is not kept.
 		TLSNextProto:           map[string]func(string, *tls.Conn) http.RoundTripper{},
@@ -196,6 +202,7 @@ func Listen(opts Options) (*Tunnel, error) {
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	t.tlsConf, t.sock = tlsConf, sock
 	t.status = Status{State: StateConnecting, Hub: t.url, MachineID: opts.MachineID, Since: t.clock.Now()}
 	t.changed = make(chan struct{})
 	return t, nil

@@ -18,6 +18,13 @@
 // The hub resolves the name itself and dials the address it checked (no
 // rebinding between check and dial).
 //
+// A sandbox that cannot mount the socket (a Pod on Kubernetes with the
+// init container's agentd) sends the same CONNECTs over TLS to the hub's
+// sandbox listener, which serves them as the socket does: the Forwarder's
+// Dial is agentd's tunnel transport (transport.Tunnel.DialHub), trusting
+// the hub's tunnel CA alone, and the Pod's NetworkPolicy lets it reach that
+// listener and nothing else.
+//
 // The protocol on the hub's socket is HTTP CONNECT host:port with three
 // headers: the sandbox id, the time, and an Ed25519 signature over
 // "agentd-egress-v1|ID|HOST:PORT|UNIX-SECONDS" made with the sandbox's own

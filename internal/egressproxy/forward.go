@@ -23,8 +23,15 @@ type ForwarderOptions struct {
 	// Listen is the loopback address processes in the sandbox reach the
 	// proxy at ("127.0.0.1:3128"). Required; only loopback is accepted.
 	Listen string
-	// HubSocket is the path of the hub's unix socket. Required.
+	// HubSocket is the path of the hub's unix socket. Required unless
+	// Dial is set.
 	HubSocket string
+	// Dial opens a connection to the hub's proxy, in place of HubSocket:
+	// agentd's tunnel transport (transport.Tunnel.DialHub), which for a
+	// sandbox that dials the hub over the network is TLS to the hub's
+	// sandbox listener, verified with the CA the hub pinned. Default: the
+	// unix socket HubSocket.
+	Dial func(ctx context.Context) (net.Conn, error)
 	// SandboxID and Key are the sandbox's identity, which signs each
 	// request. Required.
 	SandboxID string
@@ -44,6 +51,9 @@ type Forwarder struct {
 	o   ForwarderOptions
 	log *zap.Logger
 	lis net.Listener
+	// ctx ends with Close: it cancels the dials to the hub in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -57,8 +67,8 @@ func Listen(o ForwarderOptions) (*Forwarder, error) {
 	switch {
 	case err != nil || !ap.Addr().IsLoopback():
 		return nil, fmt.Errorf("egress proxy address %q: want a loopback ip:port (127.0.0.1:3128)", o.Listen)
-	case o.HubSocket == "" || o.SandboxID == "" || len(o.Key) != ed25519.PrivateKeySize:
-		return nil, errors.New("egress proxy: the hub socket, sandbox id and key are required")
+	case o.HubSocket == "" && o.Dial == nil || o.SandboxID == "" || len(o.Key) != ed25519.PrivateKeySize:
+		return nil, errors.New("egress proxy: the hub socket (or a dialer), sandbox id and key are required")
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -69,11 +79,18 @@ func Listen(o ForwarderOptions) (*Forwarder, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
+	if o.Dial == nil {
+		sock, timeout := o.HubSocket, o.Timeout
+		o.Dial = func(ctx context.Context) (net.Conn, error) {
+			return (&net.Dialer{Timeout: timeout}).DialContext(ctx, "unix", sock)
+		}
+	}
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	return &Forwarder{o: o, log: o.Logger.Named("egress"), lis: lis, conns: map[net.Conn]struct{}{}}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Forwarder{o: o, log: o.Logger.Named("egress"), lis: lis, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Addr is the address the proxy listens on.
@@ -110,6 +127,7 @@ func (f *Forwarder) Close() error {
 	f.mu.Lock()
 	if !f.closed {
 		f.closed = true
+		f.cancel()
 		_ = f.lis.Close()
 		for c := range f.conns {
 			c.Close()
@@ -232,7 +250,9 @@ func requestTarget(req *http.Request) (string, error) {
 // connect opens a connection to the hub's proxy and sends the signed
 // CONNECT for target; the answer is read from the returned reader.
 func (f *Forwarder) connect(target string) (net.Conn, *bufio.Reader, error) {
-	up, err := net.DialTimeout("unix", f.o.HubSocket, f.o.Timeout)
+	ctx, cancel := context.WithTimeout(f.ctx, f.o.Timeout)
+	up, err := f.o.Dial(ctx)
+	cancel()
 	if err != nil {
 		return nil, nil, err
 	}

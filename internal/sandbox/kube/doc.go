@@ -46,7 +46,8 @@
 // the init container mounts, and agentd dials the hub's TLS listener over
 // the cluster network under the NetworkPolicy agentd-sandbox-tunnel
 // (egress to that address and port only). docs/kubernetes.md says what
-// more nodes need.
+// more nodes need. An allow list's egress proxy goes the same way (agentd
+// sends its CONNECTs over TLS to that listener), so it needs no rule more.
 //
 // What Kubernetes cannot do, the driver refuses rather than weakens:
 //
