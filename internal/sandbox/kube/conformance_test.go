@@ -19,6 +19,7 @@ import (
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/drivertest"
+	"github.com/devdepot-ai/agentd/internal/sandbox/kube/kubetest"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
@@ -87,6 +88,7 @@ func newCluster(t *testing.T, opts Options, tune ...func(*Options)) *Driver {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		kubetest.ThawPods(ctx, d.cs, ns) // a Pod a failed test left paused
 		if err := d.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("delete namespace %s: %v", ns, err)
 		}
