@@ -188,7 +188,10 @@ func (d *Driver) running(ctx context.Context, op, id string) (*corev1.Pod, sandb
 		return nil, sandbox.Info{}, d.fail(op+" "+id, err)
 	}
 	in := podInfo(sec, p)
-	if in.State != sandbox.StateRunning || p.DeletionTimestamp != nil {
+	if p.DeletionTimestamp != nil {
+		in.State = sandbox.StateOther // being deleted: stopping
+	}
+	if in.State != sandbox.StateRunning {
 		return nil, in, nil
 	}
 	return p, in, nil
