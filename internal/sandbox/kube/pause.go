@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -271,9 +272,11 @@ func withFreezer(in sandbox.Info, p *corev1.Pod) sandbox.Info {
 
 // localNode is the cluster's node this host is, when the hub can bound a
 // Pod's processes there itself (this host has the kubelet's pids cgroups):
-// the node whose addresses include one of this host's, or its hostname.
-// "" when there is none.
-func (d *Driver) localNode(nodes []corev1.Node) string {
+// the node whose addresses include one of this host's, or its hostname,
+// and whose kubelet keeps its Pods' cgroups where the driver looks (the
+// cgroupfs driver, cgroup root /: another kubelet on this host, with a
+// root of its own, does not). "" when there is none.
+func (d *Driver) localNode(ctx context.Context, nodes []corev1.Node) string {
 	if _, ok := kubepods("pids"); !ok {
 		return ""
 	}
@@ -288,7 +291,7 @@ func (d *Driver) localNode(nodes []corev1.Node) string {
 	}
 	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeHostName && a.Address == host || a.Type == corev1.NodeInternalIP && local[a.Address] {
+			if (a.Type == corev1.NodeHostName && a.Address == host || a.Type == corev1.NodeInternalIP && local[a.Address]) && d.rootCgroups(ctx, n.Name) {
 				return n.Name
 			}
 		}
@@ -334,4 +337,25 @@ func onNode(node string) *corev1.Affinity {
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 		}}},
 	}}
+}
+
+// rootCgroups reports whether node's kubelet puts its Pods' cgroups under
+// /kubepods with the cgroupfs driver (its /configz).
+func (d *Driver) rootCgroups(ctx context.Context, node string) bool {
+	raw, err := d.cs.CoreV1().RESTClient().Get().Resource("nodes").Name(node).
+		SubResource("proxy").Suffix("configz").DoRaw(ctx)
+	if err != nil {
+		return false
+	}
+	var kc struct {
+		KubeletConfig struct {
+			CgroupRoot   string `json:"cgroupRoot"`
+			CgroupDriver string `json:"cgroupDriver"`
+		} `json:"kubeletconfig"`
+	}
+	if json.Unmarshal(raw, &kc) != nil {
+		return false
+	}
+	c := kc.KubeletConfig
+	return (c.CgroupRoot == "" || c.CgroupRoot == "/") && (c.CgroupDriver == "" || c.CgroupDriver == "cgroupfs")
 }

@@ -29,7 +29,7 @@ func requireNode(t *testing.T, d *Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.localNode(nodes.Items) == "" {
+	if d.localNode(t.Context(), nodes.Items) == "" {
 		t.Skip("this host is none of the cluster's nodes")
 	}
 }

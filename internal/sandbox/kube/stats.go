@@ -194,7 +194,7 @@ func (d *Driver) checkPids(ctx context.Context, limit int64) (string, error) {
 			return "", err
 		}
 		if got == 0 || got > limit {
-			if local := d.localNode(nodes.Items); local != "" {
+			if local := d.localNode(ctx, nodes.Items); local != "" {
 				return local, nil
 			}
 			what := "no podPidsLimit"
