@@ -113,12 +113,21 @@ func TestSandboxCaps(t *testing.T) {
 // and no more: writing past it fails with ENOSPC in exec, env show says
 // what bounds it, removing the sandbox frees the host's file and device.
 func TestSandboxWorkspaceMax(t *testing.T) {
-	wsDir := t.TempDir()
-	var drv *docker.Driver
-	h := startSandboxHub(t, func(o *sandboxes.Options) {
+	var wsDir string // where the driver keeps the workspaces' images
+	h := startSandboxHubOn(t, func(h *sandboxHub, o *sandboxes.Options) {
 		if os.Geteuid() != 0 {
 			t.Skip("bounded workspaces need root (loop devices)")
 		}
+		o.Limits.WorkspaceBytes, o.WorkspaceBound = 64<<20, "ext4 on loop"
+		o.WarmBuiltin = 0
+		if h.kube != nil {
+			// The hostPath workspaces of the hub's own driver: a spec's
+			// WorkspaceBytes makes them ext4 images, in a directory of
+			// the namespace's name.
+			wsDir = filepath.Join(h.kube.wsDir(), h.kube.ns)
+			return
+		}
+		wsDir = t.TempDir()
 		d, err := docker.New(docker.Options{WorkspaceDir: wsDir})
 		if err != nil {
 			t.Fatal(err)
@@ -131,10 +140,7 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 			}
 			d.Close()
 		})
-		drv = d
 		o.Driver = d
-		o.Limits.WorkspaceBytes, o.WorkspaceBound = 64<<20, "ext4 on loop"
-		o.WarmBuiltin = 0
 	})
 	ctl := h.agentctl()
 	if code, out, errOut := ctl("env", "show", "builtin"); code != 0 || !showsField(out, "workspace", "64 MiB, ext4 on loop") {
@@ -156,7 +162,7 @@ func TestSandboxWorkspaceMax(t *testing.T) {
 	}
 
 	// An environment with its own, larger size.
-	base, err := drv.Image(t.Context(), sandbox.BaseImage)
+	base, err := h.driver.Image(t.Context(), sandbox.BaseImage)
 	if err != nil {
 		t.Fatal(err)
 	}

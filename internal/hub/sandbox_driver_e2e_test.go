@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube/kubetest"
+	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 )
 
 // The hub's sandbox e2e tests run on the Docker engine, or, with
@@ -42,11 +44,14 @@ func onKube() bool { return os.Getenv(e2eDriverEnv) == "kubernetes" }
 // kubeDriverHub is what a hub on the Kubernetes driver needs beyond Docker's.
 type kubeDriverHub struct {
 	drv   *kube.Driver
-	cs    kubernetes.Interface
+	cs    kubernetes.Interface // the cluster's admin
 	ns    string
 	dir   string // the hub's directory: socket/, sandbox-keys/, ws/
 	image string // the base image's id on the node
 	pids  int64  // the nodes' podPidsLimit
+	admin string // the admin's kubeconfig
+	kc    string // the kubeconfig of the namespace's ServiceAccount agenthub, the driver's
+	log   *zap.Logger
 }
 
 // startKube makes a namespace (deleted when t ends, with the cluster-wide
@@ -54,11 +59,18 @@ type kubeDriverHub struct {
 // t, saying how to start one, when no cluster is configured.
 func startKube(t *testing.T) *kubeDriverHub {
 	t.Helper()
+	return startKubeWith(t, nil)
+}
+
+// startKubeWith is startKube with the driver's options tuned (an agentd
+// image, a start timeout, a probe image) once the namespace is made.
+func startKubeWith(t *testing.T, tune func(k *kubeDriverHub, o *kube.Options)) *kubeDriverHub {
+	t.Helper()
 	admin, cs := kubetest.Admin(t) // skips without a cluster
 	if os.Geteuid() != 0 {
 		t.Skip("the hostPath workspaces are made owned by uid 1000: run as root")
 	}
-	k := &kubeDriverHub{cs: cs, dir: t.TempDir()}
+	k := &kubeDriverHub{cs: cs, dir: t.TempDir(), admin: admin, log: zaptest.NewLogger(t).Named("kube")}
 	// The sandbox's host directories are below it (socket, keys), and
 	// workspaces in ws/.
 	if err := os.Chmod(k.dir, 0o755); err != nil {
@@ -67,10 +79,18 @@ func startKube(t *testing.T) *kubeDriverHub {
 	// The namespace as docs/deploy.md sets it up; the hub is its
 	// ServiceAccount, with the documented grant alone.
 	ns, kc := kubetest.Namespace(t, cs, admin, "agentd-hub")
-	k.ns = ns
+	k.ns, k.kc = ns, kc
 	t.Cleanup(func() { k.deleteVolumes(t) }) // before kubetest deletes the namespace
+	// After the hub's clean-up: a bounded workspace a failed test left
+	// mounted is unmounted and detached, by path, before its directory
+	// goes.
+	t.Cleanup(func() { k.releaseBounded(t) })
+	o := kube.Options{Kubeconfig: kc, Namespace: k.ns, HostPathDir: k.wsDir(), Logger: k.log}
+	if tune != nil {
+		tune(k, &o)
+	}
 	var err error
-	k.drv, err = kube.New(kube.Options{Kubeconfig: kc, Namespace: k.ns, HostPathDir: filepath.Join(k.dir, "ws"), Logger: zaptest.NewLogger(t).Named("kube")})
+	k.drv, err = kube.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +107,31 @@ func startKube(t *testing.T) *kubeDriverHub {
 		t.Fatalf("the nodes' podPidsLimit: %d %v; want one (make k8s-up sets 512)", k.pids, err)
 	}
 	return k
+}
+
+// wsDir is the driver's HostPathDir; the namespace's workspaces are in
+// its directory of the namespace's name.
+func (k *kubeDriverHub) wsDir() string { return filepath.Join(k.dir, "ws") }
+
+// releaseBounded unmounts and detaches the bounded workspaces left in the
+// namespace's directory (the driver's Remove releases them; a test that
+// failed before it did not).
+func (k *kubeDriverHub) releaseBounded(t *testing.T) {
+	imgs, _ := filepath.Glob(filepath.Join(k.wsDir(), k.ns, "*.img"))
+	for _, img := range imgs {
+		loop := loopfs.LoopOf(img, strings.TrimSuffix(img, ".img")+".dev")
+		if loop == "" {
+			continue
+		}
+		if mp, _ := loopfs.MountOf(loop); mp != "" {
+			if err := loopfs.Unmount(mp); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := loopfs.Detach(loop); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // options are the hub's sandbox options on the cluster: startSandboxHub's
@@ -145,9 +190,10 @@ const (
 	// below the nodes' podPidsLimit is refused on Kubernetes). Asked
 	// each time: it depends on the limits.
 	capLimits
-	// capEngine: the test reaches the Docker engine itself (docker kill,
-	// docker volume ls, a docker.Driver of its own, e.g. with bounded
-	// workspaces) to make or check what it tests.
+	// capEngine: the test brings a docker.Driver of its own, with options
+	// only Docker has (a registry's Fetch). Faults made behind the hub's
+	// back (a kill, a removal, the engine gone) need not ask: the hooks
+	// of sandbox_driver_faults_test.go do them on either driver.
 	capEngine
 )
 
@@ -175,7 +221,7 @@ func (h *sandboxHub) lacks(t *testing.T, c capability) string {
 	}
 	switch c {
 	case capEngine:
-		return "the test drives the Docker engine itself (the docker CLI, or a docker.Driver of its own with its options); no version for " + kindOf(h.driver) + " is written"
+		return "the test brings a docker.Driver of its own, with options only Docker has; no version for " + kindOf(h.driver) + " is written"
 	case capPull:
 		// An address nothing listens on: a driver that pulls fails
 		// otherwise; one that cannot says so.

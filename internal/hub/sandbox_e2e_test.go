@@ -37,7 +37,10 @@ type sandboxHub struct {
 	driver sandbox.Driver
 	opts   sandboxes.Options // as the hub got them
 	kube   *kubeDriverHub    // on Kubernetes (nil: Docker)
-	cc     *grpc.ClientConn
+	// engineCut is the driver cut off from the engine that cutEngine
+	// made, which the hub may run on instead of driver.
+	engineCut *engineCut
+	cc        *grpc.ClientConn
 }
 
 func startSandboxHub(t *testing.T, tune func(*sandboxes.Options)) *sandboxHub {
@@ -48,6 +51,17 @@ func startSandboxHub(t *testing.T, tune func(*sandboxes.Options)) *sandboxHub {
 // startSandboxHubWith is startSandboxHub with the hub's other options
 // (its Sandboxes are set here).
 func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest.Options) *sandboxHub {
+	t.Helper()
+	var tuneOn func(*sandboxHub, *sandboxes.Options)
+	if tune != nil {
+		tuneOn = func(_ *sandboxHub, o *sandboxes.Options) { tune(o) }
+	}
+	return startSandboxHubTuned(t, tuneOn, ho)
+}
+
+// startSandboxHubTuned is startSandboxHubWith whose tune gets the
+// sandboxHub too (startSandboxHubOn).
+func startSandboxHubTuned(t *testing.T, tune func(*sandboxHub, *sandboxes.Options), ho hubtest.Options) *sandboxHub {
 	t.Helper()
 	var (
 		drv sandbox.Driver
@@ -75,11 +89,12 @@ func startSandboxHubWith(t *testing.T, tune func(*sandboxes.Options), ho hubtest
 			Limits:         sandbox.Limits{CPUs: 1, MemoryBytes: 512 << 20, Pids: 256, TmpBytes: 64 << 20, HomeBytes: 64 << 20},
 		}
 	}
-	if tune != nil {
-		tune(&o)
-	}
 	sh := &sandboxHub{t: t, driver: drv, opts: o, kube: k}
-	if o.Driver != drv {
+	if tune != nil {
+		tune(sh, &o)
+		sh.opts = o
+	}
+	if o.Driver != drv && (sh.engineCut == nil || o.Driver != sh.engineCut.drv) {
 		// The test brought its own driver (a Docker one, with options
 		// of its own): on Kubernetes that would run on Docker instead.
 		sh.require(t, capEngine)

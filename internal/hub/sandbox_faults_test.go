@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +22,6 @@ import (
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/hub/store"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
-	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	hubv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/hub/v1"
 	agentdv1 "github.com/devdepot-ai/agentd/proto/gen/agentd/v1"
 )
@@ -142,18 +139,8 @@ func pollUntil(t *testing.T, d time.Duration, what string, cond func() (bool, st
 	}
 }
 
-// volumeExists reports whether the engine has a volume of that name.
-func volumeExists(t *testing.T, name string) bool {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "docker", "volume", "ls", "-q", "--filter", "name=^"+name+"$").Output()
-	if err != nil {
-		t.Fatalf("docker volume ls: %v", err)
-	}
-	return strings.TrimSpace(string(out)) != ""
-}
-
-// assertGone fails unless the sandbox's container and workspace volume are
-// gone from the engine.
+// assertGone fails unless the sandbox's container and workspace (volume,
+// claim) are gone from the engine.
 func (h *sandboxHub) assertGone(id, containerID string) {
 	h.t.Helper()
 	if containerID == "" {
@@ -162,14 +149,8 @@ func (h *sandboxHub) assertGone(id, containerID string) {
 	if _, err := h.driver.Inspect(h.t.Context(), containerID); !errors.Is(err, sandbox.ErrNotFound) {
 		h.t.Errorf("sandbox %s's container: %v, want ErrNotFound", id, err)
 	}
-	if onKube() { // its claim, by the sandbox's label
-		if vols, err := h.driver.Volumes(h.t.Context(), map[string]string{sandbox.LabelID: id}); err != nil || len(vols) != 0 {
-			h.t.Errorf("sandbox %s's workspace claim: %v %v, want none", id, vols, err)
-		}
-		return
-	}
-	if volumeExists(h.t, "agentd-"+id+"-workspace") {
-		h.t.Errorf("sandbox %s's workspace volume is still there", id)
+	if h.hasWorkspace(id) {
+		h.t.Errorf("sandbox %s's workspace is still there", id)
 	}
 }
 
@@ -184,23 +165,24 @@ func randomLower(n int) string {
 	return string(b)
 }
 
-// startOrphan makes, with the driver directly, a running container that carries
-// hubID's labels but that no hub knows: what a hub that crashed between
-// making a container and recording it leaves behind.
-func startOrphan(t *testing.T, drv sandbox.Driver, hubID string) string {
+// startOrphan makes, with the driver directly, a running container of
+// image and limits that carries hubID's labels but that no hub knows: what
+// a hub that crashed between making a container and recording it leaves
+// behind.
+func startOrphan(t *testing.T, drv sandbox.Driver, hubID, image string, limits sandbox.Limits) string {
 	t.Helper()
 	id := "sb-orphan" + randomLower(8)
 	name := "agentd-" + id
 	t.Cleanup(func() { _ = drv.Remove(context.Background(), name) })
 	cid, err := drv.Create(t.Context(), sandbox.Spec{
 		Name:  name,
-		Image: sandbox.BaseImage,
+		Image: image,
 		Labels: map[string]string{
 			sandbox.LabelManaged: "1", sandbox.LabelHub: hubID, sandbox.LabelID: id,
 		},
 		Cmd:     []string{"sleep", "300"},
 		Network: "none",
-		Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: 16, TmpBytes: 1 << 20, HomeBytes: 1 << 20},
+		Limits:  limits,
 	})
 	if err != nil {
 		t.Fatalf("orphan: %v", err)
@@ -218,7 +200,6 @@ func startOrphan(t *testing.T, drv sandbox.Driver, hubID string) string {
 // its container and its row.
 func TestSandboxRestart(t *testing.T) {
 	h := startSandboxHub(t, nil)
-	h.require(t, capEngine)
 	ctx := h.ctx("builtin", "c-1")
 	if out, code, err := h.run(ctx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: %q exit %d %v", out, code, err)
@@ -237,7 +218,7 @@ func TestSandboxRestart(t *testing.T) {
 		t.Fatalf("hub id: label %q, row %q", hubID, sb.Hub)
 	}
 
-	orphanID := startOrphan(t, h.driver, hubID)
+	orphanID := h.orphan(h.driver, hubID)
 	// A sandbox the store forgot: its container is an orphan too.
 	forgotten := h.sandboxOf(h.ctx("builtin", "c-forgotten"))
 	fsb, err := h.Store.Sandbox(t.Context(), forgotten)
@@ -262,14 +243,12 @@ func TestSandboxRestart(t *testing.T) {
 	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil {
 		t.Fatalf("the sandbox's container after the hub stopped: %v", err)
 	}
-	if out, err := exec.CommandContext(t.Context(), "docker", "rm", "-f", lsb.ContainerID).CombinedOutput(); err != nil {
-		t.Fatalf("docker rm: %v %s", err, out)
-	}
+	h.removeContainer(lsb.ContainerID)
 	if err := h.Store.DeleteSandbox(t.Context(), lost); err != nil {
 		t.Fatal(err)
 	}
-	if !volumeExists(t, "agentd-"+lost+"-workspace") {
-		t.Fatal("docker rm -f removed the named workspace volume: the case is not set up")
+	if !h.hasWorkspace(lost) {
+		t.Fatal("removing the container removed its workspace: the case is not set up")
 	}
 	h.Serve(h.Addr)
 	// Reconciling is part of the start: the orphans are gone now.
@@ -356,7 +335,6 @@ func sandboxWarmPool(t *testing.T, iso string, h *sandboxHub) {
 // gets a new, working sandbox; the dead one is removed.
 func TestSandboxKilledUnderCommand(t *testing.T) {
 	h := startSandboxHub(t, nil)
-	h.require(t, capEngine)
 	ctx := h.ctx("builtin", "c-1")
 	id := h.sandboxOf(ctx)
 	sb, err := h.Store.Sandbox(t.Context(), id)
@@ -367,9 +345,7 @@ func TestSandboxKilledUnderCommand(t *testing.T) {
 		t.Fatalf("writing a file: exit %d %v", code, err)
 	}
 	st, _ := h.start(ctx, &agentdv1.StartRequest{Argv: []string{"sleep", "300"}})
-	if out, err := exec.CommandContext(t.Context(), "docker", "kill", sb.ContainerID).CombinedOutput(); err != nil {
-		t.Fatalf("docker kill: %v: %s", err, out)
-	}
+	h.killContainer(sb.ContainerID)
 	errc := make(chan error, 1)
 	var x *agentdv1.Exited
 	go func() {
@@ -407,7 +383,8 @@ func TestSandboxKilledUnderCommand(t *testing.T) {
 	}
 }
 
-// sockProxy forwards a unix socket to another: an engine that comes back.
+// sockProxy forwards a unix socket (or a TCP port) to another: an engine
+// that comes back.
 type sockProxy struct {
 	lis   net.Listener
 	mu    sync.Mutex
@@ -415,9 +392,10 @@ type sockProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startSockProxy(t *testing.T, path, to string) *sockProxy {
+// startProxy forwards connections to at (on network: unix, tcp) to to.
+func startProxy(t *testing.T, network, at, to string) *sockProxy {
 	t.Helper()
-	lis, err := net.Listen("unix", path)
+	lis, err := net.Listen(network, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +408,7 @@ func startSockProxy(t *testing.T, path, to string) *sockProxy {
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("unix", to)
+			u, err := net.Dial(network, to)
 			if err != nil {
 				c.Close()
 				continue
@@ -474,47 +452,37 @@ func (p *sockProxy) Close() {
 // The engine gone: calls to the built-in environment fail UNAVAILABLE
 // naming the engine's address; once the engine answers again, calls work
 // and the hub finds its sandboxes again (an orphan of its id is removed)
-// without a restart.
+// without a restart. On Kubernetes the engine is the API server.
 func TestSandboxEngineGone(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	real := engineSocket(t)
-	dead, err := docker.New(docker.Options{Host: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dead.Close() })
 	hubID := "hub-faults-" + randomLower(8)
-	var orphanID string
-	h := startSandboxHub(t, func(o *sandboxes.Options) {
-		// Made on the real engine before the hub starts, which cannot see it.
-		live, err := docker.New(docker.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Closed after the orphan's clean-up, which uses it (LIFO): a
-		// client closed first would open a new connection there and leak it.
-		t.Cleanup(func() { live.Close() })
-		orphanID = startOrphan(t, live, hubID)
-		o.Driver = dead
+	var (
+		orphanID string
+		engine   *engineCut
+	)
+	h := startSandboxHubOn(t, func(h *sandboxHub, o *sandboxes.Options) {
+		engine = h.cutEngine()
+		// Made on the engine before the hub starts, which cannot see it.
+		orphanID = h.orphan(h.driver, hubID)
+		o.Driver = engine.drv
 		o.HubID = hubID
 		o.DeleteAfter = 2 * time.Second // removed when idle; the background work ticks every 500 ms
 	})
 
-	_, err = h.info(h.ctx("builtin", "c-1"))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "unix://"+sock) {
-		t.Fatalf("a call while the engine is gone: %v, want Unavailable naming unix://%s", err, sock)
+	_, err := h.info(h.ctx("builtin", "c-1"))
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), engine.addr) {
+		t.Fatalf("a call while the engine is gone: %v, want Unavailable naming %s", err, engine.addr)
 	}
 	t.Logf("the client saw: %v", err)
 	if _, err := h.driver.Inspect(t.Context(), "agentd-"+orphanID); err != nil {
 		t.Fatalf("the orphan before the engine is back: %v", err)
 	}
 
-	p := startSockProxy(t, sock, real)
+	engine.restore()
 	out, code, err := h.run(h.ctx("builtin", "c-1"), "echo", "ok")
 	if err != nil || code != 0 || out != "ok\n" {
 		t.Fatalf("a call once the engine is back: %q exit %d %v", out, code, err)
 	}
-	pollUntil(t, 10*time.Second, "the orphan removed once the engine is back", func() (bool, string) {
+	pollUntil(t, h.within(10*time.Second), "the orphan removed once the engine is back", func() (bool, string) {
 		_, err := h.driver.Inspect(t.Context(), "agentd-"+orphanID)
 		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
 	})
@@ -527,28 +495,29 @@ func TestSandboxEngineGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.driver.Remove(context.Background(), sb.ContainerID) })
-	p.Close()
-	pollUntil(t, 10*time.Second, "the idle sandbox reaped while the engine is gone", func() (bool, string) {
+	engine.cut()
+	pollUntil(t, h.within(10*time.Second), "the idle sandbox reaped while the engine is gone", func() (bool, string) {
 		_, err := h.Store.Sandbox(t.Context(), id)
 		return errors.Is(err, store.ErrNotFound), fmt.Sprintf("row: %v", err)
 	})
 	if _, err := h.driver.Inspect(t.Context(), sb.ContainerID); err != nil {
 		t.Fatalf("the reaped sandbox's container while the engine is gone: %v, want it still there", err)
 	}
-	startSockProxy(t, sock, real)
-	pollUntil(t, 10*time.Second, "the reaped sandbox's container removed once the engine is back", func() (bool, string) {
+	engine.restore()
+	pollUntil(t, h.within(10*time.Second), "the reaped sandbox's container removed once the engine is back", func() (bool, string) {
 		_, err := h.driver.Inspect(t.Context(), sb.ContainerID)
 		return errors.Is(err, sandbox.ErrNotFound), fmt.Sprintf("inspect: %v", err)
 	})
 	// Everything of this hub goes (c-1's sandbox, reaped meanwhile, too),
-	// volumes included.
-	pollUntil(t, 10*time.Second, "every container and volume of the hub removed", func() (bool, string) {
-		infos, err := h.driver.List(t.Context(), map[string]string{sandbox.LabelHub: hubID})
+	// workspaces included.
+	hub := map[string]string{sandbox.LabelHub: hubID}
+	pollUntil(t, h.within(10*time.Second), "every container and workspace of the hub removed", func() (bool, string) {
+		infos, err := h.driver.List(t.Context(), hub)
 		if err != nil || len(infos) > 0 {
 			return false, fmt.Sprintf("%d containers left (%v)", len(infos), err)
 		}
-		out, err := exec.CommandContext(t.Context(), "docker", "volume", "ls", "-q", "--filter", "label="+sandbox.LabelHub+"="+hubID).Output()
-		return err == nil && len(strings.TrimSpace(string(out))) == 0, fmt.Sprintf("volumes left: %q %v", out, err)
+		vols, err := h.driver.Volumes(t.Context(), hub)
+		return err == nil && len(vols) == 0, fmt.Sprintf("workspaces left: %v %v", vols, err)
 	})
 }
 

@@ -3,22 +3,20 @@ package hub_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/devdepot-ai/agentd/internal/ctl"
 	"github.com/devdepot-ai/agentd/internal/hub/hubtest"
 	"github.com/devdepot-ai/agentd/internal/hub/sandboxes"
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
-	"github.com/devdepot-ai/agentd/internal/sandbox/loopfs"
 	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
@@ -26,10 +24,10 @@ import (
 // builtin sandbox runs in a Pod of the real cluster (uid 1000, the Pod's
 // hostname), and a stop and the next call bring the same sandbox back with
 // its workspace. Skips without a cluster (docs/kubernetes.md: make k8s-up).
+// Like every hub here, it runs as docs/deploy.md's ServiceAccount.
 func TestKubeSandboxEndToEnd(t *testing.T) {
 	k := startKubeHub(t, 0)
 	agentctl := func(args ...string) (int, string, string) { return k.agentctl("c-kube", args...) }
-	kubectl, ns := k.kubectl, k.ns
 	code, out, errOut := agentctl("sh", `echo "$(id -u) $(hostname)" && echo kept > /workspace/f`)
 	if code != 0 {
 		t.Fatalf("agentctl sh: exit %d, %q %q", code, out, errOut)
@@ -39,7 +37,9 @@ func TestKubeSandboxEndToEnd(t *testing.T) {
 		t.Fatalf("agentctl sh: %q; want uid 1000 and the Pod's hostname agentd-sb-…", out)
 	}
 	pod := f[1]
-	kubectl("-n", ns, "get", "pod", pod) // it is a Pod of the cluster
+	if _, err := k.cs.CoreV1().Pods(k.ns).Get(t.Context(), pod, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the sandbox's pod %s: %v", pod, err)
+	}
 	if code, out, errOut := agentctl("sandbox", "stop", strings.TrimPrefix(pod, "agentd-")); code != 0 {
 		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
 	}
@@ -104,119 +104,71 @@ func TestKubeForkRunning(t *testing.T) {
 }
 
 // kubeHub is a hub whose sandboxes are Pods of a namespace of its own on
-// the real cluster.
+// the real cluster (startKube's), with agentctl as its admin.
 type kubeHub struct {
-	h       *hubtest.Hub
-	ns      string
-	drv     *kube.Driver
-	kubectl func(args ...string) string
-	tf      string
+	*kubeDriverHub
+	t  *testing.T
+	h  *hubtest.Hub
+	tf string
+}
+
+// ctl runs agentctl against the hub as its admin: exit code, stdout,
+// stderr.
+func (k *kubeHub) ctl(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(k.t.Context(), 10*time.Minute)
+	defer cancel()
+	code := ctl.Main(ctx, append([]string{"--hub", k.h.URL, "--token-file", k.tf}, args...),
+		ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
 }
 
 // agentctl runs agentctl against the hub in the builtin environment's
 // conversation conv ("": none named).
 func (k *kubeHub) agentctl(conv string, args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
-	defer cancel()
-	pre := []string{"--hub", k.h.URL, "--token-file", k.tf, "--env", "builtin"}
+	pre := []string{"--env", "builtin"}
 	if conv != "" {
 		pre = append(pre, "--conversation", conv)
 	}
-	code := ctl.Main(ctx, append(pre, args...), ctl.IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-	return code, out.String(), errb.String()
+	return k.ctl(append(pre, args...)...)
 }
 
-// startKubeHub starts a hub on the cluster $AGENTD_KUBECONFIG (else
-// $KUBECONFIG) names, with hostPath workspaces (wsMax > 0: bounded, ext4
-// images); it skips the test without a cluster.
-func startKubeHub(t *testing.T, wsMax int64) *kubeHub {
+// startHub starts a hub with sandbox options o (k.options, tuned) on k's
+// driver. Its sandboxes are removed when t ends, once the hub stopped.
+func (k *kubeDriverHub) startHub(t *testing.T, o sandboxes.Options) *kubeHub {
 	t.Helper()
-	cfg := os.Getenv("AGENTD_KUBECONFIG")
-	if cfg == "" {
-		cfg = os.Getenv("KUBECONFIG")
-	}
-	if cfg == "" || os.Geteuid() != 0 {
-		t.Skip("no cluster (set AGENTD_KUBECONFIG after make k8s-up; root): docs/kubernetes.md")
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	ns := "agentd-e2e-" + hex.EncodeToString(b)
-	kubectl := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("kubectl", append([]string{"--kubeconfig", cfg}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %v: %v: %s", args, err, out)
-		}
-		return string(out)
-	}
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl not on PATH (the export line make k8s-up prints)")
-	}
-	kubectl("create", "namespace", ns)
-	t.Cleanup(func() { kubectl("delete", "namespace", ns, "--wait=false") })
-	dir := t.TempDir()
-	// After the hub's cleanup, before the directory's removal: the hub
-	// leaves its sandboxes (the namespace's deletion takes their objects),
-	// so their bounded workspaces are unmounted and detached here, by path.
+	h := hubtest.Start(t, hubtest.Options{Sandboxes: o})
 	t.Cleanup(func() {
-		imgs, _ := filepath.Glob(filepath.Join(dir, "ws", ns, "*.img"))
-		for _, img := range imgs {
-			base := strings.TrimSuffix(img, ".img")
-			loop := loopfs.LoopOf(img, base+".dev")
-			if loop == "" {
-				continue
-			}
-			if mp, _ := loopfs.MountOf(loop); mp != "" {
-				if err := loopfs.Unmount(mp); err != nil {
-					t.Error(err)
-				}
-			}
-			if err := loopfs.Detach(loop); err != nil {
-				t.Error(err)
+		h.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		infos, _ := k.drv.List(ctx, map[string]string{sandbox.LabelManaged: "1"})
+		for _, in := range infos {
+			if err := k.drv.Remove(ctx, in.ID); err != nil {
+				t.Errorf("remove sandbox %s: %v", in.ID, err)
 			}
 		}
 	})
-	// Generous start timeouts: on the shared cluster a Pod's sandbox has
-	// taken 2–3 minutes to make under load.
-	drv, err := kube.New(kube.Options{Kubeconfig: cfg, Namespace: ns, HostPathDir: filepath.Join(dir, "ws"), StartTimeout: 6 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() }) // after the hub's own cleanup
-	image := ""
-	for _, ref := range []string{sandbox.BaseImage, "agentd-test/debian-slim:1"} {
-		if img, err := drv.Image(t.Context(), ref); err == nil {
-			image = img.ID
-			break
-		}
-	}
-	if image == "" {
-		t.Skip("neither the sandbox base image nor agentd-test/debian-slim:1 is on the cluster (K8S_IMAGES of make k8s-up)")
-	}
-	pids, err := drv.PodPidsLimit(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	socketDir := filepath.Join(dir, "socket")
-	if err := os.MkdirAll(socketDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil { // the key dirs are below it
-		t.Fatal(err)
-	}
-	o := sandboxes.Options{
-		Driver: drv, AgentdDir: sandboxtest.AgentdBinary(t), SocketDir: socketDir, BuiltinNetwork: "none",
-		BaseImage: image, StartTimeout: 6 * time.Minute,
-		Limits: sandbox.Limits{Pids: pids, WorkspaceBytes: wsMax},
-	}
-	if wsMax > 0 {
-		o.WorkspaceBound = "ext4 on loop"
-	}
-	h := hubtest.Start(t, hubtest.Options{Sandboxes: o})
 	tf := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tf, []byte(h.Token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &kubeHub{h: h, ns: ns, drv: drv, kubectl: kubectl, tf: tf}
+	return &kubeHub{kubeDriverHub: k, t: t, h: h, tf: tf}
+}
+
+// startKubeHub starts a hub on a namespace of the cluster (startKube),
+// with hostPath workspaces (wsMax > 0: bounded, ext4 images); it skips the
+// test, saying how to start a cluster, without one.
+func startKubeHub(t *testing.T, wsMax int64) *kubeHub {
+	t.Helper()
+	// Generous start timeouts: on the shared cluster a Pod's sandbox has
+	// taken 2–3 minutes to make under load.
+	k := startKubeWith(t, func(_ *kubeDriverHub, o *kube.Options) { o.StartTimeout = 6 * time.Minute })
+	o := k.options(sandboxtest.AgentdBinary(t))
+	o.StartTimeout = 6 * time.Minute
+	o.Limits.WorkspaceBytes = wsMax
+	if wsMax > 0 {
+		o.WorkspaceBound = "ext4 on loop"
+	}
+	return k.startHub(t, o)
 }

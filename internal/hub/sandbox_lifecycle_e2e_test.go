@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -236,7 +235,6 @@ func (h *sandboxHub) memberctl() func(args ...string) (int, string, string) {
 func TestSandboxStatesSurviveRestart(t *testing.T) {
 	h := startSandboxHub(t, nil)
 	h.require(t, capPause)
-	h.require(t, capEngine)
 	envs := hubv1.NewEnvironmentServiceClient(h.cc)
 	ids := map[string]string{}
 	for _, conv := range []string{"c-paused", "c-stopped", "c-host"} {
@@ -251,9 +249,7 @@ func TestSandboxStatesSurviveRestart(t *testing.T) {
 		}
 	}
 	h.Stop()
-	if out, err := exec.CommandContext(t.Context(), "docker", "stop", "-t", "1", "agentd-"+ids["c-host"]).CombinedOutput(); err != nil {
-		t.Fatalf("docker stop of the paused sandbox: %v %s", err, out)
-	}
+	h.stopContainer("agentd-" + ids["c-host"])
 	h.Serve(h.Addr)
 	h.awaitState(ids["c-paused"], store.SandboxPaused, sandbox.StatePaused, 5*time.Second)
 	h.awaitState(ids["c-stopped"], store.SandboxStopped, sandbox.StateExited, 5*time.Second)
@@ -305,12 +301,12 @@ func TestSandboxLongPause(t *testing.T) {
 
 // TestSandboxContainerPrunedKeepsWorkspace: a stopped sandbox whose
 // container is removed outside the hub (docker container prune) keeps its
-// row and its /workspace volume — across a hub restart, and when a call
+// row and its /workspace volume (on Kubernetes: its record deleted, its
+// claim kept) — across a hub restart, and when a call
 // comes, which is refused saying what happened and what to do — and
 // `sandbox rm` then starts the conversation afresh.
 func TestSandboxContainerPrunedKeepsWorkspace(t *testing.T) {
 	h := startSandboxHub(t, nil)
-	h.require(t, capEngine)
 	c := h.ctx("builtin", "c-pruned")
 	if _, code, err := h.run(c, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
@@ -320,11 +316,10 @@ func TestSandboxContainerPrunedKeepsWorkspace(t *testing.T) {
 	if code, out, errOut := ctl("sandbox", "stop", id); code != 0 {
 		t.Fatalf("sandbox stop: exit %d %q %q", code, out, errOut)
 	}
-	h.awaitState(id, store.SandboxStopped, sandbox.StateExited, 10*time.Second)
-	// Removed as docker container prune does: the container, not its volume.
-	if out, err := exec.CommandContext(t.Context(), "docker", "rm", "agentd-"+id).CombinedOutput(); err != nil {
-		t.Fatalf("docker rm of the stopped sandbox: %v %s", err, out)
-	}
+	h.awaitState(id, store.SandboxStopped, sandbox.StateExited, h.within(10*time.Second))
+	// Removed as docker container prune does: the container, not its
+	// volume (on Kubernetes the sandbox's record, not its claim).
+	h.removeContainer("agentd-" + id)
 	volume := func() int {
 		vols, err := h.driver.Volumes(t.Context(), map[string]string{sandbox.LabelID: id})
 		if err != nil {

@@ -35,34 +35,15 @@ func rbacDriver(t *testing.T) (*Driver, string) {
 }
 
 // The conformance suite as the hub's documented identity (docs/deploy.md's
-// Role and ClusterRole): a verb the driver needs and the page lacks fails
-// a contract with Forbidden.
+// Role and ClusterRole), with conformance_test.go's harness: a verb the
+// driver needs and the page lacks fails a contract with Forbidden.
 func TestRBACConformance(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
 		d, _ := rbacDriver(t)
 		if err := d.Ping(t.Context()); err != nil {
 			t.Fatalf("ping as the service account: %v", err)
 		}
-		image := testImage(t, d)
-		pids, err := d.PodPidsLimit(t.Context())
-		if err != nil || pids == 0 {
-			t.Fatalf("the nodes' podPidsLimit as the service account: %d, %v", pids, err)
-		}
-		return drivertest.Harness{
-			Driver: d,
-			Spec: func(t *testing.T, b drivertest.Behaviour) (sandbox.Spec, bool) {
-				return sandbox.Spec{
-					Image:   image,
-					Cmd:     []string{"sh", "-c", conformanceScripts[b]},
-					Network: "none",
-					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
-				}, true
-			},
-			MissingImage:   "agentd-test/absent:1",
-			EnforcesLimits: true,
-			CannotPause:    true,
-			Timeout:        2 * time.Minute,
-		}
+		return harness(t, d)
 	})
 }
 
