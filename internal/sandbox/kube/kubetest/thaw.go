@@ -19,12 +19,19 @@ func ThawPods(ctx context.Context, cs kubernetes.Interface, ns string) {
 		return
 	}
 	for _, p := range pods.Items {
-		for _, dir := range []string{"/sys/fs/cgroup/freezer/kubepods", "/sys/fs/cgroup/kubepods"} {
-			for _, qos := range []string{"", "burstable", "besteffort"} {
-				pod := filepath.Join(dir, qos, "pod"+string(p.UID))
-				_ = os.WriteFile(filepath.Join(pod, "freezer.state"), []byte("THAWED"), 0) // v1
-				_ = os.WriteFile(filepath.Join(pod, "cgroup.freeze"), []byte("0"), 0)      // v2
-			}
+		ThawPod(string(p.UID))
+	}
+}
+
+// ThawPod thaws the cgroup of the Pod uid on this host, if the driver
+// froze it: a test that deletes a paused sandbox's Pod itself (the engine
+// stopping it) thaws it first, as the driver does.
+func ThawPod(uid string) {
+	for _, dir := range []string{"/sys/fs/cgroup/freezer/kubepods", "/sys/fs/cgroup/kubepods"} {
+		for _, qos := range []string{"", "burstable", "besteffort"} {
+			pod := filepath.Join(dir, qos, "pod"+uid)
+			_ = os.WriteFile(filepath.Join(pod, "freezer.state"), []byte("THAWED"), 0) // v1
+			_ = os.WriteFile(filepath.Join(pod, "cgroup.freeze"), []byte("0"), 0)      // v2
 		}
 	}
 }
