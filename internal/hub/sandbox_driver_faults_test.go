@@ -23,6 +23,7 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 	"github.com/devdepot-ai/agentd/internal/sandbox/docker"
 	"github.com/devdepot-ai/agentd/internal/sandbox/kube"
+	"github.com/devdepot-ai/agentd/internal/sandbox/kube/kubetest"
 )
 
 // The fault hooks: what the fault tests do to a sandbox behind the hub's
@@ -131,6 +132,9 @@ func (h *sandboxHub) stopContainer(containerID string) {
 func (k *kubeDriverHub) deletePod(t *testing.T, name string, grace int64) {
 	t.Helper()
 	pods := k.cs.CoreV1().Pods(k.ns)
+	if p, err := pods.Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+		kubetest.ThawPod(string(p.UID)) // a paused one's tasks take no signal until thawed
+	}
 	if err := pods.Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete pod %s: %v", name, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // podCgroups are where a node's kubelet (cgroupfs driver) puts a Pod's
@@ -33,6 +35,21 @@ func localPids(uid string) (cur, limit int64, ok bool) {
 		return cur, limit, true
 	}
 	return 0, 0, false
+}
+
+// localPidsOf is localPids of Pod p, its limit the sandbox container's when
+// the driver set one there (setPids) below the Pod's.
+func localPidsOf(p *corev1.Pod) (cur, limit int64, ok bool) {
+	cur, limit, ok = localPids(string(p.UID))
+	if !ok {
+		return 0, 0, false
+	}
+	if dir, found := containerCgroup("pids", p); found {
+		if c, err := readInt(filepath.Join(dir, "pids.max")); err == nil && (limit == 0 || c < limit) {
+			limit = c
+		}
+	}
+	return cur, limit, true
 }
 
 func readInt(path string) (int64, error) {

@@ -83,8 +83,9 @@ func validate(s sandbox.Spec, public error) error {
 // and makes its workspace claim, bound and owned by uid 1000 before
 // anything runs; no Pod runs until Start. The image must be on the
 // cluster's nodes (ErrNotFound otherwise), every node must bound a Pod's
-// processes to at most the spec's (podPidsLimit), and the name must be
-// free. When it fails, it removes what it made.
+// processes to at most the spec's (podPidsLimit) unless the hub runs on a
+// node (its Pods then run there, with the spec's limit: checkPids), and
+// the name must be free. When it fails, it removes what it made.
 func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err error) {
 	var public error
 	if s.Network == NetworkPublic {
@@ -97,7 +98,7 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 	if err != nil {
 		return "", fmt.Errorf("create sandbox %s: %w", s.Name, err)
 	}
-	if err := d.checkPids(ctx, s.Limits.Pids); err != nil {
+	if _, err := d.checkPids(ctx, s.Limits.Pids); err != nil {
 		return "", fmt.Errorf("create sandbox %s: %w", s.Name, err)
 	}
 	if s.Runtime, err = d.runtimeClass(ctx, s.Runtime); err != nil {

@@ -51,13 +51,18 @@
 //
 // What Kubernetes cannot do, the driver refuses rather than weakens:
 //
-//   - Pause: no freezer in the API. Pause returns sandbox.ErrNotSupported;
-//     the hub stops the sandbox instead. To fork a running sandbox it calls
-//     CopyRunningWorkspace, which freezes a bounded workspace's file system
-//     for the copy and refuses an unbounded one.
+//   - Pause: no freezer in the API. Where the hub runs on the Pod's node,
+//     Pause freezes the Pod's cgroup on this host (pause.go) and Inspect
+//     says paused; elsewhere it returns sandbox.ErrNotSupported, saying
+//     why, and the hub stops the sandbox instead. To fork a running
+//     sandbox it cannot pause it calls CopyRunningWorkspace, which freezes
+//     a bounded workspace's file system for the copy and refuses an
+//     unbounded one.
 //   - A per-Pod pids limit: the kubelet bounds every Pod of a node by its
-//     podPidsLimit. Create refuses a spec whose limit is below a node's (or
-//     when a node has none); Stats reports the node's.
+//     podPidsLimit. Where this host is a node, a lower limit pins the Pod
+//     there and Start writes it into the container's pids cgroup;
+//     elsewhere Create refuses a spec whose limit is below a node's (or
+//     when a node has none). Stats reports the limit that holds.
 //   - Pull: kubelets pull, and these Pods never do. Pull returns
 //     sandbox.ErrNotSupported; Image finds images in the nodes' status,
 //     which shows names and sizes but no config (no labels, user, env).

@@ -53,7 +53,11 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 		cs := containerStatus(p)
 		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed &&
 			(cs == nil || cs.State.Terminated == nil) {
-			return nil
+			// A paused one runs on, thawed, with its limit.
+			if err := thaw(ctx, p); err != nil {
+				return fmt.Errorf("start sandbox %s: thaw it: %w", id, err)
+			}
+			return limitPids(p, s.Limits.Pids, "")
 		}
 		if _, err := d.deletePod(ctx, id, 1); err != nil {
 			return err
@@ -61,7 +65,15 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	} else if !apierrors.IsNotFound(err) {
 		return d.fail("start sandbox "+id, err)
 	}
+	node, err := d.checkPids(ctx, s.Limits.Pids)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
 	pod := d.pod(sec, s)
+	if node != "" {
+		// The hub bounds its processes there (setPids).
+		pod.Spec.Affinity = onNode(node)
+	}
 	if err := d.applyNetwork(ctx, pod, s.Network); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
@@ -95,6 +107,14 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 		why := initFailure(p)
 		switch {
 		case cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil):
+			if cs.State.Running != nil {
+				if err := limitPids(p, s.Limits.Pids, node); err != nil {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+					defer cancel()
+					_, _ = d.deletePod(cctx, id, 0)
+					return err
+				}
+			}
 			return d.annotate(ctx, id, map[string]string{annError: ""})
 		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] && !runtimeSlow(cs.State.Waiting):
 			if why == "" {
@@ -146,6 +166,13 @@ func initFailure(p *corev1.Pod) string {
 // get SIGTERM, SIGKILL after it) and waits until it is gone; it returns
 // the last status it read. A missing Pod is not an error.
 func (d *Driver) deletePod(ctx context.Context, name string, graceSecs int64) (*corev1.Pod, error) {
+	// A frozen Pod's tasks take no signal, so the kubelet would wait on
+	// them for ever: thawed first (Pause).
+	if p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if err := thaw(ctx, p); err != nil {
+			return nil, fmt.Errorf("delete pod %s: thaw it: %w", name, err)
+		}
+	}
 	err := d.cs.CoreV1().Pods(d.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &graceSecs})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -173,28 +200,6 @@ func (d *Driver) Stop(ctx context.Context, id string, grace time.Duration) error
 		return nil // no Pod: created, or stopped already
 	}
 	return d.annotate(context.WithoutCancel(ctx), id, exitedAnnotations(last))
-}
-
-// Pause is not supported: Kubernetes has no freezer (ErrNotSupported; the
-// hub stops the sandbox instead).
-func (d *Driver) Pause(ctx context.Context, id string) error {
-	if _, err := d.record(ctx, "pause sandbox", id); err != nil {
-		return err
-	}
-	return fmt.Errorf("pause sandbox %s: %w: Kubernetes has no freezer; stop it instead", id, sandbox.ErrNotSupported)
-}
-
-// Unpause of a running sandbox is a no-op (nothing is ever paused); of one
-// that does not run, an error.
-func (d *Driver) Unpause(ctx context.Context, id string) error {
-	in, err := d.Inspect(ctx, id)
-	if err != nil {
-		return err
-	}
-	if in.State != sandbox.StateRunning {
-		return fmt.Errorf("unpause sandbox %s: it does not run (%s)", id, in.State)
-	}
-	return nil
 }
 
 // Remove deletes the sandbox's Pod (its processes get a second), its
@@ -242,7 +247,7 @@ func (d *Driver) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
 	case err != nil:
 		return sandbox.Info{}, d.fail("inspect sandbox "+id, err)
 	}
-	return podInfo(sec, p), nil
+	return withFreezer(podInfo(sec, p), p), nil
 }
 
 // List describes every sandbox that carries all of labels.
@@ -267,7 +272,7 @@ func (d *Driver) List(ctx context.Context, labels map[string]string) ([]sandbox.
 			continue
 		}
 		if p := byName[sec.Name]; p != nil {
-			infos = append(infos, podInfo(sec, p))
+			infos = append(infos, withFreezer(podInfo(sec, p), p))
 		} else {
 			infos = append(infos, recordInfo(sec))
 		}

@@ -59,6 +59,17 @@ func (d *Driver) eligible(n *corev1.Node) bool {
 
 // tolerates reports whether t tolerates taint, as the scheduler matches
 // them (operators Exists and Equal).
+// eligibleNodes are the nodes of ns the driver's Pods may run on.
+func (d *Driver) eligibleNodes(ns []corev1.Node) []corev1.Node {
+	var out []corev1.Node
+	for i := range ns {
+		if d.eligible(&ns[i]) {
+			out = append(out, ns[i])
+		}
+	}
+	return out
+}
+
 func tolerates(t corev1.Toleration, taint *corev1.Taint) bool {
 	switch {
 	case t.Effect != "" && t.Effect != taint.Effect:

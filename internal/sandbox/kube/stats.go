@@ -121,7 +121,7 @@ func (d *Driver) sample(ctx context.Context, p *corev1.Pod) (sandbox.Stats, bool
 		// This host is the node (hostPath mode; or the Pod's cgroup is
 		// here, whose name has the Pod's uid): its cgroup counts.
 		if d.hostDir != "" || s.Pids == 0 {
-			if cur, limit, ok := localPids(string(p.UID)); ok {
+			if cur, limit, ok := localPidsOf(p); ok {
 				s.Pids, s.PidsLimit = cur, limit
 			}
 		}
@@ -175,14 +175,15 @@ func (d *Driver) podPidsLimit(ctx context.Context, node string) (int64, error) {
 	return n, nil
 }
 
-// checkPids refuses a pids limit of max when a node the driver's Pods may
-// run on (eligible) would let a Pod have more processes: Kubernetes bounds
-// them per node (podPidsLimit), not per Pod. It fails when there is no
-// such node.
-func (d *Driver) checkPids(ctx context.Context, limit int64) error {
+// checkPids says where a Pod with a pids limit of limit may run: "" when
+// every schedulable node bounds a Pod's processes to at most limit (its
+// kubelet's podPidsLimit; Kubernetes has no per-Pod limit); else this
+// host's node, where the driver writes limit into the container's pids
+// cgroup itself (setPids). It refuses limit when neither holds.
+func (d *Driver) checkPids(ctx context.Context, limit int64) (string, error) {
 	nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return d.fail("list nodes", err)
+		return "", d.fail("list nodes", err)
 	}
 	some := false
 	for _, n := range nodes.Items {
@@ -192,20 +193,23 @@ func (d *Driver) checkPids(ctx context.Context, limit int64) error {
 		some = true
 		got, err := d.podPidsLimit(ctx, n.Name)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if got == 0 || got > limit {
+			if local := d.localNode(ctx, d.eligibleNodes(nodes.Items)); local != "" {
+				return local, nil
+			}
 			what := "no podPidsLimit"
 			if got > 0 {
 				what = fmt.Sprintf("podPidsLimit %d", got)
 			}
-			return fmt.Errorf("pids limit %d: node %s's kubelet has %s; Kubernetes bounds a Pod's processes per node, so every node needs a podPidsLimit of at most the sandboxes' (the hub gives sandboxes 512)", limit, n.Name, what)
+			return "", fmt.Errorf("pids limit %d: node %s's kubelet has %s; Kubernetes bounds a Pod's processes per node, so every node needs a podPidsLimit of at most the sandboxes' (the hub gives sandboxes 512), unless the hub runs on the sandbox's node and sets its container's limit itself", limit, n.Name, what)
 		}
 	}
 	if !some {
-		return fmt.Errorf("no node among %s", d.placementNote())
+		return "", fmt.Errorf("no node among %s", d.placementNote())
 	}
-	return nil
+	return "", nil
 }
 
 func clamp(v uint64) int64 {

@@ -134,6 +134,7 @@ func Namespace(t testing.TB, admin kubernetes.Interface, adminPath, prefix strin
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		ThawPods(ctx, admin, ns)
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			if err := cleanups[i](ctx); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("kubetest: %v", err)
