@@ -115,7 +115,13 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 					return err
 				}
 			}
-			return d.annotate(ctx, id, map[string]string{annError: ""})
+			// Recorded as exited (killed, 137) from here on: a Pod
+			// deleted behind the driver's back leaves a sandbox that ran
+			// and stopped, as a container Docker killed, not one never
+			// started. Stop records the real end.
+			ann := exitedAnnotations(p)
+			ann[annError] = ""
+			return d.annotate(ctx, id, ann)
 		case why != "" || cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] && !runtimeSlow(cs.State.Waiting):
 			if why == "" {
 				why = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message

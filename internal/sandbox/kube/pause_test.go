@@ -283,3 +283,37 @@ func TestNoFreezerElsewhere(t *testing.T) {
 		t.Errorf("setPids of another node's Pod: %v, %v; want not here", ok, err)
 	}
 }
+
+// A sandbox whose Pod is deleted behind the driver's back (kubectl delete
+// pod, a node drained) has exited, as a container Docker killed: not
+// created, which would say it never ran (the hub's restart reconciliation
+// reads it).
+func TestPodDeletedOutOfBandExited(t *testing.T) {
+	d := cluster(t)
+	ctx := t.Context()
+	id := create(t, d, testSpec(t, d, "agentd-kt-gone", nil))
+	if err := d.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := d.cs.CoreV1().Pods(d.ns).Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		in, err := d.Inspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.State != sandbox.StateRunning {
+			if in.State != sandbox.StateExited || in.StartedAt.IsZero() {
+				t.Fatalf("after its Pod was deleted: state %s, started %v; want exited, with its start", in.State, in.StartedAt)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the Pod was never gone")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
