@@ -48,8 +48,10 @@ func TestRelease(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	freeze(t, mp) // as a hub that died mid-copy leaves it
-	if err := os.Symlink(loop, dev+".new"); err != nil { // an Attach cut short
+	// Frozen, as a hub that died mid-copy leaves it; and the symlink an
+	// Attach cut short leaves.
+	freeze(t, mp)
+	if err := os.Symlink(loop, dev+".new"); err != nil {
 		t.Fatal(err)
 	}
 
