@@ -168,7 +168,9 @@ var sharedCopy = []string{"sh", "-c", `set -e; rm -rf /dst/* /dst/.[!.]* /dst/..
 // copyShared copies the workspace of src into that of dst (created, never
 // run) in one helper Pod on node ("": the scheduler's) that mounts src's
 // claim read-only at /src and dst's at /dst: dst's image, runtime and
-// labels, owned by dst's record.
+// labels, owned by dst's record. The node is a node affinity, not the
+// Pod's nodeName: the scheduler binds a claim that is not bound yet, which
+// it never does for a Pod given its node.
 func (d *Driver) copyShared(ctx context.Context, src, dst, node string) error {
 	sec, s, err := d.helperRecord(ctx, "copy", dst)
 	if err != nil {
@@ -199,21 +201,26 @@ func (d *Driver) sharedNode(ctx context.Context, src, dst string) (node, why str
 		if err != nil {
 			return "", "", d.fail("copy workspace: claim "+claimName(id), err)
 		}
+		modes := c.Status.AccessModes
 		if c.Status.Phase != corev1.ClaimBound || c.Spec.VolumeName == "" {
-			return "", "claim " + c.Name + " is not bound", nil
+			// Not bound yet (a WaitForFirstConsumer class's before its
+			// first Pod, or one just made): the scheduler binds it for
+			// the helper, on a node the other volume may be on.
+			modes = c.Spec.AccessModes
+		} else {
+			pv, err := d.cs.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+			if apierrors.IsForbidden(err) {
+				return "", "the hub may not read volume " + c.Spec.VolumeName, nil
+			}
+			if err != nil {
+				return "", "", d.fail("copy workspace: volume "+c.Spec.VolumeName, err)
+			}
+			pvs = append(pvs, pv)
 		}
-		if slices.Contains(c.Status.AccessModes, corev1.ReadWriteOncePod) {
+		if slices.Contains(modes, corev1.ReadWriteOncePod) {
 			return "", "claim " + c.Name + " is ReadWriteOncePod", nil
 		}
-		rwx = rwx && slices.Contains(c.Status.AccessModes, corev1.ReadWriteMany)
-		pv, err := d.cs.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
-		if apierrors.IsForbidden(err) {
-			return "", "the hub may not read volume " + c.Spec.VolumeName, nil
-		}
-		if err != nil {
-			return "", "", d.fail("copy workspace: volume "+c.Spec.VolumeName, err)
-		}
-		pvs = append(pvs, pv)
+		rwx = rwx && slices.Contains(modes, corev1.ReadWriteMany)
 		n, err := d.podNode(ctx, "copy workspace: pod", id)
 		if err != nil {
 			return "", "", err
@@ -237,7 +244,7 @@ func (d *Driver) sharedNode(ctx context.Context, src, dst string) (node, why str
 	}
 	for i := range list.Items {
 		n := &list.Items[i]
-		if (node == "" || n.Name == node) && onNode(pvs[0], n) && onNode(pvs[1], n) {
+		if (node == "" || n.Name == node) && !slices.ContainsFunc(pvs, func(pv *corev1.PersistentVolume) bool { return !onNode(pv, n) }) {
 			return node, "", nil
 		}
 	}

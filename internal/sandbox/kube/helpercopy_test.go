@@ -3,6 +3,7 @@ package kube
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +22,22 @@ import (
 // hostPath volume it is bound to (staticVolumes).
 func volumeDir(t *testing.T, d *Driver, id string) string {
 	t.Helper()
-	c, err := d.cs.CoreV1().PersistentVolumeClaims(d.ns).Get(t.Context(), claimName(id), metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	w, err := d.cs.CoreV1().PersistentVolumeClaims(d.ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + claimName(id)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer w.Stop()
+	var c *corev1.PersistentVolumeClaim
+	for ev := range w.ResultChan() { // the first event is the claim as it is
+		if cl, ok := ev.Object.(*corev1.PersistentVolumeClaim); ok && cl.Status.Phase == corev1.ClaimBound {
+			c = cl
+			break
+		}
+	}
+	if c == nil {
+		t.Fatalf("claim %s: not bound: %v", claimName(id), ctx.Err())
 	}
 	pv, err := d.cs.CoreV1().PersistentVolumes().Get(t.Context(), c.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {

@@ -212,6 +212,14 @@ func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node stri
 	if s.Runtime != "" {
 		p.Spec.RuntimeClassName = &s.Runtime // a gVisor sandbox's workspace is read under gVisor
 	}
+	if len(mounts) > 1 && node != "" { // a copy's: through the scheduler (copyShared)
+		p.Spec.NodeName = ""
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}},
+		}}
+	}
 	return p
 }
 
