@@ -143,8 +143,9 @@ func (d *Driver) copyImage(ctx context.Context, src, dst string) (ok bool, err e
 // Pod can when both volumes are ReadWriteMany, or when they are
 // ReadWriteOnce and not in use on two different nodes (a sandbox's Pod
 // holds its claim's volume on its node), and a node satisfies both
-// volumes' node affinity (local or zonal volumes). Anything else — a
-// ReadWriteOncePod or unbound claim, volumes in use on two nodes, no node
+// volumes' node affinity (local or zonal volumes; a claim not bound yet
+// has none to check, and the scheduler binds it for the helper). Anything
+// else — a ReadWriteOncePod claim, volumes in use on two nodes, no node
 // both may be on, a volume the hub may not read (persistentvolumes is
 // granted for hostPath workspaces only, docs/deploy.md) — takes the two
 // streams, which work across nodes and zones.
