@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,23 +74,15 @@ func (d *Driver) createBoundedVolume(ctx context.Context, vol string, labels map
 }
 
 // releaseWorkspace detaches a volume's loop device and deletes its files
-// (after the engine removed the volume, or a create failed). Nothing
+// (after the engine removed the volume, or a create failed):
+// loopfs.Release, which also unmounts a mount the engine left. Nothing
 // there is not an error.
 func (d *Driver) releaseWorkspace(vol string) error {
 	if d.wsDir == "" {
 		return nil
 	}
 	img, dev := d.workspaceFiles(vol)
-	var errs []error
-	if path := loopfs.LoopOf(img, dev); path != "" {
-		errs = append(errs, loopfs.Detach(path))
-	}
-	for _, p := range []string{dev, img} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := loopfs.Release(img, dev); err != nil {
 		return fmt.Errorf("release workspace %s: %w", vol, err)
 	}
 	return nil

@@ -112,26 +112,14 @@ func (d *Driver) unmountBounded(claim string) error {
 }
 
 // releaseBounded unmounts a bounded workspace, detaches its loop device and
-// deletes its image and symlink. Nothing there is not an error.
+// deletes its image and symlink (loopfs.Release). Nothing there is not an
+// error.
 func (d *Driver) releaseBounded(claim string) error {
 	if d.hostDir == "" {
 		return nil
 	}
 	img, dev := d.imageFiles(claim)
-	var errs []error
-	if loop := loopfs.LoopOf(img, dev); loop != "" {
-		if mp, err := loopfs.MountOf(loop); err == nil && mp != "" {
-			loopfs.Thaw(mp)
-			errs = append(errs, loopfs.Unmount(mp))
-		}
-		errs = append(errs, loopfs.Detach(loop))
-	}
-	for _, p := range []string{dev, dev + ".new", img} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := loopfs.Release(img, dev); err != nil {
 		return fmt.Errorf("release workspace %s: %w", claim, err)
 	}
 	return nil

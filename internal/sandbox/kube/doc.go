@@ -71,6 +71,9 @@
 // (internal/sandbox/wstar). On hostPath volumes they read and write the
 // directory, opened as an os.Root. On provisioned volumes, which the hub
 // cannot read, a helper Pod mounts the claim and the driver streams a tar
-// over exec (helperpod.go): the sandbox's image and hardening, GNU tar
-// inside, the stream checked by wstar before it reaches that tar.
+// over exec (helperpod.go): the sandbox's image and hardening but root
+// with the capabilities that read every file and keep owners and modes
+// (it runs only the driver's fixed commands), GNU tar inside, the stream
+// checked by wstar before it reaches that tar; a copy between claims one
+// Pod can mount is one helper's cp -a within the node (copy.go).
 package kube

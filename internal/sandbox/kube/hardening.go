@@ -9,8 +9,8 @@ import (
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
-// The hardening every Pod of the driver carries, the sandbox's and the
-// workspace helpers' alike (doc.go).
+// The hardening of a sandbox's Pod (doc.go); the workspace helpers keep
+// all of it but the user and capabilities (helperSecurity).
 
 // podSecurity is the Pod's security context: uid and gid 1000, not root,
 // seccomp RuntimeDefault; on provisioned volumes fsGroup 1000 (a

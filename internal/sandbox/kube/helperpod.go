@@ -26,24 +26,35 @@ import (
 // A workspace on a provisioned volume (Options.StorageClass, no
 // HostPathDir) is somewhere the hub cannot read: on another node, behind
 // a CSI driver. Its export, import and copy go through a helper Pod: the
-// sandbox's image, the sandbox's hardening (hardening.go: uid 1000, read
-// only root, no capabilities), the claim its only volume, no network (it
-// carries the sandbox's labels, so the deny-all policy applies), running
-// sleep; the driver streams a tar through exec (client-go's websocket
-// executor, SPDY when the API server does not upgrade to it). The helper
-// is deleted by name when the call ends, whatever happened, and waited for
-// until gone; should the hub die first, the kubelet ends it at its
-// deadline and Remove takes it with the record (its owner).
+// sandbox's image, the claim its only volume (a copy's: both claims, when
+// one Pod can mount them, copy.go), no network (it carries the sandbox's
+// labels, so the deny-all policy applies), running sleep; the driver
+// streams a tar through exec (client-go's websocket executor, SPDY when
+// the API server does not upgrade to it). The helper is deleted by name
+// when the call ends, whatever happened, and waited for until gone; should
+// the hub die first, the kubelet ends it at its deadline and Remove takes
+// it with the record (its owner).
+//
+// The helper runs as root with only the capabilities that read every file
+// and restore owners and modes (helperSecurity): a workspace holds files
+// its sandbox made unreadable to uid 1000 (mode 000) and, copied from
+// another, files of other owners, which the Docker driver's export (the
+// engine's archive API) and copy (cp -a as root) keep. It runs no code of
+// the sandbox's: sleep, and the driver's fixed commands (tar, sh, rm, cp)
+// from the image's read-only root, never anything from the workspace; the
+// root fs is read-only, escalation off, seccomp RuntimeDefault, no token,
+// no network.
 //
 // The tar inside is the image's (GNU tar): out, it tars the workspace and
-// wstar.Rewrite makes that the snapshot export format; in, it extracts
-// what wstar.Own let through: relative names without "..", directories,
-// files and symlinks only, every entry uid 1000's, a stream with the tar's
-// end marker (a cut stream fails the call whatever tar made of it).
-// GNU tar extracts symlinks that point out (absolute, or climbing with
-// "..") as placeholders until the end, so no later entry is written
-// through them; and were one written through a symlink anyway, it runs as
-// uid 1000 in a Pod whose only writable mount is that workspace.
+// wstar.Rewrite makes that the snapshot export format (no owners); in, it
+// extracts what wstar.Own let through: relative names without "..",
+// directories, files and symlinks only, every entry uid 1000's (as the
+// Docker driver's import), a stream with the tar's end marker (a cut
+// stream fails the call whatever tar made of it). GNU tar extracts
+// symlinks that point out (absolute, or climbing with "..") as
+// placeholders until the end, so no later entry is written through them;
+// and were one written through a symlink anyway, it is in a Pod whose only
+// writable volume is that workspace, under a read-only root.
 
 const (
 	// helperContainer is a helper Pod's container.
@@ -67,14 +78,21 @@ var (
 	// tarOut tars the workspace: PAX headers (times to the nanosecond),
 	// hard links stored as files, no owner names.
 	tarOut = []string{"tar", "-C", sandbox.WorkspaceDir, "--format=posix", "--hard-dereference", "--numeric-owner", "-cf", "-", "."}
-	// tarIn extracts into the workspace: the stream's modes and times, the
-	// helper's uid as owner, a file that exists already an error (as
-	// wstar.Extract's). The volume's root keeps its metadata: wstar.Own
-	// leaves the root's entry out.
-	tarIn = []string{"tar", "-C", sandbox.WorkspaceDir, "-x", "-f", "-", "--no-same-owner", "--same-permissions", "--keep-old-files"}
+	// tarIn extracts into the workspace: the stream's modes, times and
+	// numeric owners (wstar.Own made them 1000:1000), a file that exists
+	// already an error (as wstar.Extract's). The volume's root keeps its
+	// metadata: wstar.Own leaves the root's entry out.
+	tarIn = []string{"tar", "-C", sandbox.WorkspaceDir, "-x", "-f", "-", "--same-owner", "--numeric-owner", "--same-permissions", "--keep-old-files"}
 	// replaceIn empties the workspace first (CopyWorkspace replaces it).
 	replaceIn = append([]string{"sh", "-c", `set -e; rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*; exec "$@"`, "sh"}, tarIn...)
 )
+
+// helperMount is a claim a helper Pod mounts, at path, read-only unless
+// write.
+type helperMount struct {
+	claim, path string
+	write       bool
+}
 
 // startHelper makes a helper Pod with sandbox id's workspace claim
 // (read-only unless write), waits until it runs and returns its name and
@@ -82,26 +100,51 @@ var (
 // Pod exists runs on that Pod's node: a ReadWriteOnce volume is attached
 // there.
 func (d *Driver) startHelper(ctx context.Context, op, id string, write bool) (string, func(), error) {
+	sec, s, err := d.helperRecord(ctx, op, id)
+	if err != nil {
+		return "", nil, err
+	}
+	node, err := d.podNode(ctx, op+" the workspace of "+id, id)
+	if err != nil {
+		return "", nil, err
+	}
+	return d.runHelper(ctx, op, sec, s, node, []helperMount{{claimName(id), sandbox.WorkspaceDir, write}})
+}
+
+// helperRecord is sandbox id's record and spec.
+func (d *Driver) helperRecord(ctx context.Context, op, id string) (*corev1.Secret, storedSpec, error) {
 	sec, err := d.record(ctx, op+" the workspace of", id)
 	if err != nil {
-		return "", nil, err
+		return nil, storedSpec{}, err
 	}
 	s, err := recordSpec(sec)
-	if err != nil {
-		return "", nil, err
+	return sec, s, err
+}
+
+// podNode is the node of sandbox id's Pod, "" when it has none.
+func (d *Driver) podNode(ctx context.Context, what, id string) (string, error) {
+	p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, id, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return p.Spec.NodeName, nil
+	case apierrors.IsNotFound(err):
+		return "", nil
+	default:
+		return "", d.fail(what, err)
 	}
-	node := ""
-	if p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, id, metav1.GetOptions{}); err == nil {
-		node = p.Spec.NodeName
-	} else if !apierrors.IsNotFound(err) {
-		return "", nil, d.fail(op+" the workspace of "+id, err)
-	}
+}
+
+// runHelper makes a helper Pod for sandbox sec (spec s) on node ("": the
+// scheduler's choice) with mounts, waits until it runs and returns its
+// name and the func that deletes it (call it, always).
+func (d *Driver) runHelper(ctx context.Context, op string, sec *corev1.Secret, s storedSpec, node string, mounts []helperMount) (string, func(), error) {
+	id := sec.Name
 	if err := d.ensurePolicy(ctx, policies(NetworkNone, nil)[0]); err != nil { // no traffic in or out
 		return "", nil, err
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	p := d.helperPod(sec, s, id+"-ws-"+hex.EncodeToString(b), op, node, write)
+	p := d.helperPod(sec, s, id+"-ws-"+hex.EncodeToString(b), op, node, mounts)
 	if _, err := d.cs.CoreV1().Pods(d.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", nil, d.fail(op+" the workspace of "+id+": create helper pod", err)
 	}
@@ -119,13 +162,30 @@ func (d *Driver) startHelper(ctx context.Context, op, id string, write bool) (st
 	return p.Name, stop, nil
 }
 
-// helperPod is the helper Pod name for sandbox sec's workspace.
-func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node string, write bool) *corev1.Pod {
+// helperPod is the helper Pod name for sandbox sec's workspace, with the
+// claims of mounts (the first volume named "workspace", the rest
+// "workspace-1", …).
+func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node string, mounts []helperMount) *corev1.Pod {
 	meta := objectMeta(name, allLabels(sec.ObjectMeta))
 	meta.Labels[labelSandbox] = sec.Name
 	meta.Labels[labelHelper] = op
 	meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: sec.Name, UID: sec.UID}}
 	deadline := int64(helperDeadline / time.Second)
+	write := false
+	var vols []corev1.Volume
+	var vms []corev1.VolumeMount
+	for i, m := range mounts {
+		v := "workspace"
+		if i > 0 {
+			v += "-" + strconv.Itoa(i)
+		}
+		write = write || m.write
+		vms = append(vms, corev1.VolumeMount{Name: v, MountPath: m.path, ReadOnly: !m.write})
+		vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.claim, ReadOnly: !m.write},
+		}})
+	}
+	pod, ctr := helperSecurity(write)
 	p := &corev1.Pod{
 		ObjectMeta: meta,
 		Spec: corev1.PodSpec{
@@ -135,20 +195,18 @@ func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node stri
 			TerminationGracePeriodSeconds: ptr(int64(0)),
 			ActiveDeadlineSeconds:         &deadline,
 			NodeName:                      node,
-			SecurityContext:               d.podSecurity(),
+			SecurityContext:               pod,
 			Containers: []corev1.Container{{
 				Name:            helperContainer,
 				Image:           s.Image,
 				ImagePullPolicy: corev1.PullNever,
 				Command:         []string{"sleep", strconv.FormatInt(deadline, 10)},
-				WorkingDir:      sandbox.WorkspaceDir,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: sandbox.WorkspaceDir, ReadOnly: !write}},
+				WorkingDir:      "/",
+				VolumeMounts:    vms,
 				Resources:       resources(s.Limits),
-				SecurityContext: containerSecurity(),
+				SecurityContext: ctr,
 			}},
-			Volumes: []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(sec.Name), ReadOnly: !write},
-			}}},
+			Volumes: vols,
 		},
 	}
 	if s.Runtime != "" {
@@ -157,7 +215,38 @@ func (d *Driver) helperPod(sec *corev1.Secret, s storedSpec, name, op, node stri
 	// Placed as the sandbox's Pods are: with no Pod to follow, the
 	// scheduler puts the helper where its claim's volume is, among them.
 	d.place(&p.Spec)
+	if len(mounts) > 1 && node != "" { // a copy's: through the scheduler (copyShared)
+		p.Spec.NodeName = ""
+		p.Spec.Affinity = pinnedTo(node)
+	}
 	return p
+}
+
+// helperSecurity is a helper Pod's security: root, for the capabilities
+// that read every file (DAC_OVERRIDE) and, when it writes, restore owners
+// and modes (CHOWN; FOWNER: modes and times of files it does not own;
+// FSETID: a setgid bit on a file of another group) — what tar -x and cp -a
+// as root use, and nothing else: not DAC_READ_SEARCH, which DAC_OVERRIDE
+// covers for reading and which would let open_by_handle_at through seccomp
+// (a way out of a container) and put the Pod outside the "baseline" Pod
+// Security level. The sandbox's other hardening stays (hardening.go): no
+// escalation, a read-only root, seccomp RuntimeDefault. No fsGroup: root
+// needs no group, and the kubelet would change the group and modes of
+// every file on a volume that supports it, which the helper is there to
+// keep.
+func helperSecurity(write bool) (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	caps := []corev1.Capability{"DAC_OVERRIDE"}
+	if write {
+		caps = append(caps, "CHOWN", "FOWNER", "FSETID")
+	}
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	return &corev1.PodSecurityContext{RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(0)), RunAsNonRoot: ptr(false), SeccompProfile: seccomp},
+		&corev1.SecurityContext{
+			RunAsUser: ptr(int64(0)), RunAsGroup: ptr(int64(0)), RunAsNonRoot: ptr(false),
+			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
+			SeccompProfile: seccomp,
+		}
 }
 
 // awaitHelper waits until helper Pod name's container runs (at most
@@ -332,9 +421,11 @@ func (d *Driver) importHelper(ctx context.Context, id string, r io.Reader) error
 	return nil
 }
 
-// copyHelper is CopyWorkspace on provisioned volumes: a helper Pod for
-// each workspace (they may be on different nodes), the tar streamed from
-// one through the driver into the other, as an export into an import.
+// copyHelper is CopyWorkspace on provisioned volumes: one helper Pod
+// that mounts both claims and copies within the node when one Pod can
+// (copy.go), else a helper Pod for each workspace (they may be on
+// different nodes), the tar streamed from one through the driver into the
+// other, as an export into an import (every entry the sandbox user's).
 func (d *Driver) copyHelper(ctx context.Context, src, dst string) error {
 	if _, err := d.Inspect(ctx, src); err != nil {
 		return err
@@ -346,6 +437,27 @@ func (d *Driver) copyHelper(ctx context.Context, src, dst string) error {
 	if err := neverRan(in); err != nil {
 		return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
 	}
+	node, why, err := d.sharedNode(ctx, src, dst)
+	if err != nil {
+		return err
+	}
+	if why == "" {
+		if err := d.copyShared(ctx, src, dst, node); err != nil {
+			return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+		}
+		d.copies.shared.Add(1)
+		return nil
+	}
+	d.log.Debug("workspace copy streamed through the hub", zap.String("from", src), zap.String("to", dst), zap.String("why", why))
+	if err := d.copyStreams(ctx, src, dst); err != nil {
+		return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
+	}
+	d.copies.streamed.Add(1)
+	return nil
+}
+
+// copyStreams copies src's workspace into dst's through two helper Pods.
+func (d *Driver) copyStreams(ctx context.Context, src, dst string) error {
 	from, stopFrom, err := d.startHelper(ctx, "copy-from", src, false)
 	if err != nil {
 		return err
@@ -368,8 +480,5 @@ func (d *Driver) copyHelper(ctx context.Context, src, dst string) error {
 	if xerr := <-done; xerr != nil && err == nil {
 		err = xerr
 	}
-	if err != nil {
-		return fmt.Errorf("copy workspace %s → %s: %w", src, dst, err)
-	}
-	return nil
+	return err
 }

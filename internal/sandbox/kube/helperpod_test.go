@@ -23,28 +23,41 @@ func storageCluster(t *testing.T, n int) *Driver {
 	return d
 }
 
-// A helper Pod runs as the sandbox does (uid 1000, read-only root, no
-// capabilities, no escalation, seccomp), with the claim read-only for a
-// read, and is gone once stopped.
+// A helper Pod runs as root with DAC_OVERRIDE only when it reads (and
+// CHOWN, FOWNER, FSETID when it writes), the rest of the sandbox's
+// hardening kept (read-only root, no escalation, seccomp), with the claim
+// read-only for a read, and is gone once stopped.
 func TestHelperPodHardening(t *testing.T) {
 	d := storageCluster(t, 1)
 	id := create(t, d, testSpec(t, d, "agentd-kt-helper", nil))
-	pod, stop, err := d.startHelper(t.Context(), "export", id, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := `set -e; [ "$(id -u):$(id -g)" = 1000:1000 ]; ! touch /probe 2>/dev/null; ! touch /workspace/probe 2>/dev/null; ` +
-		`grep -q "^CapEff:.0000000000000000" /proc/self/status; grep -q "^NoNewPrivs:.1" /proc/self/status; grep -q "^Seccomp:.2" /proc/self/status; echo checked`
-	var out bytes.Buffer
-	if err := d.exec(t.Context(), pod, []string{"sh", "-c", check}, nil, &out); err != nil || strings.TrimSpace(out.String()) != "checked" {
-		t.Errorf("the checks in the helper: %q, %v", out.String(), err)
-	}
-	if err := d.exec(t.Context(), pod, []string{"sh", "-c", "exit 3"}, nil, nil); err == nil {
-		t.Error("exec of a command that exits 3: nil error")
-	}
-	stop()
-	if _, err := d.cs.CoreV1().Pods(d.ns).Get(t.Context(), pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the helper pod after stop: %v, want not found", err)
+	for _, c := range []struct {
+		write  bool
+		capEff string // CAP_CHOWN 0, DAC_OVERRIDE 1, DAC_READ_SEARCH 2, FOWNER 3, FSETID 4
+		ws     string // the workspace mount: writable or not
+	}{
+		{false, "0000000000000002", "! touch /workspace/probe 2>/dev/null"},
+		{true, "000000000000001b", "touch /workspace/probe && rm /workspace/probe"},
+	} {
+		pod, stop, err := d.startHelper(t.Context(), "export", id, c.write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := `set -e; [ "$(id -u):$(id -g)" = 0:0 ]; ! touch /probe 2>/dev/null; ` + c.ws + `; ` +
+			`grep -q "^CapEff:.` + c.capEff + `" /proc/self/status; grep -q "^CapBnd:.` + c.capEff + `" /proc/self/status; ` +
+			`grep -q "^NoNewPrivs:.1" /proc/self/status; grep -q "^Seccomp:.2" /proc/self/status; echo checked`
+		var out bytes.Buffer
+		if err := d.exec(t.Context(), pod, []string{"sh", "-c", check}, nil, &out); err != nil || strings.TrimSpace(out.String()) != "checked" {
+			var st bytes.Buffer
+			_ = d.exec(t.Context(), pod, []string{"grep", "-E", "^(Cap|NoNew|Seccomp)", "/proc/self/status"}, nil, &st)
+			t.Errorf("the checks in the helper (write %v): %q, %v; %s", c.write, out.String(), err, st.String())
+		}
+		if err := d.exec(t.Context(), pod, []string{"sh", "-c", "exit 3"}, nil, nil); err == nil {
+			t.Error("exec of a command that exits 3: nil error")
+		}
+		stop()
+		if _, err := d.cs.CoreV1().Pods(d.ns).Get(t.Context(), pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the helper pod after stop: %v, want not found", err)
+		}
 	}
 }
 

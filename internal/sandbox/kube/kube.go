@@ -105,6 +105,8 @@ type Driver struct {
 	// loopControl attaches bounded workspaces' images (tests: one that
 	// is not).
 	loopControl string
+	// copies: how copies between claims went (copy.go).
+	copies copyStats
 
 	probeImage string
 	probeMu    sync.Mutex // one ProbePolicy at a time

@@ -72,7 +72,7 @@ func (d *Driver) Start(ctx context.Context, id string) error {
 	pod := d.pod(sec, s)
 	if node != "" {
 		// The hub bounds its processes there (setPids).
-		pod.Spec.Affinity = onNode(node)
+		pod.Spec.Affinity = pinnedTo(node)
 	}
 	if err := d.applyNetwork(ctx, pod, s.Network); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)

@@ -330,8 +330,8 @@ func limitPids(p *corev1.Pod, limit int64, node string) error {
 	return nil
 }
 
-// onNode is an affinity that places a Pod on node only.
-func onNode(node string) *corev1.Affinity {
+// pinnedTo is an affinity that places a Pod on node only.
+func pinnedTo(node string) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},

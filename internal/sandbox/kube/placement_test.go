@@ -105,7 +105,7 @@ func TestEligibleAndPlaced(t *testing.T) {
 	s := storedSpec{Image: "img", Cmd: []string{"true"}, Limits: sandbox.Limits{CPUs: 1, MemoryBytes: 1 << 20, Pids: 10, TmpBytes: 1 << 20, HomeBytes: 1 << 20}}
 	for name, spec := range map[string]*corev1.PodSpec{
 		"sandbox": &pool.pod(sec, s).Spec,
-		"helper":  &pool.helperPod(sec, s, "s1-ws-0", "export", "", false).Spec,
+		"helper":  &pool.helperPod(sec, s, "s1-ws-0", "export", "", []helperMount{{claimName("s1"), sandbox.WorkspaceDir, false}}).Spec,
 		"probe":   &pool.probePod("p", "server", "10.0.0.1").Spec,
 	} {
 		if diff := cmp.Diff(spec.NodeSelector, pool.nodeSelector); diff != "" {

@@ -13,6 +13,8 @@ package loopfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -29,3 +31,26 @@ var ErrNoLoopDevice = fmt.Errorf("no free loop device: %w", sandbox.ErrExhausted
 
 // ErrUnsupported: bounded workspaces are loop devices, Linux only.
 var ErrUnsupported = errors.New("a bounded workspace needs a Linux host (loop devices)")
+
+// Release undoes Make and Attach for image img and its device symlink dev
+// (a removed workspace, or a create that failed): it unmounts the device
+// where it is mounted in this mount namespace (thawed first: a hub that
+// died during a copy may have left it frozen), detaches it and deletes
+// img, dev and a dev.new that Attach left. Nothing there is not an error;
+// every step is tried and their errors are joined.
+func Release(img, dev string) error {
+	var errs []error
+	if loop := LoopOf(img, dev); loop != "" {
+		if mp, err := MountOf(loop); err == nil && mp != "" {
+			Thaw(mp)
+			errs = append(errs, Unmount(mp))
+		}
+		errs = append(errs, Detach(loop))
+	}
+	for _, p := range []string{dev, dev + ".new", img} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
