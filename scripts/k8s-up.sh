@@ -355,6 +355,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 podPidsLimit: ${K8S_POD_PIDS:-512}
+# Images here are imported, not pulled: a test's pull of one of them under
+# another name (the same image id from a loopback registry) would otherwise
+# leave a pull record that makes the kubelet refuse the imported name under
+# pull policy Never (docs/kubernetes.md, Images and pulls).
+imagePullCredentialsVerificationPolicy: NeverVerify
 KCFG
 start kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
 	--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$gw"
