@@ -117,8 +117,8 @@ func testImage(t *testing.T, d *Driver) string {
 }
 
 // The conformance suite on the real cluster: Pods of a Debian-based image,
-// hostPath workspaces (bounded ones ext4 images). Pull is refused (the driver never pulls: no
-// PullImage), Pause too (CannotPause: Kubernetes has no freezer).
+// hostPath workspaces (bounded ones ext4 images), Pull from a registry on
+// loopback. Pause is refused (CannotPause: Kubernetes has no freezer).
 func TestConformance(t *testing.T) { conformance(t) }
 
 // The suite again with Pods that get agentd from the init container (this
@@ -251,6 +251,11 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 	if d.hostDir != "" {
 		bound = 32 << 20
 	}
+	// Pull's contract: an image the kubelet pulls from a registry on
+	// loopback, and a tag that registry lacks (never a public registry).
+	reg := startPullRegistry(t)
+	pullRef, pullDigest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
+	removeNodeImages(t, pullRef, pullDigest)
 	timeout := 2 * time.Minute
 	if d.agentdImage != "" {
 		timeout = 4 * time.Minute // the init container's Pods start slower
@@ -265,7 +270,8 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 				Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
 			}, true
 		},
-		MissingImage:   "agentd-test/absent:1",
+		MissingImage:   reg.host + "/agentd-test/absent:1",
+		PullImage:      pullRef,
 		EnforcesLimits: true,
 		CannotPause:    true,
 		WorkspaceBytes: bound, // FillWorkspace writes 64 MiB

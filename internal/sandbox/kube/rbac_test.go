@@ -44,6 +44,9 @@ func TestRBACConformance(t *testing.T) {
 			t.Fatalf("ping as the service account: %v", err)
 		}
 		image := testImage(t, d)
+		reg := startPullRegistry(t) // Pull as the service account
+		pullRef, pullDigest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
+		removeNodeImages(t, pullRef, pullDigest)
 		pids, err := d.PodPidsLimit(t.Context())
 		if err != nil || pids == 0 {
 			t.Fatalf("the nodes' podPidsLimit as the service account: %d, %v", pids, err)
@@ -58,7 +61,8 @@ func TestRBACConformance(t *testing.T) {
 					Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
 				}, true
 			},
-			MissingImage:   "agentd-test/absent:1",
+			MissingImage:   reg.host + "/agentd-test/absent:1",
+			PullImage:      pullRef,
 			EnforcesLimits: true,
 			CannotPause:    true,
 			Timeout:        2 * time.Minute,

@@ -1,0 +1,201 @@
+package kube
+
+import (
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
+)
+
+// pullRegistry is an in-process registry on a loopback port (the node's
+// containerd runs on this host's network, and pulls from 127.0.0.1 over
+// plain http), counting the manifests it serves.
+type pullRegistry struct {
+	host      string // 127.0.0.1:PORT
+	manifests atomic.Int64
+}
+
+func startPullRegistry(t *testing.T) *pullRegistry {
+	t.Helper()
+	r := &pullRegistry{}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/") {
+			r.manifests.Add(1)
+		}
+		reg.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// push pushes a small random linux/amd64 image as repo:tag and returns
+// its tag and digest references.
+func (r *pullRegistry) push(t *testing.T, repoTag string) (tag, digest string) {
+	t.Helper()
+	img, err := random.Image(4096, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(r.host+"/"+repoTag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag = r.host + "/" + repoTag
+	return tag, tag[:strings.LastIndex(tag, ":")] + "@" + d.String()
+}
+
+// removeNodeImages removes refs from the node's containerd when the test
+// ends (ctr on make k8s-up's socket beside the kubeconfig, or
+// $AGENTD_K8S_CONTAINERD), so that test images do not pile up in the
+// node's status; without ctr or the socket they stay.
+func removeNodeImages(t *testing.T, refs ...string) {
+	t.Helper()
+	sock := os.Getenv("AGENTD_K8S_CONTAINERD")
+	if sock == "" {
+		cfg := os.Getenv("AGENTD_KUBECONFIG")
+		if cfg == "" {
+			cfg = os.Getenv("KUBECONFIG")
+		}
+		sock = filepath.Join(filepath.Dir(cfg), "containerd", "containerd.sock")
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(sock); err != nil {
+			t.Logf("test images left on the node (no containerd socket at %s): %v", sock, refs)
+			return
+		}
+		out, err := exec.Command("ctr", append([]string{"--address", sock, "-n", "k8s.io", "images", "rm"}, refs...)...).CombinedOutput()
+		if err != nil {
+			t.Logf("remove test images from the node: %v: %s", err, out)
+		}
+	})
+}
+
+// noPullPodLeft fails the test for any pull Pod left in d's namespace.
+func noPullPodLeft(t *testing.T, d *Driver) {
+	t.Helper()
+	pods, err := d.cs.CoreV1().Pods(d.ns).List(t.Context(), metav1.ListOptions{LabelSelector: labelPull})
+	if err != nil {
+		t.Fatalf("list pull pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		t.Errorf("pull pod %s (%s) outlived its pull", p.Name, p.Annotations[labelPull])
+	}
+}
+
+// Pull has the node's kubelet pull an image by tag from a registry on
+// loopback, and Image then finds it by that tag; by digest (how the hub
+// pins an image) it pulls again and names the same image. No pull Pod is
+// left.
+func TestPull(t *testing.T) {
+	d := cluster(t)
+	reg := startPullRegistry(t)
+	tag, digest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
+	removeNodeImages(t, tag, digest)
+	if _, err := d.Image(t.Context(), tag); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("Image %s before the pull: %v, want ErrNotFound", tag, err)
+	}
+
+	start := time.Now()
+	img, err := d.Pull(t.Context(), tag)
+	if err != nil {
+		t.Fatalf("Pull %s: %v", tag, err)
+	}
+	t.Logf("Pull by tag: %s", time.Since(start).Round(time.Millisecond))
+	if img.ID == "" || !slices.Contains(img.RepoDigests, digest) {
+		t.Errorf("Pull %s = %+v; want an ID and the repo digest %s", tag, img, digest)
+	}
+	if reg.manifests.Load() == 0 {
+		t.Errorf("Pull %s: the registry served no manifest", tag)
+	}
+	if got, err := d.Image(t.Context(), tag); err != nil || got.ID != img.ID {
+		t.Errorf("Image %s after the pull = %+v, %v; want ID %s", tag, got, err, img.ID)
+	}
+	noPullPodLeft(t, d)
+
+	served := reg.manifests.Load()
+	start = time.Now()
+	pinned, err := d.Pull(t.Context(), digest)
+	if err != nil {
+		t.Fatalf("Pull %s: %v", digest, err)
+	}
+	t.Logf("Pull by digest: %s", time.Since(start).Round(time.Millisecond))
+	if pinned.ID != img.ID {
+		t.Errorf("Pull %s: ID %s, want %s (the tag's)", digest, pinned.ID, img.ID)
+	}
+	if reg.manifests.Load() == served {
+		t.Errorf("Pull %s: the registry served no manifest (imagePullPolicy Always asks it)", digest)
+	}
+	noPullPodLeft(t, d)
+}
+
+// A pull that cannot succeed fails with the kubelet's reason, promptly,
+// leaves the image missing and no pull Pod behind: a tag the registry
+// lacks, a registry nothing listens on, and a TLS registry the node does
+// not trust (the node operator's configuration, which the error names).
+func TestPullFails(t *testing.T) {
+	d := cluster(t)
+	reg := startPullRegistry(t)
+	tlsReg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(tlsReg.Close)
+	tlsRef := "localhost:" + tlsReg.URL[strings.LastIndex(tlsReg.URL, ":")+1:] + "/agentd-test/tls:v1"
+	for _, tc := range []struct{ name, ref, want string }{
+		{"missing tag", reg.host + "/agentd-test/absent-" + randHex(4) + ":v1", "not found"},
+		{"no registry", "127.0.0.1:1/agentd-test/none:v1", "connection refused"},
+		{"untrusted tls", tlsRef, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := d.Pull(t.Context(), tc.ref)
+			t.Logf("Pull %s: %s: %v", tc.ref, time.Since(start).Round(time.Millisecond), err)
+			if err == nil {
+				t.Fatalf("Pull %s succeeded", tc.ref)
+			}
+			if !strings.Contains(err.Error(), "ErrImagePull") && !strings.Contains(err.Error(), "ImagePullBackOff") {
+				t.Errorf("Pull %s: %v; want the kubelet's pull failure", tc.ref, err)
+			}
+			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Pull %s: %v; want %q in it", tc.ref, err, tc.want)
+			}
+			if _, err := d.Image(t.Context(), tc.ref); !errors.Is(err, sandbox.ErrNotFound) {
+				t.Errorf("Image %s after a failed pull: %v, want ErrNotFound", tc.ref, err)
+			}
+			noPullPodLeft(t, d)
+		})
+	}
+}
