@@ -15,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
@@ -197,5 +200,56 @@ func TestPullFails(t *testing.T) {
 			}
 			noPullPodLeft(t, d)
 		})
+	}
+}
+
+// The pull Pod pulls (imagePullPolicy Always) on the node it is pinned
+// to, with the sandbox's hardening, under the deny-all NetworkPolicy, and
+// its command is no file an image can hold.
+func TestPullPodHardening(t *testing.T) {
+	d := &Driver{}
+	p := pullPod(d.podSecurity(), "127.0.0.1:5000/acme/x:v1", "node-a")
+	c := p.Spec.Containers[0]
+	if c.ImagePullPolicy != corev1.PullAlways || c.Image != "127.0.0.1:5000/acme/x:v1" || p.Spec.NodeName != "node-a" {
+		t.Errorf("pull pod: policy %s image %s node %s", c.ImagePullPolicy, c.Image, p.Spec.NodeName)
+	}
+	if diff := cmp.Diff(c.SecurityContext, containerSecurity()); diff != "" {
+		t.Errorf("container security (-got +want):\n%s", diff)
+	}
+	if sc := p.Spec.SecurityContext; sc == nil || *sc.RunAsUser != uid || !*sc.RunAsNonRoot {
+		t.Errorf("pod security: %+v", sc)
+	}
+	if *p.Spec.AutomountServiceAccountToken || p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.ActiveDeadlineSeconds == nil {
+		t.Errorf("pull pod spec: token %v restart %s deadline %v", *p.Spec.AutomountServiceAccountToken, p.Spec.RestartPolicy, p.Spec.ActiveDeadlineSeconds)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&policies(NetworkNone, nil)[0].Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(p.Labels)) {
+		t.Errorf("the deny-all policy (%s) does not select the pull pod's labels %v", sel, p.Labels)
+	}
+	if !slices.Equal(c.Command, []string{"/dev/null/agentd-pull"}) || len(c.Args) != 0 {
+		t.Errorf("pull pod command %q %q: want a path no image holds", c.Command, c.Args)
+	}
+}
+
+// A failed pull's error quotes the kubelet and, where its message shows
+// the node's runtime configuration is at fault, says what to configure.
+func TestPullErrorHints(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{`failed to pull and unpack image "localhost:4443/a:v1": failed to resolve reference: ... http: server gave HTTP response to HTTPS client`, "does not trust this registry"},
+		{`... tls: failed to verify certificate: x509: certificate signed by unknown authority`, "does not trust this registry"},
+		{`dial tcp: lookup registry.example on 10.0.0.1:53: no such host`, "cannot resolve the registry's name"},
+		{`... 401 Unauthorized`, "pulls anonymously"},
+		{`... not found`, ""},
+	} {
+		err := pullError("n1", &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: tc.msg})
+		if !strings.Contains(err.Error(), "ErrImagePull: "+tc.msg) {
+			t.Errorf("pullError(%q) = %v: want the kubelet's reason and message", tc.msg, err)
+		}
+		if tc.want != "" && !strings.Contains(err.Error(), tc.want) || tc.want == "" && strings.Contains(err.Error(), "(") {
+			t.Errorf("pullError(%q) = %v: want hint %q", tc.msg, err, tc.want)
+		}
 	}
 }
