@@ -41,6 +41,9 @@ func startTestRegistry(t *testing.T) *testRegistry {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	r := &testRegistry{host: strings.TrimPrefix(srv.URL, "http://")}
+	if onKube() {
+		sandboxtest.RemoveKubeImagesOf(t, "", r.host) // what the node's kubelet pulled from it
+	}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -254,8 +254,7 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 	// Pull's contract: an image the kubelet pulls from a registry on
 	// loopback, and a tag that registry lacks (never a public registry).
 	reg := startPullRegistry(t)
-	pullRef, pullDigest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
-	removeNodeImages(t, pullRef, pullDigest)
+	pullRef, _ := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
 	timeout := 2 * time.Minute
 	if d.agentdImage != "" {
 		timeout = 4 * time.Minute // the init container's Pods start slower

@@ -6,9 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
+	"github.com/devdepot-ai/agentd/internal/sandbox/sandboxtest"
 )
 
 // pullRegistry is an in-process registry on a loopback port (the node's
@@ -48,6 +46,7 @@ func startPullRegistry(t *testing.T) *pullRegistry {
 	}))
 	t.Cleanup(srv.Close)
 	r.host = strings.TrimPrefix(srv.URL, "http://")
+	sandboxtest.RemoveKubeImagesOf(t, "", r.host) // what the node pulled from it
 	return r
 }
 
@@ -83,32 +82,6 @@ func (r *pullRegistry) push(t *testing.T, repoTag string) (tag, digest string) {
 	return tag, tag[:strings.LastIndex(tag, ":")] + "@" + d.String()
 }
 
-// removeNodeImages removes refs from the node's containerd when the test
-// ends (ctr on make k8s-up's socket beside the kubeconfig, or
-// $AGENTD_K8S_CONTAINERD), so that test images do not pile up in the
-// node's status; without ctr or the socket they stay.
-func removeNodeImages(t *testing.T, refs ...string) {
-	t.Helper()
-	sock := os.Getenv("AGENTD_K8S_CONTAINERD")
-	if sock == "" {
-		cfg := os.Getenv("AGENTD_KUBECONFIG")
-		if cfg == "" {
-			cfg = os.Getenv("KUBECONFIG")
-		}
-		sock = filepath.Join(filepath.Dir(cfg), "containerd", "containerd.sock")
-	}
-	t.Cleanup(func() {
-		if _, err := os.Stat(sock); err != nil {
-			t.Logf("test images left on the node (no containerd socket at %s): %v", sock, refs)
-			return
-		}
-		out, err := exec.Command("ctr", append([]string{"--address", sock, "-n", "k8s.io", "images", "rm"}, refs...)...).CombinedOutput()
-		if err != nil {
-			t.Logf("remove test images from the node: %v: %s", err, out)
-		}
-	})
-}
-
 // noPullPodLeft fails the test for any pull Pod left in d's namespace.
 func noPullPodLeft(t *testing.T, d *Driver) {
 	t.Helper()
@@ -129,7 +102,6 @@ func TestPull(t *testing.T) {
 	d := cluster(t)
 	reg := startPullRegistry(t)
 	tag, digest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
-	removeNodeImages(t, tag, digest)
 	if _, err := d.Image(t.Context(), tag); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("Image %s before the pull: %v, want ErrNotFound", tag, err)
 	}

@@ -45,8 +45,7 @@ func TestRBACConformance(t *testing.T) {
 		}
 		image := testImage(t, d)
 		reg := startPullRegistry(t) // Pull as the service account
-		pullRef, pullDigest := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
-		removeNodeImages(t, pullRef, pullDigest)
+		pullRef, _ := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
 		pids, err := d.PodPidsLimit(t.Context())
 		if err != nil || pids == 0 {
 			t.Fatalf("the nodes' podPidsLimit as the service account: %d, %v", pids, err)
