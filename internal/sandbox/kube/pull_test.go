@@ -28,7 +28,7 @@ import (
 
 // pullRegistry is an in-process registry on a loopback port (the node's
 // containerd runs on this host's network, and pulls from 127.0.0.1 over
-// plain http), counting the manifests it serves.
+// plain http), counting the manifest requests it serves (HEAD or GET).
 type pullRegistry struct {
 	host      string // 127.0.0.1:PORT
 	manifests atomic.Int64
@@ -39,7 +39,7 @@ func startPullRegistry(t *testing.T) *pullRegistry {
 	r := &pullRegistry{}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/") {
+		if (req.Method == http.MethodGet || req.Method == http.MethodHead) && strings.Contains(req.URL.Path, "/manifests/") {
 			r.manifests.Add(1)
 		}
 		reg.ServeHTTP(w, req)
