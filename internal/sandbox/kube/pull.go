@@ -203,7 +203,7 @@ func pullError(node string, w *corev1.ContainerStateWaiting) error {
 	var hint string
 	switch {
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"),
-		strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"):
+		strings.Contains(msg, "x509:"), strings.Contains(msg, "tls: "):
 		hint = "the node's container runtime does not trust this registry (plain http or a private CA): configure it on every node (containerd's hosts.toml; docs/kubernetes.md, Images and pulls)"
 	case strings.Contains(msg, "no such host"):
 		hint = "the node cannot resolve the registry's name: nodes resolve registries themselves, the hub's resolver does not apply"

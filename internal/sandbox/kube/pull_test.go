@@ -148,7 +148,7 @@ func TestPullFails(t *testing.T) {
 	reg := startPullRegistry(t)
 	tlsReg := httptest.NewTLSServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(tlsReg.Close)
-	tlsRef := "localhost:" + tlsReg.URL[strings.LastIndex(tlsReg.URL, ":")+1:] + "/agentd-test/tls:v1"
+	tlsRef := "localhost:" + tlsReg.URL[strings.LastIndex(tlsReg.URL, ":")+1:] + "/agentd-test/secure:v1"
 	for _, tc := range []struct{ name, ref, want string }{
 		{"missing tag", reg.host + "/agentd-test/absent-" + randHex(4) + ":v1", "not found"},
 		{"no registry", "127.0.0.1:1/agentd-test/none:v1", "connection refused"},
