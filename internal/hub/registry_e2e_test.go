@@ -31,7 +31,9 @@ import (
 // cannot even resolve it: the hub fetches the digest and loads it); and
 // behind TLS with a private CA, trusted through --registry-ca. The same
 // plain registry under another name no flag covers is rejected naming
-// --insecure-registry.
+// --insecure-registry. On Kubernetes the node pulls with its own registry
+// configuration: only the loopback registry is ready, the other two are
+// rejected at the pull, saying why.
 func TestSandboxRegistriesAdminsRun(t *testing.T) {
 	base := sandboxtest.BaseImage(t)
 	store := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
@@ -46,6 +48,9 @@ func TestSandboxRegistriesAdminsRun(t *testing.T) {
 	secure.StartTLS()
 	t.Cleanup(secure.Close)
 	plainAddr, tlsAddr := plain.Listener.Addr().String(), secure.Listener.Addr().String()
+	if onKube() {
+		sandboxtest.RemoveKubeImagesOf(t, "", plainAddr) // what the node's kubelet pulled
+	}
 	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
 	named := "registry.agentd.test:" + port(plainAddr)
 	unnamed := "other.agentd.test:" + port(plainAddr)
@@ -78,12 +83,15 @@ func TestSandboxRegistriesAdminsRun(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, network, a)
 		}}
 	h := startSandboxHubWith(t, func(o *sandboxes.Options) {
-		drv, err := docker.New(docker.Options{Fetch: reg.Fetch})
-		if err != nil {
-			t.Fatal(err)
+		if !onKube() {
+			// The hub fetches what the engine cannot resolve, and loads it.
+			drv, err := docker.New(docker.Options{Fetch: reg.Fetch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { drv.Close() })
+			o.Driver = drv
 		}
-		t.Cleanup(func() { drv.Close() })
-		o.Driver = drv
 		o.ImageCheck.AllowRegistries = []string{plainAddr, named, unnamed, tlsHost}
 		reg.Apply(&o.ImageCheck)
 	}, hubtest.Options{})
@@ -94,7 +102,22 @@ func TestSandboxRegistriesAdminsRun(t *testing.T) {
 			t.Fatalf("env create %s = %d %q %q", tc.env, code, out, errs)
 		}
 	}
-	for _, env := range []string{"loopback", "insecure", "privateca"} {
+	ready := []string{"loopback", "insecure", "privateca"}
+	if onKube() {
+		// The node's kubelet pulls, with its runtime's registry
+		// configuration, not the hub's: plain http on loopback only, no
+		// name the hub alone resolves, no CA but the system's. Those are
+		// the node operator's to configure (docs/kubernetes.md, Images and
+		// pulls); unconfigured, the pull fails, saying so.
+		ready = ready[:1]
+		for env, want := range map[string]string{"insecure": "cannot resolve the registry's name", "privateca": "ErrImagePull"} {
+			e := h.waitEnv(env, 5*time.Minute)
+			if c := failed(e, "pull.engine"); e.GetState() != hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED || c == nil || !strings.Contains(c.GetBreaks(), want) {
+				t.Errorf("environment %s on Kubernetes: %s, want rejected at pull.engine with %q\n%s", env, e.GetState(), want, reportText(e))
+			}
+		}
+	}
+	for _, env := range ready {
 		e := h.waitEnv(env, 5*time.Minute)
 		if e.GetState() != hubv1.EnvironmentState_ENVIRONMENT_STATE_READY {
 			t.Errorf("environment %s: %s\n%s", env, e.GetState(), reportText(e))

@@ -41,6 +41,9 @@ func startTestRegistry(t *testing.T) *testRegistry {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	r := &testRegistry{host: strings.TrimPrefix(srv.URL, "http://")}
+	if onKube() {
+		sandboxtest.RemoveKubeImagesOf(t, "", r.host) // what the node's kubelet pulled from it
+	}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -215,7 +218,7 @@ func TestSandboxCustomImages(t *testing.T) {
 		t.Errorf("good pinned %q, want %s/acme/good@sha256:…", good.GetPinned(), reg.host)
 	}
 	if inv := good.GetInventory(); !contains(inv.GetTools(), "acme-tool") || len(inv.GetTools()) > 5 || !containsPrefix(inv.GetPythonPackages(), "acme") {
-		t.Errorf("what good adds: %v / %v; want acme-tool and acme-pkg, not the base's tools", inv.GetTools(), inv.GetPythonPackages())
+		t.Errorf("what good adds: %v / %v; want acme-tool and acme-pkg, not the base's tools\n%s", inv.GetTools(), inv.GetPythonPackages(), reportText(good))
 	}
 	for _, c := range good.GetReport() {
 		if c.GetStatus() == hubv1.CheckStatus_CHECK_STATUS_FAIL {

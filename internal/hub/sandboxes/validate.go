@@ -127,8 +127,8 @@ func (m *Manager) checkImage(ctx context.Context, org store.Org, e store.Environ
 	progress("pulling " + digest)
 	if _, err := m.o.Driver.Pull(ctx, digest); err != nil {
 		return append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Fail, Title: "pull the image by digest",
-			Breaks: "the hub's Docker engine could not pull " + digest + ": " + err.Error(),
-			Fix:    "check that the image is public and the registry reachable from the hub's host, then: agentctl env revalidate " + e.Name}), "", nil
+			Breaks: "the sandboxes' container runtime could not pull " + digest + ": " + err.Error(),
+			Fix:    "check that the image is public and the registry reachable from where sandboxes run (the hub's host; on Kubernetes, every node), then: agentctl env revalidate " + e.Name}), "", nil
 	}
 	report = append(report, sandbox.Check{ID: "pull.engine", Status: sandbox.Pass, Title: "pull the image by digest"})
 

@@ -119,8 +119,8 @@ func testImage(t *testing.T, d *Driver) string {
 }
 
 // The conformance suite on the real cluster: Pods of a Debian-based image,
-// hostPath workspaces (bounded ones ext4 images). Pull is refused (the driver never pulls: no
-// PullImage); Pause freezes the Pod through this host's cgroups (the host
+// hostPath workspaces (bounded ones ext4 images), Pull from a registry on
+// loopback. Pause freezes the Pod through this host's cgroups (the host
 // is the node), and is refused where it is not (CannotPause).
 func TestConformance(t *testing.T) { conformance(t) }
 
@@ -254,6 +254,10 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 	if d.hostDir != "" {
 		bound = 32 << 20
 	}
+	// Pull's contract: an image the kubelet pulls from a registry on
+	// loopback, and a tag that registry lacks (never a public registry).
+	reg := startPullRegistry(t)
+	pullRef, _ := reg.push(t, "agentd-test/pull-"+randHex(4)+":v1")
 	timeout := 2 * time.Minute
 	if d.agentdImage != "" {
 		timeout = 4 * time.Minute // the init container's Pods start slower
@@ -268,7 +272,8 @@ func harness(t *testing.T, d *Driver) drivertest.Harness {
 				Limits:  sandbox.Limits{CPUs: 0.5, MemoryBytes: 64 << 20, Pids: pids, TmpBytes: 8 << 20, HomeBytes: 8 << 20},
 			}, true
 		},
-		MissingImage:   "agentd-test/absent:1",
+		MissingImage:   reg.host + "/agentd-test/absent:1",
+		PullImage:      pullRef,
 		EnforcesLimits: true,
 		CannotPause:    noFreezer(nil) != "", // the freezer of this host's node, if it is one
 		WorkspaceBytes: bound,                // FillWorkspace writes 64 MiB

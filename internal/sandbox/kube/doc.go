@@ -63,9 +63,12 @@
 //     there and Start writes it into the container's pids cgroup;
 //     elsewhere Create refuses a spec whose limit is below a node's (or
 //     when a node has none). Stats reports the limit that holds.
-//   - Pull: kubelets pull, and these Pods never do. Pull returns
-//     sandbox.ErrNotSupported; Image finds images in the nodes' status,
-//     which shows names and sizes but no config (no labels, user, env).
+//   - Pull: only kubelets pull, when a Pod needs an image; sandbox Pods
+//     never do. Pull has every ready node's kubelet pull through a pull
+//     Pod whose command no image holds (pull.go: the image's code never
+//     runs), with the node's registry configuration, not the hub's. Image
+//     finds images in the nodes' status, which shows names and sizes but
+//     no config (no labels, user, env), and lags a pull by up to 40 s.
 //
 // Workspace export, import and copy use the snapshot export format
 // (internal/sandbox/wstar). On hostPath volumes they read and write the

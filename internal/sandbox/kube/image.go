@@ -36,7 +36,7 @@ func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
 			}
 		}
 	}
-	return sandbox.Image{}, fmt.Errorf("image %s: %w on %s (images are imported into each node's runtime; the driver never pulls)", ref, sandbox.ErrNotFound, d.placementNote())
+	return sandbox.Image{}, fmt.Errorf("image %s: %w on %s (Pull has the kubelets pull it, or import it into each node's runtime)", ref, sandbox.ErrNotFound, d.placementNote())
 }
 
 // image is the description of a node's image.
@@ -79,11 +79,4 @@ func candidates(ref string) []string {
 		out = append(out, "docker.io/"+name)
 	}
 	return out
-}
-
-// Pull is not supported: a node's kubelet pulls an image when a Pod needs
-// it, and the driver's Pods never pull (imagePullPolicy Never). Images are
-// imported into every node's runtime beforehand.
-func (d *Driver) Pull(ctx context.Context, ref string) (sandbox.Image, error) {
-	return sandbox.Image{}, fmt.Errorf("pull %s: %w: the kubernetes driver never pulls; import the image into every node's container runtime", ref, sandbox.ErrNotSupported)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -86,4 +87,43 @@ func importAgentd(bin, kubeconfig string) (ref, skip string, err error) {
 		return "", "", fmt.Errorf("ctr images import: %v: %s", err, out)
 	}
 	return ref, "", nil
+}
+
+// RemoveKubeImagesOf removes from the node's containerd, when t ends, every
+// image named under registry (host:port/, a test's own registry), which a
+// test had the kubelet pull: images a run leaves pile up in the node's
+// status, which lists only its 50 largest. The socket is found as
+// KubeAgentdImage finds it (kubeconfig "": $AGENTD_KUBECONFIG, else
+// $KUBECONFIG); without it or ctr the images stay (logged).
+func RemoveKubeImagesOf(t testing.TB, kubeconfig, registry string) {
+	t.Helper()
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("AGENTD_KUBECONFIG")
+	}
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	sock := os.Getenv("AGENTD_K8S_CONTAINERD")
+	if sock == "" {
+		sock = filepath.Join(filepath.Dir(kubeconfig), "containerd", "containerd.sock")
+	}
+	t.Cleanup(func() {
+		out, err := exec.Command("ctr", "--address", sock, "-n", "k8s.io", "images", "ls", "-q").Output()
+		if err != nil {
+			t.Logf("images of %s left on the node (ctr images ls on %s: %v)", registry, sock, err)
+			return
+		}
+		var refs []string
+		for _, ref := range strings.Fields(string(out)) {
+			if strings.HasPrefix(ref, registry+"/") {
+				refs = append(refs, ref)
+			}
+		}
+		if len(refs) == 0 {
+			return
+		}
+		if out, err := exec.Command("ctr", append([]string{"--address", sock, "-n", "k8s.io", "images", "rm"}, refs...)...).CombinedOutput(); err != nil {
+			t.Logf("remove the images of %s from the node: %v: %s", registry, err, out)
+		}
+	})
 }
