@@ -158,7 +158,7 @@ func TestConformanceStorageClass(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) drivertest.Harness {
 		class := "agentd-static-" + randHex(4)
 		d := newCluster(t, Options{StorageClass: class})
-		staticVolumes(t, d, class, 48, 64<<20)
+		localVolumes(t, d, class, 48, 64<<20)
 		t.Cleanup(func() { noHelperLeft(t, d) })
 		return harness(t, d)
 	})
@@ -170,6 +170,21 @@ func TestConformanceStorageClass(t *testing.T) {
 // container's chown would leave them); all are deleted when the test
 // ends.
 func staticVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
+	t.Helper()
+	makeVolumes(t, d, class, n, size, false)
+}
+
+// localVolumes is staticVolumes with local PersistentVolumes (on this
+// host's node) in directories owned by root, mode 0755, as a provisioner
+// leaves them: the kubelet applies the Pods' fsGroup to a local volume
+// (never to a hostPath one), so these are the volumes on which its
+// ownership changes show.
+func localVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
+	t.Helper()
+	makeVolumes(t, d, class, n, size, true)
+}
+
+func makeVolumes(t *testing.T, d *Driver, class string, n int, size int64, local bool) {
 	t.Helper()
 	ctx := t.Context()
 	meta := func(name string) metav1.ObjectMeta {
@@ -196,12 +211,19 @@ func staticVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
 		}
 	})
 	dir := t.TempDir()
+	node := ""
+	if local {
+		nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node = d.localNode(ctx, nodes.Items); node == "" {
+			t.Skip("local volumes need this host to be a node of the cluster")
+		}
+	}
 	for i := range n {
 		p := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.Mkdir(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, uid, gid); err != nil {
 			t.Fatal(err)
 		}
 		pv := &corev1.PersistentVolume{
@@ -215,6 +237,14 @@ func staticVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
 					HostPath: &corev1.HostPathVolumeSource{Path: p, Type: ptr(corev1.HostPathDirectory)},
 				},
 			},
+		}
+		if local {
+			pv.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: p}}
+			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}}
+		} else if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
 		}
 		if _, err := d.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create volume %s: %v", pv.Name, err)

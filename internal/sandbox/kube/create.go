@@ -129,7 +129,7 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 			sec.Data[k] = []byte(v)
 		}
 	}
-	if _, err := d.cs.CoreV1().Secrets(d.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+	if sec, err = d.cs.CoreV1().Secrets(d.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 		return "", d.fail("create sandbox "+s.Name, err)
 	}
 	undo = append(undo, func(ctx context.Context) error { return d.deleteRecord(ctx, s.Name) })
@@ -166,6 +166,11 @@ func (d *Driver) Create(ctx context.Context, s sandbox.Spec) (id string, err err
 		// Start instead of retrying it after the bind.
 		if err := d.awaitBound(ctx, claim.Name); err != nil {
 			return "", err
+		}
+	} else {
+		undo = append(undo, func(ctx context.Context) error { return d.deleteVolume(ctx, claimName(s.Name)) })
+		if err := d.ownWorkspace(ctx, sec, storeSpec(s)); err != nil {
+			return "", fmt.Errorf("create sandbox %s: %w", s.Name, err)
 		}
 	}
 	d.log.Debug("created", zap.String("name", s.Name), zap.String("image", s.Image))

@@ -16,8 +16,9 @@
 //     cluster here has no provisioner: given Options.HostPathDir the driver
 //     makes each workspace a directory there, owned by uid 1000, and a
 //     hostPath PersistentVolume reserved for the claim (the hub runs on the
-//     only node); otherwise the claim names Options.StorageClass and the Pod
-//     gets fsGroup 1000 (the kubelet makes the volume the sandbox group's).
+//     only node); otherwise the claim names Options.StorageClass and Create
+//     makes its root the sandbox user's through a helper Pod (no fsGroup:
+//     the kubelet would rewrite every file's group and mode at each start).
 //     A spec's Limits.WorkspaceBytes is the claim's request; a hostPath
 //     workspace is then an ext4 image of that size mounted at its
 //     directory (bounded.go, package loopfs, as the Docker driver's).

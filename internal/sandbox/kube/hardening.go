@@ -13,18 +13,17 @@ import (
 // all of it but the user and capabilities (helperSecurity).
 
 // podSecurity is the Pod's security context: uid and gid 1000, not root,
-// seccomp RuntimeDefault; on provisioned volumes fsGroup 1000 (a
-// provisioned volume's root is root's: the kubelet gives it the sandbox's
-// group).
+// seccomp RuntimeDefault. No fsGroup: on most volume types the kubelet
+// would then walk the whole workspace at every start, giving every file
+// the group and g+rw and every directory the setgid bit, which changes
+// the agent's files (a 0700 directory came back 02775); a provisioned
+// volume's root is made the sandbox user's once, at Create, instead
+// (ownWorkspace).
 func (d *Driver) podSecurity() *corev1.PodSecurityContext {
-	sc := &corev1.PodSecurityContext{
+	return &corev1.PodSecurityContext{
 		RunAsUser: ptr(int64(uid)), RunAsGroup: ptr(int64(gid)), RunAsNonRoot: ptr(true),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
-	if d.hostDir == "" {
-		sc.FSGroup = ptr(int64(gid))
-	}
-	return sc
 }
 
 // containerSecurity is a container's security context: uid and gid 1000,

@@ -63,7 +63,7 @@ const (
 	// delete it (activeDeadlineSeconds; its sleep ends then too).
 	helperDeadline = 6 * time.Hour
 	// labelHelper marks a helper Pod with its call: export, import,
-	// copy-from, copy-to.
+	// copy-from, copy-to, own (Create's chown of a new claim's root).
 	labelHelper = annPrefix + "workspace-helper"
 	// helperStartTimeout bounds the wait for a helper Pod to run: longer
 	// than a sandbox's Start (startTimeout), since a call that needs one
@@ -109,6 +109,24 @@ func (d *Driver) startHelper(ctx context.Context, op, id string, write bool) (st
 		return "", nil, err
 	}
 	return d.runHelper(ctx, op, sec, s, node, []helperMount{{claimName(id), sandbox.WorkspaceDir, write}})
+}
+
+// ownWorkspace makes the root of sandbox sec's new workspace claim (a
+// provisioned volume's root is root's) the sandbox user's, as Docker's
+// volumes and the hostPath workspaces are, through a helper Pod that may
+// chown. Once: what the agent makes below it is its own, and the kubelet
+// is never asked to change owners (no fsGroup, podSecurity).
+func (d *Driver) ownWorkspace(ctx context.Context, sec *corev1.Secret, s storedSpec) error {
+	pod, stop, err := d.runHelper(ctx, "own", sec, s, "", []helperMount{{claimName(sec.Name), sandbox.WorkspaceDir, true}})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	owner := strconv.Itoa(uid) + ":" + strconv.Itoa(gid)
+	if err := d.exec(ctx, pod, []string{"chown", owner, sandbox.WorkspaceDir}, nil, nil); err != nil {
+		return fmt.Errorf("make the workspace of %s the sandbox user's: %w", sec.Name, err)
+	}
+	return nil
 }
 
 // helperRecord is sandbox id's record and spec.
