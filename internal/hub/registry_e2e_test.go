@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ import (
 // plain registry under another name no flag covers is rejected naming
 // --insecure-registry. On Kubernetes the node pulls with its own registry
 // configuration: only the loopback registry is ready, the other two are
-// rejected at the pull, saying why.
+// rejected at the pull, saying why (the name only the hub resolves is not
+// tried there: the node would ask this machine's DNS server for it).
 func TestSandboxRegistriesAdminsRun(t *testing.T) {
 	base := sandboxtest.BaseImage(t)
 	store := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
@@ -97,7 +99,14 @@ func TestSandboxRegistriesAdminsRun(t *testing.T) {
 	}, hubtest.Options{})
 	run := h.agentctl()
 
-	for _, tc := range []struct{ env, host string }{{"loopback", plainAddr}, {"insecure", named}, {"privateca", tlsHost}, {"unnamed", unnamed}} {
+	envs := []struct{ env, host string }{{"loopback", plainAddr}, {"insecure", named}, {"privateca", tlsHost}, {"unnamed", unnamed}}
+	if onKube() {
+		// Not the name only the test's resolver knows: the node's
+		// containerd would ask this machine's DNS server for it, an
+		// address the test does not own.
+		envs = slices.DeleteFunc(envs, func(e struct{ env, host string }) bool { return e.env == "insecure" })
+	}
+	for _, tc := range envs {
 		if code, out, errs := run("env", "create", tc.env, "--image", tc.host+"/acme/reg:v1", "--network", "none"); code != 0 {
 			t.Fatalf("env create %s = %d %q %q", tc.env, code, out, errs)
 		}
@@ -110,7 +119,7 @@ func TestSandboxRegistriesAdminsRun(t *testing.T) {
 		// the node operator's to configure (docs/kubernetes.md, Images and
 		// pulls); unconfigured, the pull fails, saying so.
 		ready = ready[:1]
-		for env, want := range map[string]string{"insecure": "cannot resolve the registry's name", "privateca": "ErrImagePull"} {
+		for env, want := range map[string]string{"privateca": "ErrImagePull"} {
 			e := h.waitEnv(env, 5*time.Minute)
 			if c := failed(e, "pull.engine"); e.GetState() != hubv1.EnvironmentState_ENVIRONMENT_STATE_REJECTED || c == nil || !strings.Contains(c.GetBreaks(), want) {
 				t.Errorf("environment %s on Kubernetes: %s, want rejected at pull.engine with %q\n%s", env, e.GetState(), want, reportText(e))
