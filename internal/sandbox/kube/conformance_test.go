@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devdepot-ai/agentd/internal/sandbox"
@@ -186,15 +186,38 @@ func localVolumes(t *testing.T, d *Driver, class string, n int, size int64) {
 
 func makeVolumes(t *testing.T, d *Driver, class string, n int, size int64, local bool) {
 	t.Helper()
-	ctx := t.Context()
+	add := testVolumes(t, d, class, storagev1.VolumeBindingImmediate)
+	node := ""
+	if local {
+		nodes, err := d.cs.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node = d.localNode(t.Context(), nodes.Items); node == "" {
+			t.Skip("local volumes need this host to be a node of the cluster")
+		}
+	}
+	for i := range n {
+		add(fmt.Sprintf("%s-%d", class, i), node, size, local)
+	}
+}
+
+// testVolumes makes StorageClass class (no provisioner, binding mode mode,
+// reclaim Retain) and returns add, which makes a PersistentVolume name of
+// it, size bytes, in a new directory of this machine (uid 1000's, or
+// root's when rootOwned): a local volume with node affinity to node, or a
+// hostPath one when node is "". The class and its volumes are deleted
+// when t ends.
+func testVolumes(t *testing.T, d *Driver, class string, mode storagev1.VolumeBindingMode) (add func(name, node string, size int64, rootOwned bool)) {
+	t.Helper()
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Labels: map[string]string{sandbox.LabelManaged: "test"}}
 	}
 	sc := &storagev1.StorageClass{
 		ObjectMeta: meta(class), Provisioner: "kubernetes.io/no-provisioner",
-		VolumeBindingMode: ptr(storagev1.VolumeBindingImmediate), ReclaimPolicy: ptr(corev1.PersistentVolumeReclaimRetain),
+		VolumeBindingMode: ptr(mode), ReclaimPolicy: ptr(corev1.PersistentVolumeReclaimRetain),
 	}
-	if _, err := d.cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+	if _, err := d.cs.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create storage class %s: %v", class, err)
 	}
 	var names []string
@@ -202,7 +225,7 @@ func makeVolumes(t *testing.T, d *Driver, class string, n int, size int64, local
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, name := range names {
-			if err := d.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			if err := d.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("delete volume %s: %v", name, err)
 			}
 		}
@@ -211,23 +234,19 @@ func makeVolumes(t *testing.T, d *Driver, class string, n int, size int64, local
 		}
 	})
 	dir := t.TempDir()
-	node := ""
-	if local {
-		nodes, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if node = d.localNode(ctx, nodes.Items); node == "" {
-			t.Skip("local volumes need this host to be a node of the cluster")
-		}
-	}
-	for i := range n {
-		p := filepath.Join(dir, strconv.Itoa(i))
+	return func(name, node string, size int64, rootOwned bool) {
+		t.Helper()
+		p := filepath.Join(dir, name)
 		if err := os.Mkdir(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if !rootOwned {
+			if err := os.Chown(p, uid, gid); err != nil {
+				t.Fatal(err)
+			}
+		}
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: meta(fmt.Sprintf("%s-%d", class, i)),
+			ObjectMeta: meta(name),
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: quantity(size)},
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -238,15 +257,13 @@ func makeVolumes(t *testing.T, d *Driver, class string, n int, size int64, local
 				},
 			},
 		}
-		if local {
+		if node != "" {
 			pv.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: p}}
 			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 			}}}}
-		} else if err := os.Chown(p, uid, gid); err != nil {
-			t.Fatal(err)
 		}
-		if _, err := d.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		if _, err := d.cs.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create volume %s: %v", pv.Name, err)
 		}
 		names = append(names, pv.Name)

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"archive/tar"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -90,58 +89,10 @@ func clusterAgentdImage(t *testing.T) func(*Options) {
 // by uid 1000 on this machine (every node's here); all deleted at the end.
 func localClass(t *testing.T, d *Driver, class string, size int64, perNode map[string]int) {
 	t.Helper()
-	ctx := t.Context()
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Labels: map[string]string{sandbox.LabelManaged: "test"}}
-	}
-	sc := &storagev1.StorageClass{
-		ObjectMeta: meta(class), Provisioner: "kubernetes.io/no-provisioner",
-		VolumeBindingMode: ptr(storagev1.VolumeBindingWaitForFirstConsumer), ReclaimPolicy: ptr(corev1.PersistentVolumeReclaimRetain),
-	}
-	if _, err := d.cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create storage class %s: %v", class, err)
-	}
-	var names []string
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, name := range names {
-			if err := d.cs.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete volume %s: %v", name, err)
-			}
-		}
-		if err := d.cs.StorageV1().StorageClasses().Delete(ctx, class, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete storage class %s: %v", class, err)
-		}
-	})
-	dir := t.TempDir()
+	add := testVolumes(t, d, class, storagev1.VolumeBindingWaitForFirstConsumer)
 	for node, n := range perNode {
 		for i := range n {
-			name := fmt.Sprintf("%s-%s-%d", class, node, i)
-			p := filepath.Join(dir, name)
-			if err := os.Mkdir(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chown(p, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-			pv := &corev1.PersistentVolume{
-				ObjectMeta: meta(name),
-				Spec: corev1.PersistentVolumeSpec{
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: quantity(size)},
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-					StorageClassName:              class,
-					PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: p}},
-					NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: hostLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-					}}}},
-				},
-			}
-			if _, err := d.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("create volume %s: %v", pv.Name, err)
-			}
-			names = append(names, pv.Name)
+			add(fmt.Sprintf("%s-%s-%d", class, node, i), node, size, false)
 		}
 	}
 }
