@@ -31,31 +31,45 @@ func (d *Driver) Image(ctx context.Context, ref string) (sandbox.Image, error) {
 			continue
 		}
 		for _, img := range n.Status.Images {
-			if slices.ContainsFunc(img.Names, func(name string) bool { return slices.Contains(want, name) }) {
-				return image(img), nil
+			if i := slices.IndexFunc(img.Names, func(name string) bool { return slices.Contains(want, name) }); i >= 0 {
+				return image(img, img.Names[i]), nil
 			}
 		}
 	}
 	return sandbox.Image{}, fmt.Errorf("image %s: %w on %s (Pull has the kubelets pull it, or import it into each node's runtime)", ref, sandbox.ErrNotFound, d.placementNote())
 }
 
-// image is the description of a node's image.
-func image(img corev1.ContainerImage) sandbox.Image {
-	out := sandbox.Image{Size: img.SizeBytes, OS: "linux"}
+// image is the description of a node's image, found under its name
+// matched. Its id is matched's repository's digest name (repo@sha256:…)
+// when the node lists one, else matched: never a name of another
+// repository, which an image the node holds under several (a pull of the
+// same image from another registry) may list first, and which goes when
+// that repository's image is removed.
+func image(img corev1.ContainerImage, matched string) sandbox.Image {
+	out := sandbox.Image{Size: img.SizeBytes, OS: "linux", ID: matched}
+	repo := repository(matched)
 	for _, name := range img.Names {
-		if strings.HasPrefix(name, "sha256:") || strings.Contains(name, "@sha256:") {
-			if out.ID == "" {
-				out.ID = name
-			}
-			if strings.Contains(name, "@") {
-				out.RepoDigests = append(out.RepoDigests, name)
-			}
+		r, _, digest := strings.Cut(name, "@sha256:")
+		if !digest {
+			continue
+		}
+		out.RepoDigests = append(out.RepoDigests, name)
+		if r == repo && !strings.Contains(out.ID, "@") {
+			out.ID = name
 		}
 	}
-	if out.ID == "" && len(img.Names) > 0 {
-		out.ID = img.Names[0]
-	}
 	return out
+}
+
+// repository is ref without its tag or digest.
+func repository(ref string) string {
+	if r, _, ok := strings.Cut(ref, "@"); ok {
+		return r
+	}
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
 }
 
 // candidates are the names a node may list ref under.
