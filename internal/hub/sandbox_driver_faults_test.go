@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +63,11 @@ func (h *sandboxHub) killContainer(containerID string) {
 		t.Fatalf("pod %s: no process of this machine is in container %s's cgroup (is the node another machine?)", containerID, cid)
 	}
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		proc, err := os.FindProcess(pid)
+		if err == nil {
+			err = proc.Kill() // SIGKILL
+		}
+		if err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatalf("kill %d of pod %s: %v", pid, containerID, err)
 		}
 	}
