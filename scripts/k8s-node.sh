@@ -50,23 +50,14 @@ nstate=$cache/nodes/$name
 k="$bin/kubectl --kubeconfig $state/admin.kubeconfig --request-timeout=20s"
 cgroups=(/sys/fs/cgroup/*/)
 
-pid_of() { awk -v n="$1" '$1 == n {print $2}' "$nstate/pids" 2>/dev/null; }
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-stop() { # name: SIGTERM, then SIGKILL after 15 s
-	local p i
-	p=$(pid_of "$1")
-	alive "$p" || return 0
-	kill -TERM "$p" 2>/dev/null
-	for ((i = 0; i < 30; i++)); do alive "$p" || return 0; sleep 0.5; done
-	log "$1 ($p) ignored SIGTERM; killing"
-	kill -KILL "$p" 2>/dev/null
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s.sh"
+stop() { stop_recorded "$nstate/pids" "$1"; }
 
 remove() {
 	set +e
 	[ -d "$nstate" ] || { log "$nstate does not exist: node $name is not here"; return 0; }
-	local sock=$nstate/containerd/containerd.sock f d cmd i left netns
-	if alive "$(pid_of kubelet)"; then
+	local left
+	if alive "$(pid_of "$nstate/pids" kubelet)"; then
 		$k cordon "$name" >/dev/null 2>&1 || true
 		# Its Pods, while its kubelet runs: it stops their sandboxes, which
 		# tears down their network namespaces and bridge ports.
@@ -76,32 +67,7 @@ remove() {
 	stop kubelet
 	# After the kubelet: a running one registers its Node again.
 	$k delete node "$name" --ignore-not-found >/dev/null 2>&1 || log "warning: could not delete node $name"
-	if alive "$(pid_of containerd)"; then
-		for t in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
-			ctr --address "$sock" -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1
-		done
-	fi
-	netns=$(cat "$nstate"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/config.json 2>/dev/null |
-		grep -o '"/var/run/netns/cni-[0-9a-f-]*"' | tr -d '"' | sort -u)
-	stop containerd
-	for f in $(grep -lsaF -e "$sock" /proc/[0-9]*/cmdline); do
-		d=${f%/cmdline}
-		cmd=$( { tr '\0' ' ' <"$f"; } 2>/dev/null) || continue
-		case "$cmd" in
-		*containerd-shim*"-address $sock "*) kill -KILL "${d#/proc/}" 2>/dev/null && log "killed shim ${d#/proc/}" ;;
-		esac
-	done
-	for i in 1 2 3; do
-		mapfile -t ms < <(awk -v s="$nstate/" 'index($2, s) == 1 {print $2}' /proc/self/mounts | sort -r)
-		[ ${#ms[@]} -eq 0 ] && break
-		for m in "${ms[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
-	done
-	left=$(awk -v s="$nstate/" 'index($2, s) == 1' /proc/self/mounts | wc -l)
-	for n in $netns; do
-		[ -e "$n" ] || continue
-		umount "$n" 2>/dev/null
-		rm -f "$n" && log "removed network namespace $n"
-	done
+	teardown_containerd "$nstate/pids" "$nstate"
 	if [ -e "$nstate/bridge" ]; then ip link del "$(cat "$nstate/bridge")" 2>/dev/null; fi
 	# Its cgroups, deepest first (the kubelet's kubepods tree under /NAME).
 	for c in "${cgroups[@]}"; do
@@ -178,28 +144,7 @@ add() {
 	echo "$bridge" >"$nstate/bridge"
 	ip addr add "$gw/$prefix" dev "$bridge"
 	ip link set "$bridge" up
-	cat >"$nstate/cni/net.d/10-$name.conflist" <<CNI
-{
-  "cniVersion": "0.4.0",
-  "name": "$name",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$bridge",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$nstate/cni/ipam",
-        "ranges": [[{"subnet": "$cidr", "gateway": "$gw"}]],
-        "routes": [{"dst": "$gw/32"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-CNI
+	cni_conflist "$nstate/cni/net.d/10-$name.conflist" "$name" "$bridge" "$nstate/cni/ipam" "$cidr" "$gw"
 
 	# --- its cgroup root in every hierarchy (cpuset's needs cpus and mems).
 	for c in "${cgroups[@]}"; do

@@ -49,6 +49,7 @@ agentd_image=${K8S_AGENTD_IMAGE:-agentd.local/agentd:$version}
 
 die() { echo "k8s-up: $*" >&2; exit 1; }
 log() { echo "k8s-up: $*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s.sh"
 [ "$(id -u)" = 0 ] || die "must run as root (cgroups, mounts, the CNI bridge)"
 [ -e "$state/pids" ] && die "$state/pids exists: a cluster is up (or was not stopped); run scripts/k8s-down.sh first"
 cni_bin=/usr/lib/cni
@@ -175,28 +176,7 @@ if ! ip link show "$bridge" >/dev/null 2>&1; then
 fi
 ip addr replace "$gw/$prefix" dev "$bridge"
 ip link set "$bridge" up
-cat >"$state/cni/net.d/10-agentd-k8s.conflist" <<CNI
-{
-  "cniVersion": "0.4.0",
-  "name": "agentd-k8s",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$bridge",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$state/cni/ipam",
-        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$gw"}]],
-        "routes": [{"dst": "$gw/32"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-CNI
+cni_conflist "$state/cni/net.d/10-agentd-k8s.conflist" agentd-k8s "$bridge" "$state/cni/ipam" "$pod_cidr" "$gw"
 
 # --- etcd and the control plane.
 start etcd "$bin/etcd" --name default --data-dir "$state/etcd" \

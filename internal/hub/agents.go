@@ -225,6 +225,9 @@ func (g *agentService) RunAgent(ctx context.Context, req *hubv1.RunAgentRequest)
 	img, err := o.Driver.Image(ctx, ref)
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
+		if w := sandbox.TermsOf(o.Driver); w != sandbox.DockerTerms {
+			return nil, errs.New(errs.Precondition, "the image %s of %s is not on %s: build it with '%s', then %s", ref, p.Name, w.Engine, hint, w.ImageFix)
+		}
 		return nil, errs.New(errs.Precondition, "the image %s of %s is not on this hub's Docker engine: run '%s' on the hub's host", ref, p.Name, hint)
 	case err != nil:
 		return nil, sandboxes.EngineError(err, "agent "+p.Name)

@@ -339,6 +339,12 @@ func TestSandboxContainerPrunedKeepsWorkspace(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "removed outside the hub") || !strings.Contains(err.Error(), "sandbox rm "+id) {
 		t.Fatalf("a call after the prune: %v; want FAILED_PRECONDITION saying what happened and what to do", err)
 	}
+	// In the words of the engine the operator runs (never Docker's on a cluster).
+	w := sandbox.TermsOf(h.driver)
+	if !strings.Contains(err.Error(), "its "+w.Container+" was removed") || !strings.Contains(err.Error(), "kept on "+w.Volume+" ") ||
+		(h.kube != nil && strings.Contains(strings.ToLower(err.Error()), "docker")) {
+		t.Errorf("a call after the prune: %v; want it to name the %s and %s", err, w.Container, w.Volume)
+	}
 	if volume() != 1 {
 		t.Fatal("after the refused call the workspace volume is gone")
 	}

@@ -201,6 +201,49 @@ type Image struct {
 	WorkingDir   string
 }
 
+// Terms are the words the hub's messages use for what a driver runs, so
+// that an error names what the operator sees: a Docker engine's words
+// (DockerTerms) unless the driver says its own (Termer).
+type Terms struct {
+	// Engine is where the containers run: "this hub's Docker engine".
+	Engine string
+	// Container and Volume name a sandbox's container and its workspace's
+	// volume as the engine lists them.
+	Container, Volume string
+	// Removal is what removes a container behind the hub's back, for a
+	// message that asks: "docker container prune".
+	Removal string
+	// ImageFix says how an image gets onto Engine.
+	ImageFix string
+	// Owned says what of a sandbox only the hub replica that owns it
+	// reaches, for a call that lands on another while that one is down.
+	Owned string
+}
+
+// DockerTerms are the Docker engine's words.
+var DockerTerms = Terms{
+	Engine:    "this hub's Docker engine",
+	Container: "container",
+	Volume:    "volume",
+	Removal:   "docker container prune",
+	ImageFix:  "build or pull it there",
+	Owned:     "its container and /workspace are on that replica's Docker engine",
+}
+
+// Termer is a driver with words of its own (the Kubernetes driver's Pods
+// and claims).
+type Termer interface {
+	Terms() Terms
+}
+
+// TermsOf returns d's words: its own when it says them, else DockerTerms.
+func TermsOf(d Driver) Terms {
+	if t, ok := d.(Termer); ok {
+		return t.Terms()
+	}
+	return DockerTerms
+}
+
 // Driver starts and stops sandbox containers on an engine. Implementations
 // are safe for concurrent use.
 type Driver interface {

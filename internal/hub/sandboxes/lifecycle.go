@@ -69,8 +69,9 @@ func (m *Manager) builtinImage(ctx context.Context) (string, error) {
 	}
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
+		w := sandbox.TermsOf(m.o.Driver)
 		return "", fail(ErrNotReady, errs.Precondition,
-			"environment builtin is unavailable: the sandbox base image %s is not on this hub's Docker engine; build it there with 'make sandbox-base'", m.o.BaseImage)
+			"environment builtin is unavailable: the sandbox base image %s is not on %s; %s ('make sandbox-base' builds it)", m.o.BaseImage, w.Engine, w.ImageFix)
 	case err != nil:
 		return "", EngineError(err, "environment builtin")
 	}
@@ -212,8 +213,9 @@ func (m *Manager) bringUp(ctx context.Context, org store.Org, env envSpec, conv 
 			}
 			if len(vols) > 0 {
 				m.setState(ctx, sb.ID, store.SandboxStopped, containerGoneReason)
-				return "", errs.New(errs.Precondition, "sandbox %s of conversation %q was %s and its container was removed outside the hub (docker container prune?); its /workspace is kept on volume %s: copy what you need from it, then 'agentctl sandbox rm %s' starts the conversation afresh",
-					sb.ID, sb.Conversation, stateOf(sb), vols[0].Name, sb.ID)
+				w := sandbox.TermsOf(m.o.Driver)
+				return "", errs.New(errs.Precondition, "sandbox %s of conversation %q was %s and its %s was removed outside the hub (%s?); its /workspace is kept on %s %s: copy what you need from it, then 'agentctl sandbox rm %s' starts the conversation afresh",
+					sb.ID, sb.Conversation, stateOf(sb), w.Container, w.Removal, w.Volume, vols[0].Name, sb.ID)
 			}
 			m.log.Warn("sandbox's container and workspace gone; starting a new one", zap.String("sandbox", sb.ID))
 			m.destroy(context.WithoutCancel(ctx), sb, "its container and workspace are gone")

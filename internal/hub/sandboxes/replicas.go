@@ -140,9 +140,9 @@ func (m *Manager) hubAlive(ctx context.Context, hubID string) (bool, error) {
 // not running.
 func (m *Manager) ownerGone(sb store.Sandbox) error {
 	return fail(ErrReplicaDown, errs.Unavailable,
-		"conversation %q's sandbox %s (environment %s) is on hub replica %s, which is not running: its container and /workspace are on that replica's Docker engine. "+
+		"conversation %q's sandbox %s (environment %s) is on hub replica %s, which is not running: %s. "+
 			"Calls reach it again once that replica is back; or remove it with 'agentctl sandbox rm %s', and the conversation's next call starts a new sandbox (without that /workspace)",
-		sb.Conversation, sb.ID, sb.Environment, sb.Hub, sb.ID)
+		sb.Conversation, sb.ID, sb.Environment, sb.Hub, sandbox.TermsOf(m.o.Driver).Owned, sb.ID)
 }
 
 // destroyRemote removes a sandbox another replica drives, in the store: its

@@ -288,7 +288,7 @@ func (d *Driver) awaitHelper(ctx context.Context, name string) error {
 			return fmt.Errorf("helper pod %s: its container ended: %s %s", name, cs.State.Terminated.Reason, cs.State.Terminated.Message)
 		case cs != nil && cs.State.Waiting != nil && startFailures[cs.State.Waiting.Reason] &&
 			!strings.Contains(cs.State.Waiting.Message, "context deadline exceeded"): // a busy runtime: the kubelet retries
-			return fmt.Errorf("helper pod %s: %s: %s", name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			return fmt.Errorf("helper pod %s: %s: %s (on node %s)", name, cs.State.Waiting.Reason, cs.State.Waiting.Message, p.Spec.NodeName)
 		case p.Status.Phase == corev1.PodFailed:
 			return fmt.Errorf("helper pod %s failed: %s %s", name, p.Status.Reason, p.Status.Message)
 		}

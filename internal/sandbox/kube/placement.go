@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/devdepot-ai/agentd/internal/sandbox"
 )
 
 // Placement: an operator who keeps sandboxes on nodes of their own (a
@@ -150,4 +152,17 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 		t.Operator, t.Value = corev1.TolerationOpEqual, v
 	}
 	return t, nil
+}
+
+// Terms are the driver's words for the hub's messages: a sandbox's Pod
+// record, its claim, the nodes it may run on.
+func (d *Driver) Terms() sandbox.Terms {
+	return sandbox.Terms{
+		Engine:    d.placementNote(),
+		Container: "record (Secret)",
+		Volume:    "PersistentVolumeClaim",
+		Removal:   "kubectl delete",
+		ImageFix:  "import it into each node's container runtime, or push it to a registry the nodes pull from (docs/kubernetes.md, Images and pulls)",
+		Owned:     "its Pod and /workspace are in the cluster, but its tunnel dials that replica alone",
+	}
 }
