@@ -46,9 +46,33 @@ func TestKubeSandboxEndToEnd(t *testing.T) {
 	if code, out, errOut := agentctl("sh", "cat /workspace/f"); code != 0 || strings.TrimSpace(out) != "kept" {
 		t.Errorf("after a stop, the next call: exit %d %q %q; want the workspace kept", code, out, errOut)
 	}
-	// Running, with an unbounded workspace: no fork (nothing to freeze).
-	if code, out, errOut := k.agentctl("", "sandbox", "fork", strings.TrimPrefix(pod, "agentd-")); code == 0 || !strings.Contains(errOut, "stop the sandbox first") {
-		t.Errorf("fork of a running sandbox with an unbounded workspace: exit %d %q %q; want a refusal saying to stop it first", code, out, errOut)
+	// Running, with an unbounded workspace: where the driver can pause its
+	// Pod (the hub on its node), the fork pauses it, as on Docker, and
+	// holds its workspace; elsewhere it is refused (nothing to freeze).
+	// The driver itself says which (a paused Pod thawed at once).
+	canPause := k.drv.Pause(t.Context(), pod) == nil
+	if canPause {
+		if err := k.drv.Unpause(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = k.agentctl("", "sandbox", "fork", strings.TrimPrefix(pod, "agentd-"))
+	switch {
+	case !canPause && (code == 0 || !strings.Contains(errOut, "stop the sandbox first")):
+		t.Errorf("fork of a running sandbox with an unbounded workspace its Pod's node cannot freeze: exit %d %q %q; want a refusal saying to stop it first", code, out, errOut)
+	case canPause && (code != 0 || !strings.HasPrefix(out, "sb-")):
+		t.Errorf("fork of a running sandbox the driver can pause: exit %d %q %q; want the fork's id", code, out, errOut)
+	case canPause:
+		sb, err := k.h.Store.Sandbox(t.Context(), strings.TrimSpace(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := k.agentctl(sb.Conversation, "sh", "cat /workspace/f"); code != 0 || out != "kept\n" {
+			t.Errorf("the fork's workspace: exit %d %q %q; want the source's file", code, out, errOut)
+		}
+		if code, out, errOut := agentctl("sh", "echo on"); code != 0 || out != "on\n" {
+			t.Errorf("the source after its fork: exit %d %q %q; want it running again", code, out, errOut)
+		}
 	}
 }
 

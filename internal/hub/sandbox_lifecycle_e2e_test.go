@@ -68,8 +68,11 @@ func (h *sandboxHub) activityNote(id, note string) {
 // workspace volume kept), never removed; one with a call in flight is left
 // running; the conversation's next call brings the same sandbox back with
 // its /workspace, and that call's record says it resumed it.
+//
+// The paused spell (PauseAfter to StopAfter) is 4 s: the busy sandbox's
+// start (2-3 s for a Pod) comes out of it before the test looks.
 func TestSandboxIdlePolicy(t *testing.T) {
-	h := startSandboxHub(t, func(o *sandboxes.Options) { o.PauseAfter, o.StopAfter = 2*time.Second, 4*time.Second })
+	h := startSandboxHub(t, func(o *sandboxes.Options) { o.PauseAfter, o.StopAfter = 3*time.Second, 7*time.Second })
 	h.require(t, capPause)
 	idleCtx := h.ctx("builtin", "c-idle")
 	if _, code, err := h.run(idleCtx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
@@ -79,29 +82,29 @@ func TestSandboxIdlePolicy(t *testing.T) {
 
 	busyCtx := h.ctx("builtin", "c-busy")
 	busy := h.sandboxOf(busyCtx)
-	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "9"}})
+	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "14"}})
 	callStart := time.Now()
 
 	paused := h.awaitState(idle, store.SandboxPaused, sandbox.StatePaused, 10*time.Second)
-	if paused.StateReason != "idle 2s" {
-		t.Errorf("paused for %q, want idle 2s", paused.StateReason)
+	if paused.StateReason != "idle 3s" {
+		t.Errorf("paused for %q, want idle 3s", paused.StateReason)
 	}
 	stopped := h.awaitState(idle, store.SandboxStopped, sandbox.StateExited, 15*time.Second)
-	if stopped.StateReason != "idle 4s" {
-		t.Errorf("stopped for %q, want idle 4s", stopped.StateReason)
+	if stopped.StateReason != "idle 7s" {
+		t.Errorf("stopped for %q, want idle 7s", stopped.StateReason)
 	}
 	vols, err := h.driver.Volumes(t.Context(), map[string]string{sandbox.LabelID: idle})
 	if err != nil || len(vols) != 1 {
 		t.Fatalf("workspace volume of the stopped sandbox: %v %v, want one", vols, err)
 	}
-	if time.Since(callStart) >= 9*time.Second {
+	if time.Since(callStart) >= 14*time.Second {
 		t.Fatalf("the idle sandbox took until after the busy call to stop: the test proves nothing")
 	}
 	if sb, err := h.Store.Sandbox(t.Context(), busy); err != nil || sb.State != store.SandboxRunning {
 		t.Errorf("the sandbox with a call in flight: %+v %v, want running", sb, err)
 	}
 	if _, x, err := untilExit(startEvents(st)); err != nil || x.GetExitCode() != 0 {
-		t.Fatalf("sleep 9 in the busy sandbox: %v %v, want exit 0", x, err)
+		t.Fatalf("sleep 14 in the busy sandbox: %v %v, want exit 0", x, err)
 	}
 
 	// The conversation's next call: the same sandbox, its workspace kept.
