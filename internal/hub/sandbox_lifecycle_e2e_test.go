@@ -69,21 +69,22 @@ func (h *sandboxHub) activityNote(id, note string) {
 // running; the conversation's next call brings the same sandbox back with
 // its /workspace, and that call's record says it resumed it.
 //
-// The paused spell (PauseAfter to StopAfter) is 4 s: the busy sandbox's
-// start (2-3 s for a Pod) comes out of it before the test looks.
+// The busy conversation's call starts first and runs until the test
+// releases it, so that no sandbox's start (2-15 s for a Pod) eats into the
+// idle one's paused spell (PauseAfter to StopAfter, 4 s) before the test
+// looks.
 func TestSandboxIdlePolicy(t *testing.T) {
 	h := startSandboxHub(t, func(o *sandboxes.Options) { o.PauseAfter, o.StopAfter = 3*time.Second, 7*time.Second })
 	h.require(t, capPause)
+	busyCtx := h.ctx("builtin", "c-busy")
+	busy := h.sandboxOf(busyCtx)
+	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sh", "-c", "until [ -e /tmp/release ]; do sleep 0.1; done"}})
+
 	idleCtx := h.ctx("builtin", "c-idle")
 	if _, code, err := h.run(idleCtx, "sh", "-c", "echo kept > /workspace/f"); err != nil || code != 0 {
 		t.Fatalf("write: exit %d %v", code, err)
 	}
 	idle := h.sandboxOf(idleCtx)
-
-	busyCtx := h.ctx("builtin", "c-busy")
-	busy := h.sandboxOf(busyCtx)
-	st, _ := h.start(busyCtx, &agentdv1.StartRequest{Argv: []string{"sleep", "14"}})
-	callStart := time.Now()
 
 	paused := h.awaitState(idle, store.SandboxPaused, sandbox.StatePaused, 10*time.Second)
 	if paused.StateReason != "idle 3s" {
@@ -97,14 +98,14 @@ func TestSandboxIdlePolicy(t *testing.T) {
 	if err != nil || len(vols) != 1 {
 		t.Fatalf("workspace volume of the stopped sandbox: %v %v, want one", vols, err)
 	}
-	if time.Since(callStart) >= 14*time.Second {
-		t.Fatalf("the idle sandbox took until after the busy call to stop: the test proves nothing")
-	}
 	if sb, err := h.Store.Sandbox(t.Context(), busy); err != nil || sb.State != store.SandboxRunning {
 		t.Errorf("the sandbox with a call in flight: %+v %v, want running", sb, err)
 	}
+	if _, code, err := h.run(busyCtx, "touch", "/tmp/release"); err != nil || code != 0 {
+		t.Fatalf("release the busy call: exit %d %v", code, err)
+	}
 	if _, x, err := untilExit(startEvents(st)); err != nil || x.GetExitCode() != 0 {
-		t.Fatalf("sleep 14 in the busy sandbox: %v %v, want exit 0", x, err)
+		t.Fatalf("the busy sandbox's call: %v %v, want exit 0 once released", x, err)
 	}
 
 	// The conversation's next call: the same sandbox, its workspace kept.
